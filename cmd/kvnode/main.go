@@ -1,0 +1,10 @@
+// Command kvnode runs one cutkv node. See `kvnode --help`.
+package main
+
+import (
+	"os"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, nil))
+}

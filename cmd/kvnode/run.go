@@ -1,0 +1,227 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/cutkv/cutkv/server"
+)
+
+const usageHead = `kvnode runs one node of a cutkv cluster.
+
+Bootstrap a new 3-node cluster (run once per node, same --initial-cluster):
+  kvnode --id n1 --data-dir data/n1 --grpc-addr 127.0.0.1:7001 --gossip-addr 127.0.0.1:7101 \
+         --http-addr 127.0.0.1:7201 --join 127.0.0.1:7102,127.0.0.1:7103 \
+         --initial-cluster n1=127.0.0.1:7001,n2=127.0.0.1:7002,n3=127.0.0.1:7003
+
+Restart a node with existing data: the same command; bootstrap flags are
+then optional and, when given, must describe the same cluster.
+
+Every flag can also come from a YAML file given with --config (keys are
+the flag names, e.g. "grpc-addr: 127.0.0.1:7001"); flags on the command
+line win over the file.
+
+Exit status: 0 after a clean shutdown, 1 on a fatal error (the message
+names the file or address), 2 for bad flags.
+
+Flags:
+`
+
+// flags binds every kvnode flag to a server.Config.
+type flags struct {
+	fs         *flag.FlagSet
+	cfg        server.Config
+	join       string
+	configFile string
+	logLevel   string
+	logFormat  string
+	maxKey     int
+	maxValue   int
+	partitions uint
+}
+
+func newFlags(stderr io.Writer) *flags {
+	f := &flags{fs: flag.NewFlagSet("kvnode", flag.ContinueOnError)}
+	fs := f.fs
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, usageHead)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&f.configFile, "config", "", "YAML config file; keys are flag names; command-line flags win")
+	fs.StringVar(&f.cfg.ID, "id", "", "node id, e.g. n1 (required); must appear in --initial-cluster")
+	fs.StringVar(&f.cfg.DataDir, "data-dir", "", "data directory: WAL, cluster identity, lock (default data/<id>)")
+	fs.StringVar(&f.cfg.GRPCAddr, "grpc-addr", "127.0.0.1:7001", "gRPC listen address host:port for clients and peers (port 0 picks one)")
+	fs.StringVar(&f.cfg.GossipAddr, "gossip-addr", "127.0.0.1:7101", "memberlist gossip listen address host:port, TCP and UDP (port 0 picks one)")
+	fs.StringVar(&f.cfg.HTTPAddr, "http-addr", "127.0.0.1:7201", "HTTP address for /metrics, /healthz and /debug/pprof; empty disables")
+	fs.StringVar(&f.join, "join", "", "comma-separated gossip addresses of other nodes to join")
+	fs.StringVar(&f.cfg.InitialCluster, "initial-cluster", "", "bootstrap a new cluster: id=grpc-host:port,... (ignored when it matches existing data; refused when it does not)")
+	fs.StringVar(&f.cfg.InitialClusterToken, "initial-cluster-token", "cutkv", "token that makes the new cluster's id unique")
+	fs.UintVar(&f.partitions, "partitions", 16, "number of data partitions, fixed at bootstrap")
+	fs.IntVar(&f.maxKey, "max-key-size", 4<<10, "largest key accepted, bytes")
+	fs.IntVar(&f.maxValue, "max-value-size", 1<<20, "largest value accepted, bytes")
+	fs.DurationVar(&f.cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "graceful shutdown bound: drain requests, hand off leadership, leave gossip")
+	fs.DurationVar(&f.cfg.TickInterval, "raft-tick", 100*time.Millisecond, "raft tick interval")
+	fs.IntVar(&f.cfg.ElectionTicks, "election-ticks", 10, "raft election timeout in ticks")
+	fs.IntVar(&f.cfg.WALSegmentSize, "wal-segment-size", 64<<20, "WAL segment file size, bytes")
+	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
+	return f
+}
+
+// parse reads the command line, then fills every flag not given there
+// from the YAML config file.
+func (f *flags) parse(args []string) error {
+	if err := f.fs.Parse(args); err != nil {
+		return err
+	}
+	if f.fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", f.fs.Arg(0))
+	}
+	if f.configFile != "" {
+		if err := f.applyFile(f.configFile); err != nil {
+			return err
+		}
+	}
+	if f.join != "" {
+		for _, a := range strings.Split(f.join, ",") {
+			if a = strings.TrimSpace(a); a != "" {
+				f.cfg.Join = append(f.cfg.Join, a)
+			}
+		}
+	}
+	f.cfg.Partitions = uint32(f.partitions)
+	f.cfg.Limits.MaxKeySize, f.cfg.Limits.MaxValueSize = f.maxKey, f.maxValue
+	return nil
+}
+
+func (f *flags) applyFile(path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config file: %w", err)
+	}
+	var raw map[string]any
+	if err := yaml.Unmarshal(data, &raw); err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	set := map[string]bool{}
+	f.fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	for k, v := range raw {
+		if k == "config" {
+			return fmt.Errorf("config file %s: key %q is not allowed in a config file", path, k)
+		}
+		if f.fs.Lookup(k) == nil {
+			return fmt.Errorf("config file %s: unknown key %q (keys are kvnode flag names)", path, k)
+		}
+		if set[k] {
+			continue // the command line wins
+		}
+		var s string
+		switch x := v.(type) {
+		case []any:
+			parts := make([]string, len(x))
+			for i, p := range x {
+				parts[i] = fmt.Sprint(p)
+			}
+			s = strings.Join(parts, ",")
+		case nil:
+			s = ""
+		default:
+			s = fmt.Sprint(x)
+		}
+		if err := f.fs.Set(k, s); err != nil {
+			return fmt.Errorf("config file %s: key %q: %v", path, k, err)
+		}
+	}
+	return nil
+}
+
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: %v", level, err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", format)
+}
+
+// run is kvnode's main. signals, when non-nil, replaces the process's
+// SIGINT/SIGTERM (tests).
+func run(args []string, stdout, stderr io.Writer, signals <-chan os.Signal) int {
+	f := newFlags(stderr)
+	if err := f.parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		fmt.Fprintf(stderr, "kvnode: %v\n", err)
+		return 2
+	}
+	log, err := newLogger(stderr, f.logLevel, f.logFormat)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvnode: %v\n", err)
+		return 2
+	}
+	if err := f.cfg.Validate(); err != nil {
+		fmt.Fprintf(stderr, "kvnode: %v\n", err)
+		return 2
+	}
+	if signals == nil {
+		ch := make(chan os.Signal, 2)
+		signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM)
+		defer signal.Stop(ch)
+		signals = ch
+	}
+	n, err := server.Start(f.cfg, log)
+	if err != nil {
+		fmt.Fprintf(stderr, "kvnode: %v\n", err)
+		return 1
+	}
+	a := n.Addrs()
+	ready := n.Ready()
+	for {
+		select {
+		case <-ready:
+			fmt.Fprintf(stdout, "ready id=%s grpc=%s gossip=%s http=%s\n", f.cfg.ID, a.GRPC, a.Gossip, a.HTTP)
+			ready = nil
+		case err := <-n.Fatal():
+			fmt.Fprintf(stderr, "kvnode: fatal: %v\n", err)
+			n.Kill()
+			return 1
+		case sig := <-signals:
+			log.Info("signal received; shutting down (send it again to exit at once)", "signal", sig.String())
+			ctx, cancel := context.WithTimeout(context.Background(), f.cfg.ShutdownTimeout)
+			done := make(chan error, 1)
+			go func() { done <- n.Shutdown(ctx) }()
+			select {
+			case err := <-done:
+				cancel()
+				if err != nil {
+					fmt.Fprintf(stderr, "kvnode: %v\n", err)
+					return 1
+				}
+				return 0
+			case <-signals:
+				cancel()
+				fmt.Fprintln(stderr, "kvnode: second signal: exiting now")
+				return 1
+			}
+		}
+	}
+}

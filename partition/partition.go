@@ -1,0 +1,154 @@
+package partition
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/tidwall/btree"
+
+	"github.com/cutkv/cutkv/proto/internalpb"
+)
+
+// ErrUnknownCommand is returned by Apply for a command it does not know;
+// the raft loop treats it as a broken invariant (the log was written by a
+// newer version).
+var ErrUnknownCommand = errors.New("partition: unknown command")
+
+// KV is one committed key-value. Version counts writes since creation;
+// CreateIndex and ModIndex are raft indexes of this partition.
+type KV struct {
+	Key         []byte
+	Value       []byte
+	Version     int64
+	CreateIndex uint64
+	ModIndex    uint64
+}
+
+func lessKV(a, b *KV) bool { return bytes.Compare(a.Key, b.Key) < 0 }
+
+// Result is what applying one command produced, handed to the proposer.
+type Result struct {
+	// Prev is the key-value before the write, nil if the key was absent.
+	Prev *KV
+	// Deleted is 1 when a Delete removed a key.
+	Deleted int64
+}
+
+// Partition is the state of one partition. The zero value is not usable;
+// call New.
+type Partition struct {
+	id uint64
+
+	mu      sync.RWMutex
+	tree    *btree.BTreeG[*KV] // REQUIRES: mu held for access
+	applied uint64             // REQUIRES: mu held for access
+}
+
+// New returns an empty partition.
+func New(id uint64) *Partition {
+	return &Partition{id: id, tree: btree.NewBTreeGOptions(lessKV, btree.Options{NoLocks: true})}
+}
+
+// ID returns the partition id.
+func (p *Partition) ID() uint64 { return p.id }
+
+// Applied returns the index of the last applied entry.
+func (p *Partition) Applied() uint64 {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.applied
+}
+
+// Len returns the number of keys.
+func (p *Partition) Len() int {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.tree.Len()
+}
+
+// Apply applies the command of the raft entry at index. Entries must come
+// in increasing index order; an index at or below Applied is ignored (it is
+// already in the state). Values stored are copies owned by the partition.
+func (p *Partition) Apply(index uint64, cmd *internalpb.Command) (Result, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if index <= p.applied {
+		return Result{}, nil
+	}
+	var res Result
+	switch op := cmd.GetOp().(type) {
+	case *internalpb.Command_Put:
+		res = p.putLocked(index, op.Put.GetKey(), op.Put.GetValue())
+	case *internalpb.Command_Delete:
+		res = p.deleteLocked(op.Delete.GetKey())
+	case *internalpb.Command_Noop, nil:
+	default:
+		return Result{}, fmt.Errorf("%w %T at partition %d index %d", ErrUnknownCommand, op, p.id, index)
+	}
+	p.applied = index
+	return res, nil
+}
+
+// SetApplied records that index was applied when its entry changed no key
+// (raft's empty entries and configuration changes).
+func (p *Partition) SetApplied(index uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if index > p.applied {
+		p.applied = index
+	}
+}
+
+func (p *Partition) putLocked(index uint64, key, value []byte) Result {
+	kv := &KV{Key: bytes.Clone(key), Value: bytes.Clone(value), Version: 1, CreateIndex: index, ModIndex: index}
+	prev, ok := p.tree.Set(kv)
+	if ok {
+		kv.Version = prev.Version + 1
+		kv.CreateIndex = prev.CreateIndex
+		return Result{Prev: prev}
+	}
+	return Result{}
+}
+
+func (p *Partition) deleteLocked(key []byte) Result {
+	prev, ok := p.tree.Delete(&KV{Key: key})
+	if !ok {
+		return Result{}
+	}
+	return Result{Prev: prev, Deleted: 1}
+}
+
+// Get returns the key-value for key. The returned value must not be
+// modified (it is shared with the partition).
+func (p *Partition) Get(key []byte) (*KV, bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.tree.Get(&KV{Key: key})
+}
+
+// Scan returns up to limit key-values with start <= key < end in key order
+// (end nil = no bound) and whether more exist in range. limit <= 0 means no
+// limit. The returned values must not be modified.
+func (p *Partition) Scan(start, end []byte, limit int) (kvs []*KV, more bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	p.tree.Ascend(&KV{Key: start}, func(kv *KV) bool {
+		if end != nil && bytes.Compare(kv.Key, end) >= 0 {
+			return false
+		}
+		if limit > 0 && len(kvs) == limit {
+			more = true
+			return false
+		}
+		kvs = append(kvs, kv)
+		return true
+	})
+	return kvs, more
+}
+
+// ApplyCommand is Apply for the raft loop (raftstore.StateMachine).
+func (p *Partition) ApplyCommand(index uint64, cmd *internalpb.Command) (any, error) {
+	return p.Apply(index, cmd)
+}

@@ -1,0 +1,873 @@
+package raftstore
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/cutkv/cutkv/proto/internalpb"
+	"github.com/cutkv/cutkv/wal"
+)
+
+// StateMachine is a group's replicated state. The loop calls it in entry
+// index order; it must not block on I/O.
+type StateMachine interface {
+	// ApplyCommand applies the command of the normal entry at index and
+	// returns the result handed to the proposer's waiter. An error is a
+	// broken invariant (an entry this version cannot apply) and stops the
+	// node.
+	ApplyCommand(index uint64, cmd *internalpb.Command) (any, error)
+	// SetApplied records that index was applied without a command (raft's
+	// empty entries and configuration changes).
+	SetApplied(index uint64)
+}
+
+// Transport carries raft messages to other nodes.
+type Transport interface {
+	// Send queues msgs for the node with raft id to. It must not block;
+	// messages may be dropped (raft retransmits), in which case the
+	// transport reports the peer with Store.ReportUnreachable.
+	Send(to uint64, msgs []*internalpb.GroupMessage)
+}
+
+// GroupConfig names one group this node holds a replica of.
+type GroupConfig struct {
+	ID    uint64
+	Peers []uint64 // raft ids of all replicas, this node included
+	SM    StateMachine
+}
+
+// Config configures a Store. Validate fills defaults.
+type Config struct {
+	// RaftID is this node's replica id in every group; non-zero.
+	RaftID uint64
+	// Groups held by this node.
+	Groups []GroupConfig
+	// WAL is the node's opened write-ahead log; the store replays it on Open
+	// and owns appends to it afterwards.
+	WAL *wal.WAL
+	// Transport sends messages to peers.
+	Transport Transport
+	// Bootstrap creates groups with an empty log with their peers as
+	// initial members (a new cluster). Without it an empty group waits to
+	// be filled by its leader.
+	Bootstrap bool
+	// TickInterval is the raft logical clock period; default 100ms.
+	TickInterval time.Duration
+	// ElectionTicks is raft's election timeout in ticks; default 10.
+	ElectionTicks int
+	// HeartbeatTicks is raft's heartbeat period in ticks; default 1.
+	HeartbeatTicks int
+	// BalanceInterval is how often a leader hands a group back to its
+	// preferred replica (the first in Peers) when that one is caught up, so
+	// that leaders spread over the nodes; 0 means 3s, negative disables.
+	BalanceInterval time.Duration
+	// MaxSizePerMsg bounds the entries' bytes in one append message; default 1 MiB.
+	MaxSizePerMsg uint64
+	// Logger for the store; default slog.Default().
+	Logger *slog.Logger
+	// OnFatal is called once, from the loop, when the store cannot go on
+	// (a WAL write or fsync failed, an entry could not be applied). The
+	// store has already stopped acknowledging.
+	OnFatal func(error)
+}
+
+// Validate checks the config and fills defaults.
+func (c *Config) Validate() error {
+	if c.RaftID == 0 {
+		return errors.New("raftstore: config: RaftID must be non-zero")
+	}
+	if c.WAL == nil || c.Transport == nil {
+		return errors.New("raftstore: config: WAL and Transport are required")
+	}
+	if c.TickInterval <= 0 {
+		c.TickInterval = 100 * time.Millisecond
+	}
+	if c.ElectionTicks <= 0 {
+		c.ElectionTicks = 10
+	}
+	if c.HeartbeatTicks <= 0 {
+		c.HeartbeatTicks = 1
+	}
+	if c.HeartbeatTicks >= c.ElectionTicks {
+		return fmt.Errorf("raftstore: config: heartbeat ticks %d must be below election ticks %d", c.HeartbeatTicks, c.ElectionTicks)
+	}
+	if c.BalanceInterval == 0 {
+		c.BalanceInterval = 3 * time.Second
+	}
+	if c.MaxSizePerMsg == 0 {
+		c.MaxSizePerMsg = 1 << 20
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.OnFatal == nil {
+		c.OnFatal = func(error) {}
+	}
+	for _, g := range c.Groups {
+		if g.SM == nil || len(g.Peers) == 0 {
+			return fmt.Errorf("raftstore: config: group %d needs a state machine and peers", g.ID)
+		}
+	}
+	return nil
+}
+
+// GroupStatus is a snapshot of one group as this node sees it.
+type GroupStatus struct {
+	ID       uint64
+	Leader   uint64 // raft id, 0 if unknown
+	IsLeader bool
+	Term     uint64
+	Commit   uint64
+	Applied  uint64
+	Peers    []uint64
+}
+
+type waiter struct {
+	ch chan result
+}
+
+type result struct {
+	val any
+	err error
+}
+
+type readBatch struct {
+	index   uint64 // read index once known
+	waiters []chan error
+}
+
+// group is one raft group's replica; owned by the loop.
+type group struct {
+	id      uint64
+	peers   []uint64
+	rn      *raft.RawNode
+	storage *raft.MemoryStorage
+	sm      StateMachine
+	applied uint64
+	lead    uint64
+	state   raft.StateType
+
+	readQueue    []chan error          // waiting for a read index request
+	readInflight map[uint64]*readBatch // by request context
+	readReady    []*readBatch          // index known, waiting for apply
+}
+
+// Store hosts the raft groups of one node.
+type Store struct {
+	cfg    Config
+	log    *slog.Logger
+	groups map[uint64]*group
+	order  []uint64 // group ids, ascending
+
+	inbox chan func()
+	stopc chan struct{}
+	donec chan struct{}
+
+	waiters  map[uint64]*waiter // loop only
+	nextID   atomic.Uint64
+	readSeq  uint64 // loop only
+	draining atomic.Bool
+	failed   atomic.Pointer[error]
+
+	statusMu sync.RWMutex
+	status   map[uint64]GroupStatus
+
+	startOnce sync.Once
+	stopOnce  sync.Once
+}
+
+// Open replays the WAL into each group's raft storage and prepares the
+// groups. The loop starts with Start.
+func Open(cfg Config) (*Store, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Store{
+		cfg:     cfg,
+		log:     cfg.Logger.With("component", "raftstore"),
+		groups:  map[uint64]*group{},
+		inbox:   make(chan func(), 4096),
+		stopc:   make(chan struct{}),
+		donec:   make(chan struct{}),
+		waiters: map[uint64]*waiter{},
+		status:  map[uint64]GroupStatus{},
+	}
+	s.nextID.Store(rand.Uint64() >> 1)
+	logs, err := replay(cfg.WAL)
+	if err != nil {
+		return nil, err
+	}
+	for _, gc := range cfg.Groups {
+		g, err := s.openGroup(gc, logs[gc.ID])
+		if err != nil {
+			return nil, err
+		}
+		s.groups[gc.ID] = g
+		s.order = append(s.order, gc.ID)
+	}
+	sort.Slice(s.order, func(i, j int) bool { return s.order[i] < s.order[j] })
+	for _, g := range s.groups {
+		s.publishStatus(g)
+	}
+	return s, nil
+}
+
+// groupLog is what the WAL holds for one group.
+type groupLog struct {
+	hs      *raftpb.HardState
+	entries []*raftpb.Entry
+}
+
+// replay reads the whole WAL. A later entry record for index i truncates
+// the group's entries at >= i before being appended.
+func replay(w *wal.WAL) (map[uint64]*groupLog, error) {
+	logs := map[uint64]*groupLog{}
+	get := func(g uint64) *groupLog {
+		l := logs[g]
+		if l == nil {
+			l = &groupLog{}
+			logs[g] = l
+		}
+		return l
+	}
+	err := w.Replay(func(idx uint64, r wal.Record) error {
+		switch r.Type {
+		case wal.RecordEntry:
+			e := &raftpb.Entry{}
+			if err := proto.Unmarshal(r.Data, e); err != nil {
+				return fmt.Errorf("raftstore: wal record %d: group %d entry: %w", idx, r.Group, err)
+			}
+			l := get(r.Group)
+			if n := len(l.entries); n > 0 {
+				first := l.entries[0].GetIndex()
+				switch {
+				case e.GetIndex() < first:
+					l.entries = l.entries[:0]
+				case e.GetIndex() <= l.entries[n-1].GetIndex():
+					l.entries = l.entries[:e.GetIndex()-first]
+				case e.GetIndex() != l.entries[n-1].GetIndex()+1:
+					return fmt.Errorf("raftstore: wal record %d: group %d entry %d follows %d: gap in the log",
+						idx, r.Group, e.GetIndex(), l.entries[n-1].GetIndex())
+				}
+			}
+			l.entries = append(l.entries, e)
+		case wal.RecordHardState:
+			hs := &raftpb.HardState{}
+			if err := proto.Unmarshal(r.Data, hs); err != nil {
+				return fmt.Errorf("raftstore: wal record %d: group %d hard state: %w", idx, r.Group, err)
+			}
+			get(r.Group).hs = hs
+		}
+		return nil
+	})
+	return logs, err
+}
+
+func (s *Store) openGroup(gc GroupConfig, l *groupLog) (*group, error) {
+	st := raft.NewMemoryStorage()
+	empty := l == nil || (len(l.entries) == 0 && l.hs == nil)
+	if l != nil {
+		if len(l.entries) > 0 {
+			if err := st.Append(l.entries); err != nil {
+				return nil, fmt.Errorf("raftstore: group %d: restore entries: %w", gc.ID, err)
+			}
+		}
+		if l.hs != nil {
+			if err := st.SetHardState(l.hs); err != nil {
+				return nil, fmt.Errorf("raftstore: group %d: restore hard state: %w", gc.ID, err)
+			}
+		}
+	}
+	rc := &raft.Config{
+		ID:                        s.cfg.RaftID,
+		ElectionTick:              s.cfg.ElectionTicks,
+		HeartbeatTick:             s.cfg.HeartbeatTicks,
+		Storage:                   st,
+		MaxSizePerMsg:             s.cfg.MaxSizePerMsg,
+		MaxInflightMsgs:           256,
+		MaxCommittedSizePerReady:  64 << 20,
+		CheckQuorum:               true,
+		PreVote:                   true,
+		DisableProposalForwarding: true,
+		Logger:                    raftLogger{s.log.With("group", gc.ID)},
+	}
+	rn, err := raft.NewRawNode(rc)
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: group %d: %w", gc.ID, err)
+	}
+	if empty && s.cfg.Bootstrap {
+		peers := make([]raft.Peer, len(gc.Peers))
+		for i, id := range gc.Peers {
+			peers[i] = raft.Peer{ID: id}
+		}
+		if err := rn.Bootstrap(peers); err != nil {
+			return nil, fmt.Errorf("raftstore: group %d: bootstrap: %w", gc.ID, err)
+		}
+	}
+	return &group{
+		id:           gc.ID,
+		peers:        append([]uint64(nil), gc.Peers...),
+		rn:           rn,
+		storage:      st,
+		sm:           gc.SM,
+		readInflight: map[uint64]*readBatch{},
+	}, nil
+}
+
+// Start starts the loop.
+func (s *Store) Start() {
+	s.startOnce.Do(func() { go s.run() })
+}
+
+// Stop stops the loop and fails every waiter with ErrStopped. It does not
+// close the WAL.
+func (s *Store) Stop() {
+	s.stopOnce.Do(func() { close(s.stopc) })
+	s.startOnce.Do(func() { close(s.donec) }) // never started
+	<-s.donec
+}
+
+// Err returns the fatal error that stopped the store, if any.
+func (s *Store) Err() error {
+	if p := s.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// do runs fn on the loop. It fails when the store stops or ctx ends first.
+func (s *Store) do(ctx context.Context, fn func()) error {
+	if err := s.Err(); err != nil {
+		return fmt.Errorf("%w: %v", ErrNotServing, err)
+	}
+	select {
+	case s.inbox <- fn:
+		return nil
+	case <-s.stopc:
+		return ErrStopped
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Propose replicates cmd through group's raft log and waits until it is
+// applied on this node, returning the state machine's result. cmd.Id is
+// set here. Errors ErrNotLeader, ErrProposalDropped, ErrNotServing and
+// ErrUnknownGroup mean the command was not applied; a context error or
+// ErrStopped leaves the outcome unknown.
+func (s *Store) Propose(ctx context.Context, groupID uint64, cmd *internalpb.Command) (any, error) {
+	if s.draining.Load() {
+		return nil, fmt.Errorf("%w: node is shutting down", ErrProposalDropped)
+	}
+	id := s.nextID.Add(1)
+	cmd.Id = id
+	data, err := proto.Marshal(cmd)
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: marshal command: %w", err)
+	}
+	w := &waiter{ch: make(chan result, 1)}
+	err = s.do(ctx, func() {
+		g := s.groups[groupID]
+		if g == nil {
+			w.ch <- result{err: fmt.Errorf("%w %d", ErrUnknownGroup, groupID)}
+			return
+		}
+		if g.state != raft.StateLeader {
+			w.ch <- result{err: &NotLeaderError{Group: groupID, Leader: g.lead}}
+			return
+		}
+		if err := g.rn.Propose(data); err != nil {
+			w.ch <- result{err: fmt.Errorf("%w: group %d: %v", ErrProposalDropped, groupID, err)}
+			return
+		}
+		s.waiters[id] = w
+	})
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case r := <-w.ch:
+		return r.val, r.err
+	case <-ctx.Done():
+		s.forget(id)
+		return nil, ctx.Err()
+	case <-s.donec:
+		return nil, ErrStopped
+	}
+}
+
+func (s *Store) forget(id uint64) {
+	select {
+	case s.inbox <- func() { delete(s.waiters, id) }:
+	case <-s.stopc:
+	}
+}
+
+// ReadIndex waits until this node, as group's leader, has applied
+// everything committed before the call: a read of the state machine after
+// it returns is linearizable. ErrNotLeader means no read happened.
+func (s *Store) ReadIndex(ctx context.Context, groupID uint64) error {
+	ch := make(chan error, 1)
+	err := s.do(ctx, func() {
+		g := s.groups[groupID]
+		if g == nil {
+			ch <- fmt.Errorf("%w %d", ErrUnknownGroup, groupID)
+			return
+		}
+		if g.state != raft.StateLeader {
+			ch <- &NotLeaderError{Group: groupID, Leader: g.lead}
+			return
+		}
+		g.readQueue = append(g.readQueue, ch)
+	})
+	if err != nil {
+		return err
+	}
+	select {
+	case err := <-ch:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.donec:
+		return ErrStopped
+	}
+}
+
+// Receive hands messages from node from to their groups. Messages for
+// groups this node does not hold are dropped. It blocks while the loop's
+// inbox is full (back pressure onto the sending peer).
+func (s *Store) Receive(from uint64, msgs []*internalpb.GroupMessage) error {
+	type stepMsg struct {
+		g uint64
+		m *raftpb.Message
+	}
+	steps := make([]stepMsg, 0, len(msgs))
+	for _, gm := range msgs {
+		m := &raftpb.Message{}
+		if err := proto.Unmarshal(gm.GetMessage(), m); err != nil {
+			return fmt.Errorf("raftstore: message from raft id %d for group %d: %w", from, gm.GetGroup(), err)
+		}
+		if m.GetFrom() != from {
+			return fmt.Errorf("raftstore: message for group %d claims to be from %d but came from %d", gm.GetGroup(), m.GetFrom(), from)
+		}
+		steps = append(steps, stepMsg{gm.GetGroup(), m})
+	}
+	return s.do(context.Background(), func() {
+		for _, st := range steps {
+			g := s.groups[st.g]
+			if g == nil {
+				continue
+			}
+			if s.draining.Load() && st.m.GetType() == raftpb.MsgTimeoutNow {
+				continue // a stopping node takes no leadership
+			}
+			if err := g.rn.Step(st.m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
+				s.log.Debug("step", "group", st.g, "from", from, "err", err)
+			}
+		}
+	})
+}
+
+// ReportUnreachable tells every group that messages to node to were lost.
+func (s *Store) ReportUnreachable(to uint64) {
+	select {
+	case s.inbox <- func() {
+		for _, g := range s.groups {
+			g.rn.ReportUnreachable(to)
+		}
+	}:
+	default: // the loop is busy; raft will notice through heartbeats
+	}
+}
+
+// Status returns the group's status as last published by the loop.
+func (s *Store) Status(groupID uint64) (GroupStatus, bool) {
+	s.statusMu.RLock()
+	defer s.statusMu.RUnlock()
+	st, ok := s.status[groupID]
+	return st, ok
+}
+
+// Groups returns the ids of the groups this node holds, ascending.
+func (s *Store) Groups() []uint64 { return append([]uint64(nil), s.order...) }
+
+// Leader returns the raft id of group's leader as this node sees it, 0 if
+// unknown.
+func (s *Store) Leader(groupID uint64) uint64 {
+	st, _ := s.Status(groupID)
+	return st.Leader
+}
+
+// LeaderCount returns how many groups this node leads.
+func (s *Store) LeaderCount() int {
+	s.statusMu.RLock()
+	defer s.statusMu.RUnlock()
+	n := 0
+	for _, st := range s.status {
+		if st.IsLeader {
+			n++
+		}
+	}
+	return n
+}
+
+// TransferLeadership hands every group this node leads to its most
+// up-to-date active follower and stops accepting proposals; it returns
+// when this node leads no group or ctx ends.
+func (s *Store) TransferLeadership(ctx context.Context) error {
+	s.draining.Store(true)
+	for {
+		if err := s.do(ctx, s.transferAllLocked); err != nil {
+			return err
+		}
+		if s.LeaderCount() == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("raftstore: still leading %d groups: %w", s.LeaderCount(), ctx.Err())
+		case <-time.After(s.cfg.TickInterval):
+		}
+	}
+}
+
+// transferAllLocked runs on the loop.
+func (s *Store) transferAllLocked() {
+	for _, g := range s.groups {
+		if g.state != raft.StateLeader {
+			continue
+		}
+		st := g.rn.Status()
+		if st.LeadTransferee != 0 {
+			continue
+		}
+		var best, bestMatch uint64
+		for id, pr := range st.Progress {
+			if id == s.cfg.RaftID || !pr.RecentActive {
+				continue
+			}
+			if best == 0 || pr.Match > bestMatch {
+				best, bestMatch = id, pr.Match
+			}
+		}
+		if best != 0 {
+			g.rn.TransferLeader(best)
+		}
+	}
+}
+
+// balanceLocked hands each group this node leads back to its preferred
+// replica when that one is active and fully caught up. Runs on the loop.
+func (s *Store) balanceLocked() {
+	for _, g := range s.groups {
+		if g.state != raft.StateLeader || g.peers[0] == s.cfg.RaftID {
+			continue
+		}
+		st := g.rn.Status()
+		if st.LeadTransferee != 0 {
+			continue
+		}
+		pr, ok := st.Progress[g.peers[0]]
+		if ok && pr.RecentActive && pr.Match >= st.HardState.GetCommit() {
+			g.rn.TransferLeader(g.peers[0])
+		}
+	}
+}
+
+func (s *Store) run() {
+	defer close(s.donec)
+	ticker := time.NewTicker(s.cfg.TickInterval)
+	defer ticker.Stop()
+	var balance <-chan time.Time
+	if s.cfg.BalanceInterval > 0 {
+		bt := time.NewTicker(s.cfg.BalanceInterval)
+		defer bt.Stop()
+		balance = bt.C
+	}
+	defer s.failAll(ErrStopped)
+	for {
+		select {
+		case <-s.stopc:
+			return
+		case <-ticker.C:
+			for _, id := range s.order {
+				s.groups[id].rn.Tick()
+			}
+		case <-balance:
+			if !s.draining.Load() {
+				s.balanceLocked()
+			}
+		case fn := <-s.inbox:
+			fn()
+		}
+	drain:
+		for i := 0; i < 4096; i++ {
+			select {
+			case fn := <-s.inbox:
+				fn()
+			default:
+				break drain
+			}
+		}
+		if err := s.handleReady(); err != nil {
+			s.fail(err)
+			return
+		}
+	}
+}
+
+// fail stops acknowledging for good.
+func (s *Store) fail(err error) {
+	s.failed.CompareAndSwap(nil, &err)
+	s.log.Error("raft store stopped: it will not acknowledge anything more", "err", err)
+	s.failAll(fmt.Errorf("%w: %v", ErrNotServing, err))
+	s.cfg.OnFatal(err)
+}
+
+// failAll fails every waiter; loop only.
+func (s *Store) failAll(err error) {
+	for id, w := range s.waiters {
+		w.ch <- result{err: err}
+		delete(s.waiters, id)
+	}
+	for _, g := range s.groups {
+		g.failReads(err)
+	}
+}
+
+func (g *group) failReads(err error) {
+	for _, ch := range g.readQueue {
+		ch <- err
+	}
+	g.readQueue = nil
+	for k, b := range g.readInflight {
+		for _, ch := range b.waiters {
+			ch <- err
+		}
+		delete(g.readInflight, k)
+	}
+	for _, b := range g.readReady {
+		for _, ch := range b.waiters {
+			ch <- err
+		}
+	}
+	g.readReady = nil
+}
+
+type pendingReady struct {
+	g  *group
+	rd raft.Ready
+}
+
+// handleReady runs one round of Ready handling over all groups.
+func (s *Store) handleReady() error {
+	var (
+		rds  []pendingReady
+		recs []wal.Record
+	)
+	for _, id := range s.order {
+		g := s.groups[id]
+		if len(g.readQueue) > 0 {
+			s.readSeq++
+			var ctx [8]byte
+			binary.BigEndian.PutUint64(ctx[:], s.readSeq)
+			g.readInflight[s.readSeq] = &readBatch{waiters: g.readQueue}
+			g.readQueue = nil
+			g.rn.ReadIndex(ctx[:])
+		}
+		if !g.rn.HasReady() {
+			continue
+		}
+		rd := g.rn.Ready()
+		rds = append(rds, pendingReady{g, rd})
+		for _, e := range rd.Entries {
+			data, err := proto.Marshal(e)
+			if err != nil {
+				return fmt.Errorf("raftstore: marshal entry: %w", err)
+			}
+			recs = append(recs, wal.Record{Type: wal.RecordEntry, Group: g.id, Data: data})
+		}
+		if !raft.IsEmptyHardState(rd.HardState) {
+			data, err := proto.Marshal(rd.HardState)
+			if err != nil {
+				return fmt.Errorf("raftstore: marshal hard state: %w", err)
+			}
+			recs = append(recs, wal.Record{Type: wal.RecordHardState, Group: g.id, Data: data})
+		}
+	}
+	if len(rds) == 0 {
+		return nil
+	}
+	if len(recs) > 0 {
+		if _, _, err := s.cfg.WAL.Append(recs); err != nil {
+			return err
+		}
+	}
+	out := map[uint64][]*internalpb.GroupMessage{}
+	for _, p := range rds {
+		g, rd := p.g, p.rd
+		if len(rd.Entries) > 0 {
+			if err := g.storage.Append(rd.Entries); err != nil {
+				return fmt.Errorf("raftstore: group %d: storage append: %w", g.id, err)
+			}
+		}
+		if !raft.IsEmptyHardState(rd.HardState) {
+			if err := g.storage.SetHardState(rd.HardState); err != nil {
+				return fmt.Errorf("raftstore: group %d: set hard state: %w", g.id, err)
+			}
+		}
+		for _, m := range rd.Messages {
+			data, err := proto.Marshal(m)
+			if err != nil {
+				return fmt.Errorf("raftstore: marshal message: %w", err)
+			}
+			out[m.GetTo()] = append(out[m.GetTo()], &internalpb.GroupMessage{Group: g.id, Message: data})
+		}
+	}
+	for to, msgs := range out {
+		s.cfg.Transport.Send(to, msgs)
+	}
+	for _, p := range rds {
+		g, rd := p.g, p.rd
+		if rd.SoftState != nil {
+			s.noteSoftState(g, rd.SoftState)
+		}
+		for _, rs := range rd.ReadStates {
+			if len(rs.RequestCtx) != 8 {
+				continue
+			}
+			seq := binary.BigEndian.Uint64(rs.RequestCtx)
+			if b := g.readInflight[seq]; b != nil {
+				delete(g.readInflight, seq)
+				b.index = rs.Index
+				g.readReady = append(g.readReady, b)
+			}
+		}
+		if err := s.apply(g, rd.CommittedEntries); err != nil {
+			return err
+		}
+		g.releaseReads()
+		g.rn.Advance(rd)
+		s.publishStatus(g)
+	}
+	return nil
+}
+
+func (s *Store) noteSoftState(g *group, ss *raft.SoftState) {
+	wasLeader := g.state == raft.StateLeader
+	if ss.Lead != g.lead {
+		s.log.Info("leader changed", "group", g.id, "leader", ss.Lead, "term", g.rn.BasicStatus().HardState.GetTerm())
+	}
+	g.lead, g.state = ss.Lead, ss.RaftState
+	if wasLeader && g.state != raft.StateLeader {
+		// Reads not yet served were not served: the client may retry.
+		g.failReads(&NotLeaderError{Group: g.id, Leader: g.lead})
+	}
+}
+
+func (g *group) releaseReads() {
+	n := 0
+	for _, b := range g.readReady {
+		if b.index <= g.applied {
+			for _, ch := range b.waiters {
+				ch <- nil
+			}
+			continue
+		}
+		g.readReady[n] = b
+		n++
+	}
+	g.readReady = g.readReady[:n]
+}
+
+func (s *Store) apply(g *group, ents []*raftpb.Entry) error {
+	for _, e := range ents {
+		idx := e.GetIndex()
+		switch e.GetType() {
+		case raftpb.EntryNormal:
+			if len(e.GetData()) == 0 {
+				g.sm.SetApplied(idx)
+				break
+			}
+			cmd := &internalpb.Command{}
+			if err := proto.Unmarshal(e.GetData(), cmd); err != nil {
+				return fmt.Errorf("raftstore: group %d entry %d: decode command: %w", g.id, idx, err)
+			}
+			val, err := g.sm.ApplyCommand(idx, cmd)
+			if err != nil {
+				return fmt.Errorf("raftstore: group %d entry %d: %w", g.id, idx, err)
+			}
+			if w := s.waiters[cmd.GetId()]; w != nil {
+				delete(s.waiters, cmd.GetId())
+				w.ch <- result{val: val}
+			}
+		case raftpb.EntryConfChange:
+			var cc raftpb.ConfChange
+			if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
+				return fmt.Errorf("raftstore: group %d entry %d: decode conf change: %w", g.id, idx, err)
+			}
+			g.rn.ApplyConfChange(&cc)
+			g.sm.SetApplied(idx)
+		case raftpb.EntryConfChangeV2:
+			var cc raftpb.ConfChangeV2
+			if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
+				return fmt.Errorf("raftstore: group %d entry %d: decode conf change: %w", g.id, idx, err)
+			}
+			g.rn.ApplyConfChange(&cc)
+			g.sm.SetApplied(idx)
+		}
+		g.applied = idx
+	}
+	return nil
+}
+
+func (s *Store) publishStatus(g *group) {
+	bs := g.rn.BasicStatus()
+	st := GroupStatus{
+		ID:       g.id,
+		Leader:   bs.Lead,
+		IsLeader: bs.RaftState == raft.StateLeader,
+		Term:     bs.HardState.GetTerm(),
+		Commit:   bs.HardState.GetCommit(),
+		Applied:  g.applied,
+		Peers:    g.peers,
+	}
+	s.statusMu.Lock()
+	s.status[g.id] = st
+	s.statusMu.Unlock()
+}
+
+// raftLogger routes raft's log into slog; raft's info chatter goes to debug.
+type raftLogger struct{ l *slog.Logger }
+
+func (r raftLogger) Debug(v ...any)                 { r.l.Debug(fmt.Sprint(v...)) }
+func (r raftLogger) Debugf(format string, v ...any) { r.l.Debug(fmt.Sprintf(format, v...)) }
+func (r raftLogger) Info(v ...any)                  { r.l.Debug(fmt.Sprint(v...)) }
+func (r raftLogger) Infof(format string, v ...any)  { r.l.Debug(fmt.Sprintf(format, v...)) }
+func (r raftLogger) Warning(v ...any)               { r.l.Warn(fmt.Sprint(v...)) }
+func (r raftLogger) Warningf(format string, v ...any) {
+	r.l.Warn(fmt.Sprintf(format, v...))
+}
+func (r raftLogger) Error(v ...any)                 { r.l.Error(fmt.Sprint(v...)) }
+func (r raftLogger) Errorf(format string, v ...any) { r.l.Error(fmt.Sprintf(format, v...)) }
+func (r raftLogger) Fatal(v ...any)                 { r.l.Error(fmt.Sprint(v...)); panic(fmt.Sprint(v...)) }
+func (r raftLogger) Fatalf(format string, v ...any) {
+	r.l.Error(fmt.Sprintf(format, v...))
+	panic(fmt.Sprintf(format, v...))
+}
+func (r raftLogger) Panic(v ...any) { panic(fmt.Sprint(v...)) }
+func (r raftLogger) Panicf(format string, v ...any) {
+	panic(fmt.Sprintf(format, v...))
+}

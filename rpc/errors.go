@@ -1,0 +1,81 @@
+package rpc
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/cutkv/cutkv/raftstore"
+)
+
+// ErrorDomain is the ErrorInfo domain of cutkv's status details.
+const ErrorDomain = "cutkv.io"
+
+// Reasons carried in ErrorInfo. Every one of them means the request was
+// NOT applied, so a client may resend a write.
+const (
+	ReasonNotLeader       = "NOT_LEADER"
+	ReasonNoLeader        = "NO_LEADER"
+	ReasonProposalDropped = "PROPOSAL_DROPPED"
+	ReasonNotServing      = "NOT_SERVING"
+	ReasonShuttingDown    = "SHUTTING_DOWN"
+)
+
+// Sentinel errors of this package.
+var (
+	ErrInvalidArgument = errors.New("rpc: invalid argument")
+	ErrWrongCluster    = errors.New("rpc: message from another cluster")
+	ErrShuttingDown    = errors.New("rpc: node is shutting down")
+)
+
+// notApplied builds an Unavailable status that tells the client the
+// request was not applied.
+func notApplied(reason, msg string, meta map[string]string) error {
+	st := status.New(codes.Unavailable, msg)
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain, Metadata: meta}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
+// toStatus maps an internal error to the gRPC status clients see. It is
+// the only place that picks codes; clients never see a bare Unknown.
+// leaderID names the leader for NOT_LEADER when known.
+func toStatus(err error, leaderID string) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err // already a status (e.g. from a forwarded call)
+	}
+	var nl *raftstore.NotLeaderError
+	switch {
+	case errors.Is(err, ErrInvalidArgument):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, ErrWrongCluster):
+		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, ErrShuttingDown):
+		return notApplied(ReasonShuttingDown, err.Error(), nil)
+	case errors.As(err, &nl) && nl.Leader != 0:
+		return notApplied(ReasonNotLeader, err.Error(), map[string]string{"leader": leaderID})
+	case errors.Is(err, raftstore.ErrNotLeader), errors.Is(err, raftstore.ErrNoLeader):
+		return notApplied(ReasonNoLeader, err.Error(), nil)
+	case errors.Is(err, raftstore.ErrProposalDropped):
+		return notApplied(ReasonProposalDropped, err.Error(), nil)
+	case errors.Is(err, raftstore.ErrNotServing):
+		return notApplied(ReasonNotServing, err.Error(), nil)
+	case errors.Is(err, raftstore.ErrUnknownGroup):
+		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, "cutkv: deadline exceeded; a write's outcome is unknown: "+err.Error())
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, raftstore.ErrStopped):
+		return status.Error(codes.Unavailable, "cutkv: node stopped; a write's outcome is unknown")
+	default:
+		return status.Error(codes.Internal, err.Error())
+	}
+}

@@ -1,0 +1,315 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/cutkv/cutkv/partition"
+	"github.com/cutkv/cutkv/proto/internalpb"
+	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/raftstore"
+	"github.com/cutkv/cutkv/topology"
+)
+
+// Metadata keys between nodes.
+const (
+	forwardedKey = "cutkv-forwarded"
+	clusterIDKey = "cutkv-cluster-id"
+)
+
+// DefaultScanLimit caps a scan that names no limit.
+const DefaultScanLimit = 10000
+
+// Limits bound what a request may carry.
+type Limits struct {
+	MaxKeySize   int // bytes; default 4 KiB
+	MaxValueSize int // bytes; default 1 MiB
+}
+
+// Validate fills defaults.
+func (l *Limits) Validate() {
+	if l.MaxKeySize <= 0 {
+		l.MaxKeySize = 4 << 10
+	}
+	if l.MaxValueSize <= 0 {
+		l.MaxValueSize = 1 << 20
+	}
+}
+
+// MaxRequestSize is the receive limit that fits the largest legal request,
+// and a raft batch carrying a full append message with one such entry.
+func (l Limits) MaxRequestSize() int { return 2*(l.MaxKeySize+l.MaxValueSize) + 1<<20 }
+
+// Node is what the services need from the node they run in.
+type Node struct {
+	Self       topology.Member
+	Layout     *topology.Layout
+	Store      *raftstore.Store
+	Partitions map[uint64]*partition.Partition
+	Pool       *Pool
+	Limits     Limits
+	// Addr returns the current gRPC address of a member (gossip may know a
+	// newer one than the layout).
+	Addr func(id string) string
+	// Members lists the members with their gossip state.
+	Members func() []*kvpb.Member
+	// LocalStatus describes this node (WAL, disk, serving).
+	LocalStatus func() *kvpb.NodeStatus
+	// Draining is true once shutdown began: new requests are refused.
+	Draining func() bool
+}
+
+func (n *Node) header(term uint64) *kvpb.ResponseHeader {
+	return &kvpb.ResponseHeader{ClusterId: n.Layout.ClusterID, MemberId: n.Self.ID, RaftTerm: term}
+}
+
+func (n *Node) memberID(raftID uint64) string {
+	if m, ok := n.Layout.MemberByRaftID(raftID); ok {
+		return m.ID
+	}
+	return ""
+}
+
+// KVServer implements kvpb.KVServer.
+type KVServer struct {
+	kvpb.UnimplementedKVServer
+	n *Node
+}
+
+// NewKVServer returns the KV service of node n.
+func NewKVServer(n *Node) *KVServer { return &KVServer{n: n} }
+
+func (s *KVServer) checkKey(key []byte) error {
+	if len(key) == 0 {
+		return fmt.Errorf("%w: empty key", ErrInvalidArgument)
+	}
+	if len(key) > s.n.Limits.MaxKeySize {
+		return fmt.Errorf("%w: key of %d bytes exceeds the limit of %d", ErrInvalidArgument, len(key), s.n.Limits.MaxKeySize)
+	}
+	return nil
+}
+
+// route decides where a request for partition p is served: locally (nil
+// client) or on the leader's node. A request that was already forwarded
+// is never forwarded again.
+func (s *KVServer) route(ctx context.Context, p uint64) (kvpb.KVClient, error) {
+	if s.n.Draining() {
+		return nil, ErrShuttingDown
+	}
+	st, ok := s.n.Store.Status(p)
+	if ok && st.IsLeader {
+		return nil, nil
+	}
+	lead := uint64(0)
+	if ok {
+		lead = st.Leader
+	}
+	if lead == 0 || lead == s.n.Self.RaftID || isForwarded(ctx) {
+		return nil, &raftstore.NotLeaderError{Group: p, Leader: lead}
+	}
+	id := s.n.memberID(lead)
+	conn, err := s.n.Pool.Conn(s.n.Addr(id))
+	if err != nil {
+		return nil, err
+	}
+	return kvpb.NewKVClient(conn), nil
+}
+
+func isForwarded(ctx context.Context) bool {
+	md, _ := metadata.FromIncomingContext(ctx)
+	return len(md.Get(forwardedKey)) > 0
+}
+
+func forwardCtx(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, forwardedKey, "1")
+}
+
+func (s *KVServer) leaderHint(p uint64) string {
+	st, _ := s.n.Store.Status(p)
+	return s.n.memberID(st.Leader)
+}
+
+// Get reads a key linearizably (raft ReadIndex on the partition leader).
+func (s *KVServer) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResponse, error) {
+	if err := s.checkKey(req.GetKey()); err != nil {
+		return nil, toStatus(err, "")
+	}
+	p := s.n.Layout.PartitionOf(req.GetKey())
+	fwd, err := s.route(ctx, p)
+	if err != nil {
+		return nil, toStatus(err, s.leaderHint(p))
+	}
+	if fwd != nil {
+		return fwd.Get(forwardCtx(ctx), req)
+	}
+	if err := s.n.Store.ReadIndex(ctx, p); err != nil {
+		return nil, toStatus(err, s.leaderHint(p))
+	}
+	st, _ := s.n.Store.Status(p)
+	resp := &kvpb.GetResponse{Header: s.n.header(st.Term)}
+	if kv, ok := s.n.Partitions[p].Get(req.GetKey()); ok {
+		resp.Kv = toKV(kv, false)
+	}
+	return resp, nil
+}
+
+// Put writes a key through raft; it returns once the entry is committed
+// (durable on a quorum) and applied.
+func (s *KVServer) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutResponse, error) {
+	if err := s.checkKey(req.GetKey()); err != nil {
+		return nil, toStatus(err, "")
+	}
+	if len(req.GetValue()) > s.n.Limits.MaxValueSize {
+		return nil, toStatus(fmt.Errorf("%w: value of %d bytes exceeds the limit of %d", ErrInvalidArgument, len(req.GetValue()), s.n.Limits.MaxValueSize), "")
+	}
+	p := s.n.Layout.PartitionOf(req.GetKey())
+	fwd, err := s.route(ctx, p)
+	if err != nil {
+		return nil, toStatus(err, s.leaderHint(p))
+	}
+	if fwd != nil {
+		return fwd.Put(forwardCtx(ctx), req)
+	}
+	cmd := &internalpb.Command{Op: &internalpb.Command_Put{Put: &internalpb.PutOp{Key: req.GetKey(), Value: req.GetValue()}}}
+	res, err := s.n.Store.Propose(ctx, p, cmd)
+	if err != nil {
+		return nil, toStatus(err, s.leaderHint(p))
+	}
+	st, _ := s.n.Store.Status(p)
+	resp := &kvpb.PutResponse{Header: s.n.header(st.Term)}
+	if r, ok := res.(partition.Result); ok && req.GetPrevKv() && r.Prev != nil {
+		resp.PrevKv = toKV(r.Prev, false)
+	}
+	return resp, nil
+}
+
+// Delete removes a key through raft.
+func (s *KVServer) Delete(ctx context.Context, req *kvpb.DeleteRequest) (*kvpb.DeleteResponse, error) {
+	if err := s.checkKey(req.GetKey()); err != nil {
+		return nil, toStatus(err, "")
+	}
+	p := s.n.Layout.PartitionOf(req.GetKey())
+	fwd, err := s.route(ctx, p)
+	if err != nil {
+		return nil, toStatus(err, s.leaderHint(p))
+	}
+	if fwd != nil {
+		return fwd.Delete(forwardCtx(ctx), req)
+	}
+	cmd := &internalpb.Command{Op: &internalpb.Command_Delete{Delete: &internalpb.DeleteOp{Key: req.GetKey()}}}
+	res, err := s.n.Store.Propose(ctx, p, cmd)
+	if err != nil {
+		return nil, toStatus(err, s.leaderHint(p))
+	}
+	st, _ := s.n.Store.Status(p)
+	resp := &kvpb.DeleteResponse{Header: s.n.header(st.Term)}
+	if r, ok := res.(partition.Result); ok {
+		resp.Deleted = r.Deleted
+		if req.GetPrevKv() && r.Prev != nil {
+			resp.PrevKv = toKV(r.Prev, false)
+		}
+	}
+	return resp, nil
+}
+
+// Scan reads [start, end) in key order: each partition's leader answers
+// for its share (linearizably), and the shares are merged.
+func (s *KVServer) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanResponse, error) {
+	if len(req.GetStart()) > s.n.Limits.MaxKeySize || len(req.GetEnd()) > s.n.Limits.MaxKeySize {
+		return nil, toStatus(fmt.Errorf("%w: scan bound exceeds the key limit of %d bytes", ErrInvalidArgument, s.n.Limits.MaxKeySize), "")
+	}
+	if req.GetLimit() < 0 {
+		return nil, toStatus(fmt.Errorf("%w: negative limit %d", ErrInvalidArgument, req.GetLimit()), "")
+	}
+	if p := req.GetPartition(); p != 0 {
+		if p > uint64(s.n.Layout.Partitions) {
+			return nil, toStatus(fmt.Errorf("%w: partition %d not in 1..%d", ErrInvalidArgument, p, s.n.Layout.Partitions), "")
+		}
+		return s.scanPartition(ctx, req)
+	}
+	limit := req.GetLimit()
+	if limit == 0 || limit > DefaultScanLimit {
+		limit = DefaultScanLimit
+	}
+	n := int(s.n.Layout.Partitions)
+	shares := make([]*kvpb.ScanResponse, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			sub := &kvpb.ScanRequest{Header: req.GetHeader(), Start: req.GetStart(), End: req.GetEnd(), Limit: limit, KeysOnly: req.GetKeysOnly(), Partition: uint64(i + 1)}
+			shares[i], errs[i] = s.scanPartition(ctx, sub)
+		}(i)
+	}
+	wg.Wait()
+	resp := &kvpb.ScanResponse{Header: s.n.header(0)}
+	for i := range shares {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		resp.Kvs = append(resp.Kvs, shares[i].GetKvs()...)
+		resp.More = resp.More || shares[i].GetMore()
+	}
+	sort.Slice(resp.Kvs, func(i, j int) bool { return bytes.Compare(resp.Kvs[i].GetKey(), resp.Kvs[j].GetKey()) < 0 })
+	if len(resp.Kvs) > int(limit) {
+		resp.Kvs = resp.Kvs[:limit]
+		resp.More = true
+	}
+	return resp, nil
+}
+
+func (s *KVServer) scanPartition(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanResponse, error) {
+	p := req.GetPartition()
+	fwd, err := s.route(ctx, p)
+	if err != nil {
+		return nil, toStatus(err, s.leaderHint(p))
+	}
+	if fwd != nil {
+		return fwd.Scan(forwardCtx(ctx), req)
+	}
+	if err := s.n.Store.ReadIndex(ctx, p); err != nil {
+		return nil, toStatus(err, s.leaderHint(p))
+	}
+	limit := int(req.GetLimit())
+	if limit <= 0 || limit > DefaultScanLimit {
+		limit = DefaultScanLimit
+	}
+	var end []byte
+	if len(req.GetEnd()) > 0 {
+		end = req.GetEnd()
+	}
+	kvs, more := s.n.Partitions[p].Scan(req.GetStart(), end, limit)
+	st, _ := s.n.Store.Status(p)
+	resp := &kvpb.ScanResponse{Header: s.n.header(st.Term), More: more}
+	for _, kv := range kvs {
+		resp.Kvs = append(resp.Kvs, toKV(kv, req.GetKeysOnly()))
+	}
+	return resp, nil
+}
+
+func toKV(kv *partition.KV, keysOnly bool) *kvpb.KeyValue {
+	out := &kvpb.KeyValue{Key: kv.Key, Version: kv.Version, CreateIndex: kv.CreateIndex, ModIndex: kv.ModIndex}
+	if !keysOnly {
+		out.Value = kv.Value
+	}
+	return out
+}
+
+// ServerOptions returns the gRPC server options every node uses: the
+// receive limit that fits the largest legal request and a bound on
+// concurrent streams.
+func ServerOptions(l Limits) []grpc.ServerOption {
+	return []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(l.MaxRequestSize()),
+		grpc.MaxSendMsgSize(64 << 20),
+		grpc.MaxConcurrentStreams(1024),
+	}
+}

@@ -1,0 +1,107 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"time"
+
+	"github.com/cutkv/cutkv/rpc"
+	"github.com/cutkv/cutkv/topology"
+)
+
+// ErrConfig is returned for an invalid configuration.
+var ErrConfig = errors.New("server: bad configuration")
+
+// Config is everything a node needs to start. Every field maps to a kvnode
+// flag of the same name in kebab case (see cmd/kvnode).
+type Config struct {
+	// ID is the node's id, e.g. "n1"; it must appear in the initial cluster.
+	ID string
+	// DataDir holds the node's WAL, its cluster identity and a lock file.
+	// Default: data/<ID>.
+	DataDir string
+	// GRPCAddr is the host:port the gRPC server listens on (":0" picks a
+	// free port). Default 127.0.0.1:7001.
+	GRPCAddr string
+	// GossipAddr is the host:port memberlist listens on (TCP and UDP).
+	// Default 127.0.0.1:7101.
+	GossipAddr string
+	// HTTPAddr is the host:port of the HTTP server (metrics, health,
+	// pprof); empty disables it. Default 127.0.0.1:7201.
+	HTTPAddr string
+	// Join lists gossip addresses of other nodes to join.
+	Join []string
+	// InitialCluster ("n1=host:port,n2=host:port,...", gRPC addresses)
+	// bootstraps a new cluster when the data dir is empty. With existing
+	// data it must describe the same cluster or be empty.
+	InitialCluster string
+	// InitialClusterToken makes the cluster id unique among clusters with
+	// the same members. Default "cutkv".
+	InitialClusterToken string
+	// Partitions is the number of data partitions, fixed at bootstrap.
+	// Default 16.
+	Partitions uint32
+	// Limits bound request sizes (default key 4 KiB, value 1 MiB).
+	Limits rpc.Limits
+	// ShutdownTimeout bounds a graceful shutdown (drain, leadership hand
+	// off, gossip leave). Default 10s.
+	ShutdownTimeout time.Duration
+	// TickInterval is the raft tick; default 100ms.
+	TickInterval time.Duration
+	// ElectionTicks is raft's election timeout in ticks; default 10.
+	ElectionTicks int
+	// WALSegmentSize is the WAL segment file size; default 64 MiB.
+	WALSegmentSize int
+}
+
+// Validate checks the configuration and fills defaults.
+func (c *Config) Validate() error {
+	if c.ID == "" {
+		return fmt.Errorf("%w: --id is required", ErrConfig)
+	}
+	if c.DataDir == "" {
+		c.DataDir = filepath.Join("data", c.ID)
+	}
+	if c.GRPCAddr == "" {
+		c.GRPCAddr = "127.0.0.1:7001"
+	}
+	if c.GossipAddr == "" {
+		c.GossipAddr = "127.0.0.1:7101"
+	}
+	for name, a := range map[string]string{"grpc-addr": c.GRPCAddr, "gossip-addr": c.GossipAddr, "http-addr": c.HTTPAddr} {
+		if a == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return fmt.Errorf("%w: --%s %q: %v", ErrConfig, name, a, err)
+		}
+	}
+	if c.InitialClusterToken == "" {
+		c.InitialClusterToken = "cutkv"
+	}
+	if c.Partitions == 0 {
+		c.Partitions = topology.DefaultPartitions
+	}
+	if c.Partitions > topology.MaxPartitions {
+		return fmt.Errorf("%w: --partitions %d exceeds %d", ErrConfig, c.Partitions, topology.MaxPartitions)
+	}
+	c.Limits.Validate()
+	if c.Limits.MaxKeySize > 64<<10 || c.Limits.MaxValueSize > 64<<20 {
+		return fmt.Errorf("%w: key limit %d (max 64 KiB) or value limit %d (max 64 MiB) too large", ErrConfig, c.Limits.MaxKeySize, c.Limits.MaxValueSize)
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = 10 * time.Second
+	}
+	if c.TickInterval <= 0 {
+		c.TickInterval = 100 * time.Millisecond
+	}
+	if c.ElectionTicks <= 0 {
+		c.ElectionTicks = 10
+	}
+	if c.WALSegmentSize <= 0 {
+		c.WALSegmentSize = 64 << 20
+	}
+	return nil
+}
