@@ -1,0 +1,123 @@
+package wal
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+)
+
+// DefaultSegmentSize is the segment size Options.Validate fills in.
+const DefaultSegmentSize = 64 << 20
+
+// Options configure a WAL. The zero value is valid: Validate fills defaults.
+type Options struct {
+	// SegmentSize is the target size in bytes of one segment file; a segment
+	// is closed and a new one started once it holds at least this many
+	// bytes (tidwall/wal's rule, so a segment may end up larger by one
+	// entry). 0 means DefaultSegmentSize; negative is invalid.
+	SegmentSize int
+	// NoSync skips every fsync, of segments and of the directory. Appends
+	// are then not durable: for benchmarks and tests only.
+	NoSync bool
+	// Logger receives the warnings of repairs at Open and an error when a
+	// write fails. nil means slog.Default().
+	Logger *slog.Logger
+	// OnSync, if set, is called once after each committed batch with the
+	// number of records and bytes (as framed in the segment) it held and how
+	// long writing and syncing it took. It runs on the committer goroutine
+	// before the batch's Append calls return, so it must not block and must
+	// not call Append.
+	OnSync func(records, bytes int, took time.Duration)
+	// Hooks observe the WAL's I/O and inject failures; see Hooks.
+	Hooks Hooks
+}
+
+// Hooks are the seam through which tests watch and fail the WAL's I/O.
+// Production code leaves them nil. Every hook is called right before the
+// operation it names; a non-nil return is handled exactly as if the
+// operation had failed with that error (the operation is then not
+// performed), so it becomes the WAL's sticky error. Hooks of one WAL are
+// never called concurrently with each other.
+//
+// tidwall/wal does its own file I/O with package os, so these wrap its calls
+// instead of replacing a file system.
+type Hooks struct {
+	// BeforeWrite is called before a batch of bytes (framed entries) is
+	// written; segment is the tail segment file the write starts in.
+	BeforeWrite func(segment string, bytes int) error
+	// BeforeSync is called before a segment file is fsynced: once per
+	// committed batch (the tail segment), and at Open for a segment whose
+	// torn tail was cut off. tidwall/wal also fsyncs a full segment itself
+	// when it starts the next one, inside the batch write; that fsync is not
+	// seen here.
+	BeforeSync func(segment string) error
+	// BeforeSyncDir is called before a directory is fsynced: at Open, after
+	// a batch that started a new segment, and after TruncateFront.
+	BeforeSyncDir func(dir string) error
+}
+
+// Validate checks o and fills its defaults.
+func (o *Options) Validate() error {
+	if o.SegmentSize < 0 {
+		return fmt.Errorf("%w: SegmentSize %d is negative", ErrInvalidOptions, o.SegmentSize)
+	}
+	if o.SegmentSize == 0 {
+		o.SegmentSize = DefaultSegmentSize
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return nil
+}
+
+// env performs the I/O the WAL itself owns (as opposed to tidwall/wal's),
+// going through the hooks.
+type env struct {
+	hooks  Hooks
+	noSync bool
+}
+
+// beforeWrite gives the write hook its chance to fail a batch write.
+func (e env) beforeWrite(segment string, n int) error {
+	if e.hooks.BeforeWrite != nil {
+		return e.hooks.BeforeWrite(segment, n)
+	}
+	return nil
+}
+
+// syncFile fsyncs segment by calling sync, which performs the fsync (the
+// caller may hold the file only inside tidwall/wal).
+func (e env) syncFile(segment string, sync func() error) error {
+	if e.noSync {
+		return nil
+	}
+	if e.hooks.BeforeSync != nil {
+		if err := e.hooks.BeforeSync(segment); err != nil {
+			return err
+		}
+	}
+	return sync()
+}
+
+// syncDir fsyncs directory dir, making file creations, renames and removals
+// in it durable.
+func (e env) syncDir(dir string) error {
+	if e.noSync {
+		return nil
+	}
+	if e.hooks.BeforeSyncDir != nil {
+		if err := e.hooks.BeforeSyncDir(dir); err != nil {
+			return err
+		}
+	}
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
