@@ -1,0 +1,162 @@
+package client
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/topology"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+func TestBackoffDelay(t *testing.T) {
+	base, max := 10*time.Millisecond, 100*time.Millisecond
+	for _, tc := range []struct {
+		n    int
+		want time.Duration
+	}{
+		{0, 10 * time.Millisecond},
+		{1, 20 * time.Millisecond},
+		{2, 40 * time.Millisecond},
+		{3, 80 * time.Millisecond},
+		{4, 100 * time.Millisecond},
+		{60, 100 * time.Millisecond},
+	} {
+		if got := backoffDelay(base, max, tc.n); got != tc.want {
+			t.Errorf("backoffDelay(%v, %v, %d) = %v, want %v", base, max, tc.n, got, tc.want)
+		}
+	}
+}
+
+func withInfo(reason string, md map[string]string) error {
+	st, err := status.New(codes.Unavailable, reason).WithDetails(&errdetails.ErrorInfo{Domain: errorDomain, Reason: reason, Metadata: md})
+	if err != nil {
+		panic(err)
+	}
+	return st.Err()
+}
+
+func TestClassify(t *testing.T) {
+	foreign, _ := status.New(codes.Unavailable, "x").WithDetails(&errdetails.ErrorInfo{Domain: "example.com", Reason: reasonNotLeader})
+	for _, tc := range []struct {
+		name  string
+		err   error
+		write bool
+		want  failure
+	}{
+		{"not sent write", &errNotSent{addr: "a"}, true, failure{verdict: retry, elsewhere: true}},
+		{"invalid", status.Error(codes.InvalidArgument, "x"), false, failure{verdict: fail, kind: ErrInvalidArgument}},
+		{"invalid write", status.Error(codes.InvalidArgument, "x"), true, failure{verdict: fail, kind: ErrInvalidArgument}},
+		{"not leader hint", withInfo(reasonNotLeader, map[string]string{"leader": "n2"}), true, failure{verdict: retry, reason: reasonNotLeader, leader: "n2"}},
+		{"not leader no hint", withInfo(reasonNotLeader, nil), true, failure{verdict: retry, reason: reasonNotLeader, wait: true}},
+		{"no leader", withInfo(reasonNoLeader, nil), true, failure{verdict: retry, reason: reasonNoLeader, wait: true}},
+		{"dropped", withInfo(reasonProposalDropped, nil), true, failure{verdict: retry, reason: reasonProposalDropped, wait: true}},
+		{"not serving", withInfo(reasonNotServing, nil), true, failure{verdict: retry, reason: reasonNotServing, elsewhere: true}},
+		{"shutting down", withInfo(reasonShuttingDown, nil), true, failure{verdict: retry, reason: reasonShuttingDown, elsewhere: true}},
+		{"unknown reason write", withInfo("SOMETHING_ELSE", nil), true, failure{verdict: unknown}},
+		{"foreign domain write", foreign.Err(), true, failure{verdict: unknown}},
+		{"bare unavailable write", status.Error(codes.Unavailable, "reset"), true, failure{verdict: unknown}},
+		{"bare unavailable read", status.Error(codes.Unavailable, "reset"), false, failure{verdict: retry, elsewhere: true}},
+		{"deadline write", status.Error(codes.DeadlineExceeded, "x"), true, failure{verdict: unknown}},
+		{"deadline read", status.Error(codes.DeadlineExceeded, "x"), false, failure{verdict: retry, elsewhere: true}},
+		{"canceled write", status.Error(codes.Canceled, "x"), true, failure{verdict: unknown}},
+		{"aborted write", status.Error(codes.Aborted, "x"), true, failure{verdict: retry, wait: true}},
+		{"internal write", status.Error(codes.Internal, "x"), true, failure{verdict: unknown}},
+		{"internal read", status.Error(codes.Internal, "x"), false, failure{verdict: fail}},
+		{"precondition write", status.Error(codes.FailedPrecondition, "x"), true, failure{verdict: fail}},
+		{"non-grpc write", errors.New("eof"), true, failure{verdict: unknown}},
+		{"non-grpc read", errors.New("eof"), false, failure{verdict: retry, elsewhere: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := classify(tc.err, tc.write); got != tc.want {
+				t.Errorf("classify = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	var c Config
+	if err := c.Validate(); err == nil {
+		t.Fatal("Validate accepted a config without endpoints")
+	}
+	c = Config{Endpoints: []string{" a:1 ", "", "b:2"}}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Endpoints) != 2 || c.Endpoints[0] != "a:1" {
+		t.Errorf("Endpoints = %q", c.Endpoints)
+	}
+	if c.RequestTimeout != DefaultRequestTimeout || c.DialTimeout != DefaultDialTimeout || c.Logger == nil ||
+		c.BackoffBase != DefaultBackoffBase || c.BackoffMax != DefaultBackoffMax || c.OperationTimeout != DefaultOperationTimeout {
+		t.Errorf("defaults not filled: %+v", c)
+	}
+	for _, bad := range []Config{
+		{Endpoints: []string{"a:1"}, RequestTimeout: -1},
+		{Endpoints: []string{"a:1"}, BackoffBase: time.Second, BackoffMax: time.Millisecond},
+		{Endpoints: []string{"a:1"}, MaxCallRecvMsgSize: -1},
+	} {
+		if err := bad.Validate(); err == nil {
+			t.Errorf("Validate accepted %+v", bad)
+		}
+	}
+}
+
+func TestRouteTable(t *testing.T) {
+	r := &kvpb.RoutingResponse{
+		Partitions: 3,
+		Hash:       topology.HashName,
+		Members: []*kvpb.Member{
+			{Id: "n1", GrpcAddr: "a:1", State: kvpb.MemberState_MEMBER_STATE_ALIVE},
+			{Id: "n2", GrpcAddr: "a:2", State: kvpb.MemberState_MEMBER_STATE_FAILED},
+			{Id: "n3", GrpcAddr: "a:3", State: kvpb.MemberState_MEMBER_STATE_SUSPECT},
+		},
+		Leaders: []string{"n1", "", "n3"},
+	}
+	tab, err := newRouteTable(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(tab.members); got != 2 {
+		t.Errorf("members = %q, want the 2 not failed", tab.members)
+	}
+	byPart := map[uint64]string{1: "a:1", 2: "", 3: "a:3"}
+	for i := range 50 {
+		k := []byte{byte(i)}
+		if got, want := tab.leaderAddr(k), byPart[topology.PartitionOf(k, 3)]; got != want {
+			t.Errorf("leaderAddr(%q) = %q, want %q", k, got, want)
+		}
+	}
+	k := []byte{0}
+	n := tab.withLeader(k, "z:9")
+	if n.leaderAddr(k) != "z:9" || tab.leaderAddr(k) == "z:9" {
+		t.Errorf("withLeader must copy: new %q old %q", n.leaderAddr(k), tab.leaderAddr(k))
+	}
+
+	r.Hash = "crc32"
+	tab, err = newRouteTable(r)
+	if err == nil || tab.partitions != 0 || len(tab.members) != 2 {
+		t.Errorf("unknown hash: err %v, table %+v", err, tab)
+	}
+	if tab.leaderAddr(k) != "" {
+		t.Error("a table with an unknown hash must not route")
+	}
+}
+
+func TestOpErrorUnwrap(t *testing.T) {
+	cause := status.Error(codes.DeadlineExceeded, "slow")
+	err := error(&OpError{Op: "put", Key: []byte("k"), Addr: "a:1", Kind: ErrOutcomeUnknown, Err: cause})
+	if !errors.Is(err, ErrOutcomeUnknown) || !errors.Is(err, cause) || errors.Is(err, ErrUnavailable) {
+		t.Errorf("errors.Is does not see the sentinel and the cause: %v", err)
+	}
+	if status.Code(err) != codes.DeadlineExceeded {
+		t.Errorf("status.Code = %v", status.Code(err))
+	}
+	want := `client: write outcome unknown: put "k" (last tried a:1): rpc error: code = DeadlineExceeded desc = slow`
+	if err.Error() != want {
+		t.Errorf("Error() = %q\nwant      %q", err.Error(), want)
+	}
+}

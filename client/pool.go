@@ -1,0 +1,91 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
+)
+
+// connPool holds one grpc.ClientConn per address. Connections are created
+// on first use and live until the pool is closed.
+type connPool struct {
+	opts []grpc.DialOption
+
+	mu     sync.Mutex
+	conns  map[string]*grpc.ClientConn // REQUIRES mu
+	closed bool                        // REQUIRES mu
+}
+
+func newConnPool(opts []grpc.DialOption) *connPool {
+	return &connPool{opts: opts, conns: make(map[string]*grpc.ClientConn)}
+}
+
+// get returns the connection to addr, creating it (without I/O) if needed.
+func (p *connPool) get(addr string) (*grpc.ClientConn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, ErrClosed
+	}
+	if cc, ok := p.conns[addr]; ok {
+		return cc, nil
+	}
+	cc, err := grpc.NewClient(addr, p.opts...)
+	if err != nil {
+		return nil, err
+	}
+	p.conns[addr] = cc
+	return cc, nil
+}
+
+func (p *connPool) close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	var errs []error
+	for addr, cc := range p.conns {
+		errs = append(errs, cc.Close())
+		delete(p.conns, addr)
+	}
+	return errors.Join(errs...)
+}
+
+// waitReady blocks until cc is READY, and returns an *errNotSent when it
+// fails to connect, is in TRANSIENT_FAILURE (the address is down: skip it
+// rather than wait out gRPC's reconnect backoff), or does not become ready
+// within timeout or ctx. A request is sent only on a READY connection, so an
+// error here proves the request never left the client.
+func waitReady(ctx context.Context, addr string, cc *grpc.ClientConn, timeout time.Duration) error {
+	s := cc.GetState()
+	if s == connectivity.Ready {
+		return nil
+	}
+	cc.Connect()
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		s = cc.GetState()
+		switch s {
+		case connectivity.Ready:
+			return nil
+		case connectivity.TransientFailure:
+			return &errNotSent{addr: addr, cause: "connection failed"}
+		case connectivity.Shutdown:
+			return ErrClosed
+		}
+		if !cc.WaitForStateChange(wctx, s) {
+			return &errNotSent{addr: addr, cause: "still " + s.String() + " after " + timeoutCause(ctx, timeout)}
+		}
+	}
+}
+
+func timeoutCause(ctx context.Context, timeout time.Duration) string {
+	if ctx.Err() != nil {
+		return "the deadline"
+	}
+	return "the dial timeout " + timeout.String()
+}

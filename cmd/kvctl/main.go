@@ -1,0 +1,8 @@
+// Command kvctl is the cutkv command-line client; see docs/cli.md.
+package main
+
+import "os"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/cutkv/cutkv/client"
+	"github.com/spf13/cobra"
+)
+
+// Exit codes (docs/cli.md).
+const (
+	exitOK          = 0
+	exitNotFound    = 1 // also any error without a code of its own
+	exitUsage       = 2
+	exitUnavailable = 3
+	exitUnknown     = 4
+)
+
+const (
+	defaultEndpoints = "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003"
+	envEndpoints     = "CUTKV_ENDPOINTS"
+)
+
+// run is the whole program: it parses args, runs the command, prints to
+// stdout and stderr, and returns the exit code.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return runEnv(args, stdin, stdout, stderr, os.Getenv)
+}
+
+// runEnv is run with the environment injected.
+func runEnv(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv func(string) string) int {
+	g := &globals{getenv: getenv, stdin: stdin}
+	root := newRootCmd(g)
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	cmd, err := root.ExecuteC()
+	if err == nil {
+		return exitOK
+	}
+	code, msg := describe(err, cmd, g)
+	fmt.Fprintf(stderr, "Error: %s\n", msg)
+	return code
+}
+
+// globals holds the global flags and the environment of one run.
+type globals struct {
+	endpoints   string
+	output      string
+	timeout     time.Duration
+	dialTimeout time.Duration
+
+	getenv func(string) string
+	stdin  io.Reader
+}
+
+// usageError is a bad flag or argument: exit 2.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Errorf(format, args...)}
+}
+
+// runError is a failure after the arguments were accepted; its exit code
+// comes from the error.
+type runError struct{ err error }
+
+func (e *runError) Error() string { return e.err.Error() }
+func (e *runError) Unwrap() error { return e.err }
+
+func newRootCmd(g *globals) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "kvctl",
+		Short: "kvctl talks to a cutkv cluster",
+		Long: `kvctl reads and writes keys of a cutkv cluster and shows its state.
+
+Endpoints come from --endpoints, else from $` + envEndpoints + `, else ` + defaultEndpoints + `.
+Exit codes: 0 ok, 1 not found (or other error), 2 usage, 3 cluster unavailable, 4 write outcome unknown.`,
+		Args:          cobra.NoArgs,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return usagef("missing command")
+		},
+	}
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
+	f := root.PersistentFlags()
+	f.StringVar(&g.endpoints, "endpoints", defaultEndpoints, "comma-separated gRPC addresses of cluster nodes; $"+envEndpoints+" overrides the default")
+	f.StringVarP(&g.output, "output", "o", "text", "output format: text or json")
+	f.DurationVar(&g.timeout, "timeout", 5*time.Second, "time limit for the whole command, retries included")
+	f.DurationVar(&g.dialTimeout, "dial-timeout", 2*time.Second, "time limit for reaching a first node, and for connecting to any node")
+	root.AddCommand(newPutCmd(g), newGetCmd(g), newDelCmd(g), newScanCmd(g), newMembersCmd(g), newStatusCmd(g))
+	return root
+}
+
+// endpointList resolves the endpoints: the flag wins over the environment,
+// which wins over the default.
+func (g *globals) endpointList(cmd *cobra.Command) []string {
+	s := g.endpoints
+	if !cmd.Flags().Changed("endpoints") {
+		if env := strings.TrimSpace(g.getenv(envEndpoints)); env != "" {
+			s = env
+		}
+	}
+	var eps []string
+	for _, e := range strings.Split(s, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			eps = append(eps, e)
+		}
+	}
+	return eps
+}
+
+func (g *globals) json() bool { return g.output == "json" }
+
+// withClient checks the global flags, connects and runs fn under the
+// command's time limit. Errors from fn are run errors.
+func (g *globals) withClient(cmd *cobra.Command, fn func(ctx context.Context, c *client.Client) error) error {
+	switch g.output {
+	case "text", "json":
+	default:
+		return usagef("invalid --output %q: want text or json", g.output)
+	}
+	if g.timeout <= 0 {
+		return usagef("invalid --timeout %v: must be positive", g.timeout)
+	}
+	if g.dialTimeout <= 0 {
+		return usagef("invalid --dial-timeout %v: must be positive", g.dialTimeout)
+	}
+	eps := g.endpointList(cmd)
+	if len(eps) == 0 {
+		return usagef("no endpoints: set --endpoints or $%s", envEndpoints)
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
+	defer cancel()
+	c, err := client.NewWithConfig(ctx, client.Config{Endpoints: eps, DialTimeout: g.dialTimeout})
+	if err != nil {
+		return &runError{err}
+	}
+	defer c.Close()
+	if err := fn(ctx, c); err != nil {
+		return &runError{err}
+	}
+	return nil
+}
+
+// describe returns the exit code for err and the message to print, with a
+// hint at what to do.
+func describe(err error, cmd *cobra.Command, g *globals) (int, string) {
+	path := "kvctl"
+	if cmd != nil {
+		path = cmd.CommandPath()
+	}
+	var re *runError
+	if !errors.As(err, &re) {
+		return exitUsage, fmt.Sprintf("%v\nRun '%s --help' for usage.", err, path)
+	}
+	switch {
+	case errors.Is(err, client.ErrOutcomeUnknown):
+		return exitUnknown, fmt.Sprintf("%v\nThe write may or may not have been applied: read the key back before retrying it.", err)
+	case errors.Is(err, client.ErrNotFound):
+		var oe *client.OpError
+		if errors.As(err, &oe) && oe.Key != nil {
+			return exitNotFound, fmt.Sprintf("key %s not found", client.QuoteKey(oe.Key))
+		}
+		return exitNotFound, "not found"
+	case errors.Is(err, client.ErrInvalidArgument):
+		return exitUsage, fmt.Sprintf("%v\nKeys must be 1 to %d bytes and values at most %d bytes.", err, client.MaxKeySize, client.MaxValueSize)
+	case errors.Is(err, client.ErrUnavailable):
+		return exitUnavailable, fmt.Sprintf("%v\nNo node answered in time: check that the nodes at %s are running and reachable (set --endpoints or $%s), or raise --dial-timeout and --timeout.",
+			err, strings.Join(g.endpointList(cmd), ","), envEndpoints)
+	default:
+		return exitNotFound, err.Error()
+	}
+}
