@@ -34,6 +34,7 @@ test: verify test-unit
 test-unit: build
 	$(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v -e /proto/ $(foreach p,$(RACE_PKGS),-e $(patsubst ./%/...,/%,$(p))))
 	$(GO) test -count=1 -race -timeout 20m $(RACE_PKGS)
+	$(GO) test -count=1 -tags failpoints ./internal/failpoint/
 
 verify: fmt vet staticcheck tidy-check proto-check
 

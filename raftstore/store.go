@@ -16,6 +16,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/cutkv/cutkv/internal/failpoint"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/wal"
 )
@@ -711,7 +712,13 @@ func (s *Store) handleReady() error {
 		return nil
 	}
 	if len(recs) > 0 {
+		if err := failpoint.Inject(failpoint.RaftBeforeSave); err != nil {
+			return err
+		}
 		if _, _, err := s.cfg.WAL.Append(recs); err != nil {
+			return err
+		}
+		if err := failpoint.Inject(failpoint.RaftAfterSave); err != nil {
 			return err
 		}
 	}

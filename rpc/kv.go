@@ -5,7 +5,9 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
@@ -25,6 +27,9 @@ const (
 
 // DefaultScanLimit caps a scan that names no limit.
 const DefaultScanLimit = 10000
+
+// MaxScanBytes caps the keys and values of one partition's scan reply.
+const MaxScanBytes = 4 << 20
 
 // Limits bound what a request may carry.
 type Limits struct {
@@ -95,25 +100,44 @@ func (s *KVServer) checkKey(key []byte) error {
 	return nil
 }
 
+// maxHops bounds forwarding: a node that holds no replica of a partition
+// sends to a replica, which may send once more to the leader.
+const maxHops = 2
+
 // route decides where a request for partition p is served: locally (nil
-// client) or on the leader's node. A request that was already forwarded
-// is never forwarded again.
+// client) or on another node. A request is forwarded at most maxHops times.
 func (s *KVServer) route(ctx context.Context, p uint64) (kvpb.KVClient, error) {
 	if s.n.Draining() {
 		return nil, ErrShuttingDown
 	}
+	hops := forwardedHops(ctx)
 	st, ok := s.n.Store.Status(p)
-	if ok && st.IsLeader {
+	if !ok {
+		// No replica here: hand it to a replica, which knows the leader.
+		if hops >= maxHops-1 {
+			return nil, &raftstore.NotLeaderError{Group: p}
+		}
+		return s.clientFor(s.replicaToAsk(p))
+	}
+	if st.IsLeader {
 		return nil, nil
 	}
-	lead := uint64(0)
-	if ok {
-		lead = st.Leader
+	lead := st.Leader
+	if lead == 0 {
+		// An election or a leadership hand-off is under way: give it a
+		// moment rather than bouncing the client.
+		lead = s.waitLeader(ctx, p)
+		if st, _ := s.n.Store.Status(p); st.IsLeader {
+			return nil, nil
+		}
 	}
-	if lead == 0 || lead == s.n.Self.RaftID || isForwarded(ctx) {
+	if lead == 0 || lead == s.n.Self.RaftID || hops >= maxHops {
 		return nil, &raftstore.NotLeaderError{Group: p, Leader: lead}
 	}
-	id := s.n.memberID(lead)
+	return s.clientFor(s.n.memberID(lead))
+}
+
+func (s *KVServer) clientFor(id string) (kvpb.KVClient, error) {
 	conn, err := s.n.Pool.Conn(s.n.Addr(id))
 	if err != nil {
 		return nil, err
@@ -121,13 +145,64 @@ func (s *KVServer) route(ctx context.Context, p uint64) (kvpb.KVClient, error) {
 	return kvpb.NewKVClient(conn), nil
 }
 
-func isForwarded(ctx context.Context) bool {
-	md, _ := metadata.FromIncomingContext(ctx)
-	return len(md.Get(forwardedKey)) > 0
+// replicaToAsk picks a replica of p that gossip reports alive, else the
+// first one.
+func (s *KVServer) replicaToAsk(p uint64) string {
+	reps := s.n.Layout.Groups[p]
+	alive := map[string]bool{}
+	for _, m := range s.n.Members() {
+		alive[m.GetId()] = m.GetState() == kvpb.MemberState_MEMBER_STATE_ALIVE
+	}
+	for _, r := range reps {
+		if id := s.n.memberID(r); alive[id] {
+			return id
+		}
+	}
+	return s.n.memberID(reps[0])
 }
 
+// leaderWait bounds how long a request waits for an unknown leader.
+const leaderWait = 2 * time.Second
+
+// waitLeader polls until partition p has a known leader, leaderWait or ctx
+// ends; it returns the leader's raft id or 0.
+func (s *KVServer) waitLeader(ctx context.Context, p uint64) uint64 {
+	deadline := time.Now().Add(leaderWait)
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return 0
+		case <-t.C:
+		}
+		if st, _ := s.n.Store.Status(p); st.Leader != 0 {
+			return st.Leader
+		}
+	}
+	return 0
+}
+
+// forwardedHops returns how many times the request was forwarded.
+func forwardedHops(ctx context.Context) int {
+	md, _ := metadata.FromIncomingContext(ctx)
+	v := md.Get(forwardedKey)
+	if len(v) == 0 {
+		return 0
+	}
+	n, err := strconv.Atoi(v[len(v)-1])
+	if err != nil || n < 1 {
+		return maxHops // unreadable: never forward it again
+	}
+	return n
+}
+
+// forwardCtx marks the outgoing copy of a request with one more hop.
 func forwardCtx(ctx context.Context) context.Context {
-	return metadata.AppendToOutgoingContext(ctx, forwardedKey, "1")
+	out, _ := metadata.FromOutgoingContext(ctx)
+	out = out.Copy()
+	out.Set(forwardedKey, strconv.Itoa(forwardedHops(ctx)+1))
+	return metadata.NewOutgoingContext(ctx, out)
 }
 
 func (s *KVServer) leaderHint(p uint64) string {
@@ -250,16 +325,36 @@ func (s *KVServer) Scan(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanR
 		}(i)
 	}
 	wg.Wait()
-	resp := &kvpb.ScanResponse{Header: s.n.header(0)}
-	for i := range shares {
+	return mergeScan(s.n.header(0), shares, errs, int(limit))
+}
+
+// mergeScan merges per-partition shares in key order. A share that was cut
+// short (more) only vouches for keys up to its last one, so the merged
+// answer stops at the smallest such key: a client continuing after the
+// last key returned then misses nothing.
+func mergeScan(h *kvpb.ResponseHeader, shares []*kvpb.ScanResponse, errs []error, limit int) (*kvpb.ScanResponse, error) {
+	resp := &kvpb.ScanResponse{Header: h}
+	var bound []byte
+	for i, sh := range shares {
 		if errs[i] != nil {
 			return nil, errs[i]
 		}
-		resp.Kvs = append(resp.Kvs, shares[i].GetKvs()...)
-		resp.More = resp.More || shares[i].GetMore()
+		resp.Kvs = append(resp.Kvs, sh.GetKvs()...)
+		if sh.GetMore() {
+			resp.More = true
+			if n := len(sh.GetKvs()); n > 0 {
+				if last := sh.GetKvs()[n-1].GetKey(); bound == nil || bytes.Compare(last, bound) < 0 {
+					bound = last
+				}
+			}
+		}
 	}
 	sort.Slice(resp.Kvs, func(i, j int) bool { return bytes.Compare(resp.Kvs[i].GetKey(), resp.Kvs[j].GetKey()) < 0 })
-	if len(resp.Kvs) > int(limit) {
+	if bound != nil {
+		n := sort.Search(len(resp.Kvs), func(i int) bool { return bytes.Compare(resp.Kvs[i].GetKey(), bound) > 0 })
+		resp.Kvs = resp.Kvs[:n]
+	}
+	if len(resp.Kvs) > limit {
 		resp.Kvs = resp.Kvs[:limit]
 		resp.More = true
 	}
@@ -289,7 +384,14 @@ func (s *KVServer) scanPartition(ctx context.Context, req *kvpb.ScanRequest) (*k
 	kvs, more := s.n.Partitions[p].Scan(req.GetStart(), end, limit)
 	st, _ := s.n.Store.Status(p)
 	resp := &kvpb.ScanResponse{Header: s.n.header(st.Term), More: more}
-	for _, kv := range kvs {
+	size := 0
+	for i, kv := range kvs {
+		// Keep a reply well under the clients' receive limit; the first
+		// key always goes, so a scan always makes progress.
+		if size += len(kv.Key) + len(kv.Value); i > 0 && size > MaxScanBytes {
+			resp.More = true
+			break
+		}
 		resp.Kvs = append(resp.Kvs, toKV(kv, req.GetKeysOnly()))
 	}
 	return resp, nil

@@ -342,3 +342,24 @@ func TestMembersFailedAndLeft(t *testing.T) {
 		return nil
 	})
 }
+
+// TestFiveNodesAnyNodeServesAnyKey: with 5 nodes a partition has replicas
+// on only 3 of them; the other two hand requests to a replica.
+func TestFiveNodesAnyNodeServesAnyKey(t *testing.T) {
+	c := clustertest.Start(t, 5, clustertest.Options{Partitions: 4})
+	for k := 0; k < 40; k++ {
+		put(t, c, k%5, fmt.Sprintf("k%02d", k), fmt.Sprint(k))
+	}
+	for i := 0; i < 5; i++ {
+		for k := 0; k < 40; k += 3 {
+			resp, err := c.KV(i).Get(ctxT(t, 5*time.Second), &kvpb.GetRequest{Key: []byte(fmt.Sprintf("k%02d", k))})
+			if err != nil || string(resp.GetKv().GetValue()) != fmt.Sprint(k) {
+				t.Fatalf("get k%02d via n%d: %v %v", k, i+1, resp, err)
+			}
+		}
+		resp, err := c.KV(i).Scan(ctxT(t, 5*time.Second), &kvpb.ScanRequest{})
+		if err != nil || len(resp.GetKvs()) != 40 {
+			t.Fatalf("scan via n%d: %d keys, %v", i+1, len(resp.GetKvs()), err)
+		}
+	}
+}

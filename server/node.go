@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/cutkv/cutkv/discovery"
+	"github.com/cutkv/cutkv/internal/failpoint"
 	"github.com/cutkv/cutkv/meta"
 	"github.com/cutkv/cutkv/partition"
 	"github.com/cutkv/cutkv/proto/internalpb"
@@ -133,9 +134,11 @@ func Start(cfg Config, log *slog.Logger) (n *Node, err error) {
 	n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	walMetrics := newWALMetrics(n.reg)
 
-	n.wal, err = wal.Open(filepath.Join(cfg.DataDir, walDir), wal.Options{
-		SegmentSize: cfg.WALSegmentSize, Logger: n.log, OnSync: walMetrics.observe,
-	})
+	walOpts := wal.Options{SegmentSize: cfg.WALSegmentSize, Logger: n.log, OnSync: walMetrics.observe}
+	if failpoint.Enabled {
+		walOpts.Hooks.BeforeSync = func(string) error { return failpoint.Inject(failpoint.WALBeforeSync) }
+	}
+	n.wal, err = wal.Open(filepath.Join(cfg.DataDir, walDir), walOpts)
 	if err != nil {
 		return nil, fmt.Errorf("server: open WAL in %s: %w", filepath.Join(cfg.DataDir, walDir), err)
 	}

@@ -1,0 +1,38 @@
+// Package failpoint names crash points in the code and lets tests arm them.
+//
+// A failpoint is a call Inject("name") at a point where a crash or an I/O
+// error matters. In a normal build Inject is a no-op that the compiler
+// removes. Built with `-tags failpoints`, Inject consults the environment
+// variable CUTKV_FAILPOINTS, a comma-separated list of
+//
+//	name=action[@after]
+//
+// where action is "error" (Inject returns ErrInjected), "panic", or
+// "exit" (the process exits at once with status 86, like a kill -9 at that
+// point: nothing deferred runs), and after (default 0) is how many calls
+// pass before the action fires; it fires on every later call too. Tests may
+// also arm failpoints in-process with Arm.
+//
+// Every failpoint name is listed in Names, so a test can check it arms a
+// point that exists.
+package failpoint
+
+import "errors"
+
+// ErrInjected is returned by Inject for an armed "error" failpoint.
+var ErrInjected = errors.New("failpoint: injected error")
+
+// Names of all failpoints in the code.
+const (
+	// WALBeforeSync fires before each WAL batch fsync.
+	WALBeforeSync = "walBeforeSync"
+	// RaftBeforeSave fires in the raft loop before a batch of entries and
+	// hard states is written to the WAL.
+	RaftBeforeSave = "raftBeforeSave"
+	// RaftAfterSave fires after the batch is durable and before any
+	// message is sent or entry applied.
+	RaftAfterSave = "raftAfterSave"
+)
+
+// Names lists every failpoint.
+var Names = []string{WALBeforeSync, RaftBeforeSave, RaftAfterSave}

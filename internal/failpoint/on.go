@@ -1,0 +1,97 @@
+//go:build failpoints
+
+package failpoint
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+// Enabled reports whether this build has failpoints.
+const Enabled = true
+
+type point struct {
+	action string
+	after  int
+	calls  int
+}
+
+var (
+	mu     sync.Mutex
+	points map[string]*point
+)
+
+func init() {
+	if err := Arm(os.Getenv("CUTKV_FAILPOINTS")); err != nil {
+		fmt.Fprintf(os.Stderr, "failpoint: CUTKV_FAILPOINTS: %v\n", err)
+		os.Exit(2)
+	}
+}
+
+// Arm replaces the armed failpoints with those in spec (the
+// CUTKV_FAILPOINTS syntax); an empty spec disarms all.
+func Arm(spec string) error {
+	ps := map[string]*point{}
+	for _, item := range strings.Split(spec, ",") {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		name, act, ok := strings.Cut(item, "=")
+		if !ok {
+			return fmt.Errorf("%q is not name=action[@after]", item)
+		}
+		p := &point{action: act}
+		if a, n, ok := strings.Cut(act, "@"); ok {
+			after, err := strconv.Atoi(n)
+			if err != nil || after < 0 {
+				return fmt.Errorf("%q: bad count %q", item, n)
+			}
+			p.action, p.after = a, after
+		}
+		switch p.action {
+		case "error", "panic", "exit":
+		default:
+			return fmt.Errorf("%q: action must be error, panic or exit", item)
+		}
+		known := false
+		for _, n := range Names {
+			known = known || n == name
+		}
+		if !known {
+			return fmt.Errorf("%q: no failpoint named %q (known: %s)", item, name, strings.Join(Names, ", "))
+		}
+		ps[name] = p
+	}
+	mu.Lock()
+	points = ps
+	mu.Unlock()
+	return nil
+}
+
+// Inject runs the failpoint's armed action, if any.
+func Inject(name string) error {
+	mu.Lock()
+	p := points[name]
+	if p == nil {
+		mu.Unlock()
+		return nil
+	}
+	p.calls++
+	fire := p.calls > p.after
+	mu.Unlock()
+	if !fire {
+		return nil
+	}
+	switch p.action {
+	case "panic":
+		panic("failpoint " + name)
+	case "exit":
+		fmt.Fprintf(os.Stderr, "failpoint %s: exiting\n", name)
+		os.Exit(86)
+	}
+	return fmt.Errorf("%w at %s", ErrInjected, name)
+}

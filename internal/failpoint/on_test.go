@@ -1,0 +1,31 @@
+//go:build failpoints
+
+package failpoint
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestArmAndInject(t *testing.T) {
+	if err := Arm("walBeforeSync=error@2"); err != nil {
+		t.Fatal(err)
+	}
+	defer Arm("")
+	for i := 0; i < 2; i++ {
+		if err := Inject(WALBeforeSync); err != nil {
+			t.Fatalf("call %d fired early: %v", i+1, err)
+		}
+	}
+	if err := Inject(WALBeforeSync); !errors.Is(err, ErrInjected) {
+		t.Fatalf("third call: %v", err)
+	}
+	if err := Inject(RaftAfterSave); err != nil {
+		t.Fatalf("unarmed point fired: %v", err)
+	}
+	for _, bad := range []string{"nope=error", "walBeforeSync", "walBeforeSync=boom", "walBeforeSync=error@x"} {
+		if err := Arm(bad); err == nil {
+			t.Errorf("Arm(%q) accepted", bad)
+		}
+	}
+}
