@@ -5,8 +5,8 @@ import (
 	"fmt"
 )
 
-// Errors returned by Store methods. All but ErrStopped say the command was
-// certainly not applied.
+// Errors returned by Store methods. All but ErrStopped and
+// ErrLeadershipLost say the command was certainly not applied.
 var (
 	ErrNotLeader       = errors.New("raftstore: not leader")
 	ErrNoLeader        = errors.New("raftstore: no leader")
@@ -14,6 +14,9 @@ var (
 	ErrUnknownGroup    = errors.New("raftstore: unknown group")
 	ErrNotServing      = errors.New("raftstore: not serving")
 	ErrStopped         = errors.New("raftstore: stopped")
+	// ErrLeadershipLost: the proposal's leader stepped down before it was
+	// applied; it may or may not be committed later (outcome unknown).
+	ErrLeadershipLost = errors.New("raftstore: leadership lost, outcome unknown")
 )
 
 // NotLeaderError carries the leader's raft id when it is known.

@@ -136,7 +136,8 @@ type GroupStatus struct {
 }
 
 type waiter struct {
-	ch chan result
+	ch    chan result
+	group uint64
 }
 
 type result struct {
@@ -163,6 +164,12 @@ type group struct {
 	readQueue    []chan error          // waiting for a read index request
 	readInflight map[uint64]*readBatch // by request context
 	readReady    []*readBatch          // index known, waiting for apply
+
+	// Hand-back to the preferred replica: failed attempts back off, so a
+	// preferred replica that refuses (it is draining) is not asked every
+	// round, each time costing the group an election timeout.
+	balanceTries int
+	balanceSkip  int
 }
 
 // Store hosts the raft groups of one node.
@@ -378,7 +385,7 @@ func (s *Store) Propose(ctx context.Context, groupID uint64, cmd *internalpb.Com
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: marshal command: %w", err)
 	}
-	w := &waiter{ch: make(chan result, 1)}
+	w := &waiter{ch: make(chan result, 1), group: groupID}
 	err = s.do(ctx, func() {
 		g := s.groups[groupID]
 		if g == nil {
@@ -405,6 +412,17 @@ func (s *Store) Propose(ctx context.Context, groupID uint64, cmd *internalpb.Com
 		s.forget(id)
 		return nil, ctx.Err()
 	case <-s.donec:
+		// The loop answers every proposal it took before it ends. Without
+		// an answer it never ran fn: nothing was proposed, which after a
+		// fatal error ErrNotServing says.
+		select {
+		case r := <-w.ch:
+			return r.val, r.err
+		default:
+		}
+		if err := s.Err(); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrNotServing, err)
+		}
 		return nil, ErrStopped
 	}
 }
@@ -413,6 +431,7 @@ func (s *Store) forget(id uint64) {
 	select {
 	case s.inbox <- func() { delete(s.waiters, id) }:
 	case <-s.stopc:
+	case <-s.donec: // the loop ended (a fatal error) and answered every waiter
 	}
 }
 
@@ -442,6 +461,14 @@ func (s *Store) ReadIndex(ctx context.Context, groupID uint64) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-s.donec:
+		select {
+		case err := <-ch:
+			return err
+		default:
+		}
+		if err := s.Err(); err != nil {
+			return fmt.Errorf("%w: %v", ErrNotServing, err)
+		}
 		return ErrStopped
 	}
 }
@@ -574,6 +601,11 @@ func (s *Store) transferAllLocked() {
 func (s *Store) balanceLocked() {
 	for _, g := range s.groups {
 		if g.state != raft.StateLeader || g.peers[0] == s.cfg.RaftID {
+			g.balanceTries, g.balanceSkip = 0, 0
+			continue
+		}
+		if g.balanceSkip > 0 {
+			g.balanceSkip--
 			continue
 		}
 		st := g.rn.Status()
@@ -583,8 +615,17 @@ func (s *Store) balanceLocked() {
 		pr, ok := st.Progress[g.peers[0]]
 		if ok && pr.RecentActive && pr.Match >= st.HardState.GetCommit() {
 			g.rn.TransferLeader(g.peers[0])
+			// Still leading at a later round means this attempt failed.
+			g.balanceSkip = balanceBackoff(g.balanceTries)
+			g.balanceTries++
 		}
 	}
+}
+
+// balanceBackoff is how many balance rounds to skip after the n-th
+// (0-based) hand-back attempt that may fail: 0, 1, 3, 7, ... capped at 63.
+func balanceBackoff(n int) int {
+	return 1<<min(n, 6) - 1
 }
 
 func (s *Store) run() {
@@ -622,18 +663,40 @@ func (s *Store) run() {
 				break drain
 			}
 		}
-		if err := s.handleReady(); err != nil {
-			s.fail(err)
-			return
+		// Advance may step messages a node sends itself (a single voter's
+		// vote, a leader's own append acknowledgement) and so make a new
+		// Ready at once; handle it now rather than a tick later.
+		for {
+			if err := s.handleReady(); err != nil {
+				s.fail(err)
+				return
+			}
+			if !s.hasReady() {
+				break
+			}
 		}
 	}
+}
+
+// hasReady says whether any group has a Ready to handle; loop only.
+func (s *Store) hasReady() bool {
+	for _, id := range s.order {
+		if s.groups[id].rn.HasReady() {
+			return true
+		}
+	}
+	return false
 }
 
 // fail stops acknowledging for good.
 func (s *Store) fail(err error) {
 	s.failed.CompareAndSwap(nil, &err)
 	s.log.Error("raft store stopped: it will not acknowledge anything more", "err", err)
-	s.failAll(fmt.Errorf("%w: %v", ErrNotServing, err))
+	// A pending proposal may already be durable on the peers (sent in an
+	// earlier round) or even here (a failed fsync may still have written
+	// it): it can be committed without this node, so its outcome is
+	// unknown. Only proposals refused from now on are certainly not applied.
+	s.failAll(fmt.Errorf("%w: outcome unknown: %w", ErrStopped, err))
 	s.cfg.OnFatal(err)
 }
 
@@ -781,6 +844,15 @@ func (s *Store) noteSoftState(g *group, ss *raft.SoftState) {
 	if wasLeader && g.state != raft.StateLeader {
 		// Reads not yet served were not served: the client may retry.
 		g.failReads(&NotLeaderError{Group: g.id, Leader: g.lead})
+		// Proposals not yet applied may still be committed by the next
+		// leader, or overwritten and never answered: tell their callers
+		// now that the outcome is unknown instead of letting them wait.
+		for id, w := range s.waiters {
+			if w.group == g.id {
+				w.ch <- result{err: fmt.Errorf("%w: group %d lost its leader", ErrLeadershipLost, g.id)}
+				delete(s.waiters, id)
+			}
+		}
 	}
 }
 

@@ -73,6 +73,8 @@ func toStatus(err error, leaderID string) error {
 		return status.Error(codes.DeadlineExceeded, "cutkv: deadline exceeded; a write's outcome is unknown: "+err.Error())
 	case errors.Is(err, context.Canceled):
 		return status.Error(codes.Canceled, err.Error())
+	case errors.Is(err, raftstore.ErrLeadershipLost):
+		return status.Error(codes.Unavailable, "cutkv: "+err.Error())
 	case errors.Is(err, raftstore.ErrStopped):
 		return status.Error(codes.Unavailable, "cutkv: node stopped; a write's outcome is unknown")
 	default:

@@ -157,9 +157,13 @@ func (t *Transport) runPeer(p *peer) {
 			stream = s
 		}
 		if err := stream.Send(batch); err != nil {
-			if err != io.EOF {
-				t.log.Debug("send to peer failed", "peer", p.id, "err", err)
+			if err == io.EOF {
+				// The peer ended the stream (a refusal, a restart).
+				// Receiving its status says why, and releases the stream,
+				// which would otherwise live until Close.
+				_, err = stream.CloseAndRecv()
 			}
+			t.log.Debug("send to peer failed", "peer", p.id, "err", err)
 			stream = nil
 			t.unreachable(p.id, err, backoff)
 			backoff = min(backoff*2, time.Second)
@@ -207,13 +211,15 @@ func msgsSize(msgs []*internalpb.GroupMessage) int {
 type RaftServer struct {
 	internalpb.UnimplementedRaftServer
 	clusterID uint64
+	self      uint64
 	recv      Receiver
 	log       *slog.Logger
 }
 
-// NewRaftServer returns the raft service of a node of clusterID.
-func NewRaftServer(clusterID uint64, recv Receiver, log *slog.Logger) *RaftServer {
-	return &RaftServer{clusterID: clusterID, recv: recv, log: log.With("component", "raft-server")}
+// NewRaftServer returns the raft service of node self (raft id) of
+// clusterID.
+func NewRaftServer(clusterID, self uint64, recv Receiver, log *slog.Logger) *RaftServer {
+	return &RaftServer{clusterID: clusterID, self: self, recv: recv, log: log.With("component", "raft-server")}
 }
 
 // Send receives a peer's stream of batches.
@@ -229,6 +235,9 @@ func (s *RaftServer) Send(stream internalpb.Raft_SendServer) error {
 		if b.GetClusterId() != s.clusterID {
 			s.log.Warn("refused raft messages from another cluster", "their_cluster", fmt.Sprintf("%x", b.GetClusterId()), "from", b.GetFrom())
 			return toStatus(fmt.Errorf("%w: cluster %x, this node is in %x", ErrWrongCluster, b.GetClusterId(), s.clusterID), "")
+		}
+		if b.GetTo() != s.self {
+			return toStatus(fmt.Errorf("%w: batch for raft id %d reached raft id %d (an address reused?)", ErrWrongCluster, b.GetTo(), s.self), "")
 		}
 		if err := s.recv.Receive(b.GetFrom(), b.GetMessages()); err != nil {
 			return toStatus(fmt.Errorf("%w: %v", ErrInvalidArgument, err), "")

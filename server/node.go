@@ -82,14 +82,16 @@ type Node struct {
 // Start opens the data dir, replays the WAL and starts serving. It returns
 // once the node listens; Ready is closed when the node's groups all know
 // their leader and health reports SERVING.
-func Start(cfg Config, log *slog.Logger) (n *Node, err error) {
+func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if log == nil {
 		log = slog.Default()
 	}
-	n = &Node{cfg: cfg, log: log.With("node", cfg.ID), ready: make(chan struct{}), fatal: make(chan error, 1),
+	// n is not the named result: "return nil, err" would set that to nil
+	// before the deferred cleanup, whose closures use n.
+	n := &Node{cfg: cfg, log: log.With("node", cfg.ID), ready: make(chan struct{}), fatal: make(chan error, 1),
 		partitions: map[uint64]*partition.Partition{}}
 	cleanup := []func(){}
 	defer func() {
@@ -198,7 +200,7 @@ func Start(cfg Config, log *slog.Logger) (n *Node, err error) {
 		grpc.ChainUnaryInterceptor(n.inflight.interceptor(), grpcMetrics.UnaryInterceptor()))...)
 	kvpb.RegisterKVServer(n.grpcSrv, rpc.NewKVServer(rn))
 	kvpb.RegisterClusterServer(n.grpcSrv, rpc.NewClusterServer(rn))
-	internalpb.RegisterRaftServer(n.grpcSrv, rpc.NewRaftServer(n.layout.ClusterID, n.store, n.log))
+	internalpb.RegisterRaftServer(n.grpcSrv, rpc.NewRaftServer(n.layout.ClusterID, n.self.RaftID, n.store, n.log))
 	n.health = health.NewServer()
 	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(n.grpcSrv, n.health)
