@@ -183,7 +183,8 @@ type Store struct {
 	stopc chan struct{}
 	donec chan struct{}
 
-	waiters  map[uint64]*waiter // loop only
+	waiters  map[uint64]*waiter    // loop only
+	lazyHS   map[uint64]wal.Record // loop only: unsynced commit-only hard states by group
 	nextID   atomic.Uint64
 	readSeq  uint64 // loop only
 	draining atomic.Bool
@@ -210,6 +211,7 @@ func Open(cfg Config) (*Store, error) {
 		stopc:   make(chan struct{}),
 		donec:   make(chan struct{}),
 		waiters: map[uint64]*waiter{},
+		lazyHS:  map[uint64]wal.Record{},
 		status:  map[uint64]GroupStatus{},
 	}
 	s.nextID.Store(rand.Uint64() >> 1)
@@ -642,6 +644,7 @@ func (s *Store) run() {
 	for {
 		select {
 		case <-s.stopc:
+			s.flushLazy()
 			return
 		case <-ticker.C:
 			for _, id := range s.order {
@@ -730,6 +733,49 @@ func (g *group) failReads(err error) {
 	g.readReady = nil
 }
 
+// appendLazy moves the pending commit-only hard states into recs; loop only.
+func (s *Store) appendLazy(recs []wal.Record) []wal.Record {
+	for _, id := range s.order {
+		if r, ok := s.lazyHS[id]; ok {
+			recs = append(recs, r)
+			delete(s.lazyHS, id)
+		}
+	}
+	return recs
+}
+
+// flushLazy writes the pending commit-only hard states, so that a node
+// stopped cleanly restarts with exactly the state it applied; loop only.
+func (s *Store) flushLazy() {
+	if len(s.lazyHS) == 0 || s.Err() != nil {
+		return
+	}
+	if _, _, err := s.cfg.WAL.Append(s.appendLazy(nil)); err != nil {
+		s.log.Warn("could not write the last commit indexes at stop; a restart re-learns them", "err", err)
+	}
+}
+
+// sortMessages marshals a group's outgoing messages into early (may be
+// sent before this Ready is durable) and after (must wait for it): the
+// responses that promise durability, as raft's own async-storage mode
+// sorts them.
+func sortMessages(group uint64, msgs []*raftpb.Message, early, after map[uint64][]*internalpb.GroupMessage) error {
+	for _, m := range msgs {
+		data, err := proto.Marshal(m)
+		if err != nil {
+			return fmt.Errorf("raftstore: marshal message: %w", err)
+		}
+		gm := &internalpb.GroupMessage{Group: group, Message: data}
+		switch m.GetType() {
+		case raftpb.MsgAppResp, raftpb.MsgVoteResp, raftpb.MsgPreVoteResp:
+			after[m.GetTo()] = append(after[m.GetTo()], gm)
+		default:
+			early[m.GetTo()] = append(early[m.GetTo()], gm)
+		}
+	}
+	return nil
+}
+
 type pendingReady struct {
 	g  *group
 	rd raft.Ready
@@ -738,8 +784,11 @@ type pendingReady struct {
 // handleReady runs one round of Ready handling over all groups.
 func (s *Store) handleReady() error {
 	var (
-		rds  []pendingReady
-		recs []wal.Record
+		rds    []pendingReady
+		recs   []wal.Record // must be durable before the responses go out
+		early  = map[uint64][]*internalpb.GroupMessage{}
+		after  = map[uint64][]*internalpb.GroupMessage{}
+		synced bool
 	)
 	for _, id := range s.order {
 		g := s.groups[id]
@@ -768,13 +817,34 @@ func (s *Store) handleReady() error {
 			if err != nil {
 				return fmt.Errorf("raftstore: marshal hard state: %w", err)
 			}
-			recs = append(recs, wal.Record{Type: wal.RecordHardState, Group: g.id, Data: data})
+			r := wal.Record{Type: wal.RecordHardState, Group: g.id, Data: data}
+			if rd.MustSync {
+				recs = append(recs, r)
+				delete(s.lazyHS, g.id)
+			} else {
+				// Only the commit index moved. raft does not need it on
+				// disk (a restarted node learns it again from the
+				// leader), so it never costs an fsync of its own: it
+				// rides with the next synced batch, or is written at Stop.
+				s.lazyHS[g.id] = r
+			}
+		}
+		synced = synced || rd.MustSync
+		if err := sortMessages(g.id, rd.Messages, early, after); err != nil {
+			return err
 		}
 	}
 	if len(rds) == 0 {
 		return nil
 	}
-	if len(recs) > 0 {
+	// Messages that do not vouch for local durability (a leader's appends
+	// and heartbeats, vote requests) go out now, so followers write while
+	// this node writes (Raft thesis 10.2.1). Acknowledgements wait.
+	for to, msgs := range early {
+		s.cfg.Transport.Send(to, msgs)
+	}
+	if synced {
+		recs = s.appendLazy(recs)
 		if err := failpoint.Inject(failpoint.RaftBeforeSave); err != nil {
 			return err
 		}
@@ -785,7 +855,6 @@ func (s *Store) handleReady() error {
 			return err
 		}
 	}
-	out := map[uint64][]*internalpb.GroupMessage{}
 	for _, p := range rds {
 		g, rd := p.g, p.rd
 		if len(rd.Entries) > 0 {
@@ -798,15 +867,8 @@ func (s *Store) handleReady() error {
 				return fmt.Errorf("raftstore: group %d: set hard state: %w", g.id, err)
 			}
 		}
-		for _, m := range rd.Messages {
-			data, err := proto.Marshal(m)
-			if err != nil {
-				return fmt.Errorf("raftstore: marshal message: %w", err)
-			}
-			out[m.GetTo()] = append(out[m.GetTo()], &internalpb.GroupMessage{Group: g.id, Message: data})
-		}
 	}
-	for to, msgs := range out {
+	for to, msgs := range after {
 		s.cfg.Transport.Send(to, msgs)
 	}
 	for _, p := range rds {
