@@ -16,7 +16,6 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/cutkv/cutkv/internal/failpoint"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/wal"
 )
@@ -183,8 +182,9 @@ type Store struct {
 	stopc chan struct{}
 	donec chan struct{}
 
-	waiters  map[uint64]*waiter    // loop only
-	lazyHS   map[uint64]wal.Record // loop only: unsynced commit-only hard states by group
+	waiters  map[uint64]*waiter // loop only
+	persist  *persister
+	workErr  atomic.Pointer[error] // a persister failure for the loop to act on
 	nextID   atomic.Uint64
 	readSeq  uint64 // loop only
 	draining atomic.Bool
@@ -211,10 +211,10 @@ func Open(cfg Config) (*Store, error) {
 		stopc:   make(chan struct{}),
 		donec:   make(chan struct{}),
 		waiters: map[uint64]*waiter{},
-		lazyHS:  map[uint64]wal.Record{},
 		status:  map[uint64]GroupStatus{},
 	}
 	s.nextID.Store(rand.Uint64() >> 1)
+	s.persist = newPersister(s)
 	logs, err := replay(cfg.WAL)
 	if err != nil {
 		return nil, err
@@ -311,6 +311,7 @@ func (s *Store) openGroup(gc GroupConfig, l *groupLog) (*group, error) {
 		CheckQuorum:               true,
 		PreVote:                   true,
 		DisableProposalForwarding: true,
+		AsyncStorageWrites:        true,
 		Logger:                    raftLogger{s.log.With("group", gc.ID)},
 	}
 	rn, err := raft.NewRawNode(rc)
@@ -338,15 +339,24 @@ func (s *Store) openGroup(gc GroupConfig, l *groupLog) (*group, error) {
 
 // Start starts the loop.
 func (s *Store) Start() {
-	s.startOnce.Do(func() { go s.run() })
+	s.startOnce.Do(func() {
+		go s.persist.run()
+		go s.run()
+	})
 }
 
 // Stop stops the loop and fails every waiter with ErrStopped. It does not
 // close the WAL.
 func (s *Store) Stop() {
 	s.stopOnce.Do(func() { close(s.stopc) })
-	s.startOnce.Do(func() { close(s.donec) }) // never started
+	started := true
+	s.startOnce.Do(func() { started = false; close(s.donec) })
 	<-s.donec
+	if started {
+		// After the loop: what it queued is written (and the commit
+		// indexes flushed) before the caller closes the WAL.
+		s.persist.close()
+	}
 }
 
 // Err returns the fatal error that stopped the store, if any.
@@ -644,7 +654,6 @@ func (s *Store) run() {
 	for {
 		select {
 		case <-s.stopc:
-			s.flushLazy()
 			return
 		case <-ticker.C:
 			for _, id := range s.order {
@@ -666,9 +675,13 @@ func (s *Store) run() {
 				break drain
 			}
 		}
-		// Advance may step messages a node sends itself (a single voter's
-		// vote, a leader's own append acknowledgement) and so make a new
-		// Ready at once; handle it now rather than a tick later.
+		if p := s.workErr.Load(); p != nil {
+			s.fail(*p)
+			return
+		}
+		// Stepping an apply response can make a new Ready at once (a
+		// single voter commits as soon as its append is durable): handle
+		// it now rather than a tick later.
 		for {
 			if err := s.handleReady(); err != nil {
 				s.fail(err)
@@ -733,63 +746,13 @@ func (g *group) failReads(err error) {
 	g.readReady = nil
 }
 
-// appendLazy moves the pending commit-only hard states into recs; loop only.
-func (s *Store) appendLazy(recs []wal.Record) []wal.Record {
-	for _, id := range s.order {
-		if r, ok := s.lazyHS[id]; ok {
-			recs = append(recs, r)
-			delete(s.lazyHS, id)
-		}
-	}
-	return recs
-}
-
-// flushLazy writes the pending commit-only hard states, so that a node
-// stopped cleanly restarts with exactly the state it applied; loop only.
-func (s *Store) flushLazy() {
-	if len(s.lazyHS) == 0 || s.Err() != nil {
-		return
-	}
-	if _, _, err := s.cfg.WAL.Append(s.appendLazy(nil)); err != nil {
-		s.log.Warn("could not write the last commit indexes at stop; a restart re-learns them", "err", err)
-	}
-}
-
-// sortMessages marshals a group's outgoing messages into early (may be
-// sent before this Ready is durable) and after (must wait for it): the
-// responses that promise durability, as raft's own async-storage mode
-// sorts them.
-func sortMessages(group uint64, msgs []*raftpb.Message, early, after map[uint64][]*internalpb.GroupMessage) error {
-	for _, m := range msgs {
-		data, err := proto.Marshal(m)
-		if err != nil {
-			return fmt.Errorf("raftstore: marshal message: %w", err)
-		}
-		gm := &internalpb.GroupMessage{Group: group, Message: data}
-		switch m.GetType() {
-		case raftpb.MsgAppResp, raftpb.MsgVoteResp, raftpb.MsgPreVoteResp:
-			after[m.GetTo()] = append(after[m.GetTo()], gm)
-		default:
-			early[m.GetTo()] = append(early[m.GetTo()], gm)
-		}
-	}
-	return nil
-}
-
-type pendingReady struct {
-	g  *group
-	rd raft.Ready
-}
-
-// handleReady runs one round of Ready handling over all groups.
+// handleReady handles the Ready of every group that has one: it sends
+// what may go out at once, applies committed entries (raft hands only
+// locally durable ones over), and queues the storage appends for the
+// persister, which answers later through stepLocal. Loop only.
 func (s *Store) handleReady() error {
-	var (
-		rds    []pendingReady
-		recs   []wal.Record // must be durable before the responses go out
-		early  = map[uint64][]*internalpb.GroupMessage{}
-		after  = map[uint64][]*internalpb.GroupMessage{}
-		synced bool
-	)
+	var reqs []appendReq
+	out := map[uint64][]*internalpb.GroupMessage{}
 	for _, id := range s.order {
 		g := s.groups[id]
 		if len(g.readQueue) > 0 {
@@ -804,75 +767,6 @@ func (s *Store) handleReady() error {
 			continue
 		}
 		rd := g.rn.Ready()
-		rds = append(rds, pendingReady{g, rd})
-		for _, e := range rd.Entries {
-			data, err := proto.Marshal(e)
-			if err != nil {
-				return fmt.Errorf("raftstore: marshal entry: %w", err)
-			}
-			recs = append(recs, wal.Record{Type: wal.RecordEntry, Group: g.id, Data: data})
-		}
-		if !raft.IsEmptyHardState(rd.HardState) {
-			data, err := proto.Marshal(rd.HardState)
-			if err != nil {
-				return fmt.Errorf("raftstore: marshal hard state: %w", err)
-			}
-			r := wal.Record{Type: wal.RecordHardState, Group: g.id, Data: data}
-			if rd.MustSync {
-				recs = append(recs, r)
-				delete(s.lazyHS, g.id)
-			} else {
-				// Only the commit index moved. raft does not need it on
-				// disk (a restarted node learns it again from the
-				// leader), so it never costs an fsync of its own: it
-				// rides with the next synced batch, or is written at Stop.
-				s.lazyHS[g.id] = r
-			}
-		}
-		synced = synced || rd.MustSync
-		if err := sortMessages(g.id, rd.Messages, early, after); err != nil {
-			return err
-		}
-	}
-	if len(rds) == 0 {
-		return nil
-	}
-	// Messages that do not vouch for local durability (a leader's appends
-	// and heartbeats, vote requests) go out now, so followers write while
-	// this node writes (Raft thesis 10.2.1). Acknowledgements wait.
-	for to, msgs := range early {
-		s.cfg.Transport.Send(to, msgs)
-	}
-	if synced {
-		recs = s.appendLazy(recs)
-		if err := failpoint.Inject(failpoint.RaftBeforeSave); err != nil {
-			return err
-		}
-		if _, _, err := s.cfg.WAL.Append(recs); err != nil {
-			return err
-		}
-		if err := failpoint.Inject(failpoint.RaftAfterSave); err != nil {
-			return err
-		}
-	}
-	for _, p := range rds {
-		g, rd := p.g, p.rd
-		if len(rd.Entries) > 0 {
-			if err := g.storage.Append(rd.Entries); err != nil {
-				return fmt.Errorf("raftstore: group %d: storage append: %w", g.id, err)
-			}
-		}
-		if !raft.IsEmptyHardState(rd.HardState) {
-			if err := g.storage.SetHardState(rd.HardState); err != nil {
-				return fmt.Errorf("raftstore: group %d: set hard state: %w", g.id, err)
-			}
-		}
-	}
-	for to, msgs := range after {
-		s.cfg.Transport.Send(to, msgs)
-	}
-	for _, p := range rds {
-		g, rd := p.g, p.rd
 		if rd.SoftState != nil {
 			s.noteSoftState(g, rd.SoftState)
 		}
@@ -887,14 +781,71 @@ func (s *Store) handleReady() error {
 				g.readReady = append(g.readReady, b)
 			}
 		}
-		if err := s.apply(g, rd.CommittedEntries); err != nil {
-			return err
+		for _, m := range rd.Messages {
+			switch m.GetTo() {
+			case raft.LocalAppendThread:
+				reqs = append(reqs, appendReq{g: g, m: m})
+			case raft.LocalApplyThread:
+				if err := s.apply(g, m.GetEntries()); err != nil {
+					return err
+				}
+				for _, resp := range m.GetResponses() {
+					if err := g.rn.Step(resp); err != nil {
+						return fmt.Errorf("raftstore: group %d: step apply response: %w", g.id, err)
+					}
+				}
+			default:
+				// Appends, heartbeats, vote requests: nothing here vouches
+				// for local durability (acknowledgements ride on the
+				// append message's responses), so they go out now and
+				// followers write while this node writes.
+				data, err := proto.Marshal(m)
+				if err != nil {
+					return fmt.Errorf("raftstore: marshal message: %w", err)
+				}
+				out[m.GetTo()] = append(out[m.GetTo()], &internalpb.GroupMessage{Group: g.id, Message: data})
+			}
 		}
 		g.releaseReads()
-		g.rn.Advance(rd)
 		s.publishStatus(g)
 	}
+	for to, msgs := range out {
+		s.cfg.Transport.Send(to, msgs)
+	}
+	if len(reqs) > 0 {
+		s.persist.enqueue(reqs)
+	}
 	return nil
+}
+
+// stepLocal hands responses of durable appends back to their groups,
+// through the loop. Called by the persister; blocks while the inbox is
+// full; drops them once the loop has ended.
+func (s *Store) stepLocal(local map[*group][]*raftpb.Message) {
+	fn := func() {
+		for g, msgs := range local {
+			for _, m := range msgs {
+				if err := g.rn.Step(m); err != nil {
+					s.log.Debug("step local response", "group", g.id, "type", m.GetType().String(), "err", err)
+				}
+			}
+		}
+	}
+	select {
+	case s.inbox <- fn:
+	case <-s.donec:
+	}
+}
+
+// failFromWorker records a persister failure and wakes the loop, which
+// stops for good.
+func (s *Store) failFromWorker(err error) {
+	s.workErr.CompareAndSwap(nil, &err)
+	select {
+	case s.inbox <- func() {}:
+	case <-s.donec:
+	default: // the inbox is full: the loop is awake anyway
+	}
 }
 
 func (s *Store) noteSoftState(g *group, ss *raft.SoftState) {
