@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/cutkv/cutkv/partition"
@@ -117,7 +118,11 @@ func (s *KVServer) route(ctx context.Context, p uint64) (kvpb.KVClient, error) {
 		if hops >= maxHops-1 {
 			return nil, &raftstore.NotLeaderError{Group: p}
 		}
-		return s.clientFor(s.replicaToAsk(p))
+		cli, err := s.clientFor(ctx, s.replicaToAsk(p))
+		if err != nil {
+			return nil, &raftstore.NotLeaderError{Group: p}
+		}
+		return cli, nil
 	}
 	if st.IsLeader {
 		return nil, nil
@@ -134,15 +139,41 @@ func (s *KVServer) route(ctx context.Context, p uint64) (kvpb.KVClient, error) {
 	if lead == 0 || lead == s.n.Self.RaftID || hops >= maxHops {
 		return nil, &raftstore.NotLeaderError{Group: p, Leader: lead}
 	}
-	return s.clientFor(s.n.memberID(lead))
+	cli, err := s.clientFor(ctx, s.n.memberID(lead))
+	if err != nil {
+		// Nothing was sent: the client may resend, even a write.
+		return nil, &raftstore.NotLeaderError{Group: p, Leader: lead}
+	}
+	return cli, nil
 }
 
-func (s *KVServer) clientFor(id string) (kvpb.KVClient, error) {
+// connectWait bounds how long forwarding waits for a connection to the
+// target node before giving up (and saying nothing was sent).
+const connectWait = 500 * time.Millisecond
+
+// clientFor returns a client for node id once its connection is ready. A
+// request forwarded on a connection that was not ready could not be told
+// apart from one lost after sending; waiting first keeps "not sent"
+// answers honest (the leader died and its port is closed).
+func (s *KVServer) clientFor(ctx context.Context, id string) (kvpb.KVClient, error) {
 	conn, err := s.n.Pool.Conn(s.n.Addr(id))
 	if err != nil {
 		return nil, err
 	}
-	return kvpb.NewKVClient(conn), nil
+	wctx, cancel := context.WithTimeout(ctx, connectWait)
+	defer cancel()
+	for {
+		st := conn.GetState()
+		if st == connectivity.Ready {
+			return kvpb.NewKVClient(conn), nil
+		}
+		if st == connectivity.Idle {
+			conn.Connect()
+		}
+		if !conn.WaitForStateChange(wctx, st) {
+			return nil, fmt.Errorf("rpc: node %s not reachable (%v)", id, st)
+		}
+	}
 }
 
 // replicaToAsk picks a replica of p that gossip reports alive, else the

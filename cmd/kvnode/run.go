@@ -56,7 +56,7 @@ func newFlags(stderr io.Writer) *flags {
 	fs := f.fs
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, usageHead)
+		fmt.Fprint(fs.Output(), usageHead)
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&f.configFile, "config", "", "YAML config file; keys are flag names; command-line flags win")
@@ -166,6 +166,12 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 // SIGINT/SIGTERM (tests).
 func run(args []string, stdout, stderr io.Writer, signals <-chan os.Signal) int {
 	f := newFlags(stderr)
+	for _, a := range args {
+		if a == "-h" || a == "-help" || a == "--help" || a == "--h" {
+			f.fs.SetOutput(stdout) // asked for: help goes to stdout
+			break
+		}
+	}
 	if err := f.parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0

@@ -1,0 +1,32 @@
+// Package process holds the end-to-end tests that run real kvnode and
+// kvctl processes: the binaries are built once per test run (TestMain)
+// into a temporary directory, nodes listen on free loopback ports and keep
+// their data under t.TempDir(), and a test kills them with SIGKILL, stops
+// them with SIGTERM and restarts them on the same data.
+//
+// What the tests check (DESIGN.md, "Invariants that tests must check",
+// and README.md):
+//
+//   - TestNoAckedWriteLostAcrossKill9: invariant 1 under a nemesis that
+//     SIGKILLs one node at a time and, once, all three.
+//   - TestKvctl: every kvctl command, its JSON output and its exit codes
+//     (docs/cli.md) against a live cluster, with members reporting
+//     failed and left nodes.
+//   - TestGracefulShutdown, TestSecondSignalExitsAtOnce: SIGTERM drains and
+//     leaves (others see "left"), restart without bootstrap flags keeps the
+//     data; a second signal exits at once.
+//   - TestKvnodeHelp, TestKvnodeConfigFile, TestKvnodeRefusals: --help and
+//     bad flags, the YAML config file, refusals (busy ports, a data dir in
+//     use, another cluster's or another node's data dir).
+//   - TestWALSyncFailureIsSticky, TestCrashAfterSave: failpoints
+//     (-tags failpoints) make a WAL fsync fail or crash a node right after a
+//     durable save; no acknowledged write is lost.
+//
+// Knobs (environment):
+//
+//	CUTKV_SOAK      how long the kill -9 soak runs, a Go duration; default 10s
+//	CUTKV_SEED      seed of the nemesis' and writers' choices; default random
+//
+// The binaries are built with the go command on PATH; GOFLAGS is honoured
+// because the go command reads it itself.
+package process
