@@ -1,0 +1,167 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The cutkv node metrics that describe WAL group commit (server/node.go).
+const (
+	metricFsyncs        = "cutkv_wal_fsyncs_total"
+	metricRecordsSum    = "cutkv_wal_records_per_fsync_sum"
+	metricRecordsCount  = "cutkv_wal_records_per_fsync_count"
+	metricFsyncSecSum   = "cutkv_wal_fsync_duration_seconds_sum"
+	metricFsyncSecCount = "cutkv_wal_fsync_duration_seconds_count"
+	metricWALBytes      = "cutkv_wal_bytes_total"
+)
+
+var walMetricNames = []string{metricFsyncs, metricRecordsSum, metricRecordsCount, metricFsyncSecSum, metricFsyncSecCount, metricWALBytes}
+
+// walSample is one scrape of one node: metric name → value.
+type walSample map[string]float64
+
+// WALNode is what one node's WAL did during the measured phase: the
+// difference of two scrapes.
+type WALNode struct {
+	URL string `json:"url"`
+	// Fsyncs is the number of group commits (one fsync each).
+	Fsyncs float64 `json:"fsyncs"`
+	// Records is the number of WAL records they covered.
+	Records float64 `json:"records"`
+	// RecordsPerFsync is Records / Fsyncs.
+	RecordsPerFsync float64 `json:"records_per_fsync"`
+	// FsyncMeanMs is the mean time of a batch write plus fsync.
+	FsyncMeanMs float64 `json:"fsync_mean_ms"`
+	// Bytes appended to the WAL.
+	Bytes float64 `json:"bytes"`
+}
+
+// WALResult sums the nodes.
+type WALResult struct {
+	Nodes           []WALNode `json:"nodes"`
+	Fsyncs          float64   `json:"fsyncs"`
+	Records         float64   `json:"records"`
+	RecordsPerFsync float64   `json:"records_per_fsync"`
+	// FsyncsPerSec is the fsyncs of all nodes per second of the measured
+	// phase.
+	FsyncsPerSec float64 `json:"fsyncs_per_sec"`
+}
+
+// metricsURL completes a --metrics-url value: http:// when no scheme is
+// given, /metrics when no path is.
+func metricsURL(s string) (string, error) {
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return "", fmt.Errorf("invalid --metrics-url %q: %v", s, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return "", fmt.Errorf("invalid --metrics-url %q: want http://host:port/metrics", s)
+	}
+	if u.Path == "" || u.Path == "/" {
+		u.Path = "/metrics"
+	}
+	return u.String(), nil
+}
+
+// scrapeWAL reads the WAL metrics from a Prometheus text endpoint. Every
+// metric in walMetricNames must be there.
+func scrapeWAL(ctx context.Context, hc *http.Client, u string) (walSample, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("scrape %s: %w", u, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("scrape %s: %s", u, resp.Status)
+	}
+	s, err := parseMetrics(resp.Body, walMetricNames)
+	if err != nil {
+		return nil, fmt.Errorf("scrape %s: %w", u, err)
+	}
+	return s, nil
+}
+
+// parseMetrics reads the unlabelled samples named in names from the
+// Prometheus text format.
+func parseMetrics(r io.Reader, names []string) (walSample, error) {
+	want := make(map[string]bool, len(names))
+	for _, n := range names {
+		want[n] = true
+	}
+	s := make(walSample)
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		fields := strings.Fields(line)
+		if len(fields) < 2 || !want[fields[0]] {
+			continue
+		}
+		v, err := strconv.ParseFloat(fields[1], 64)
+		if err != nil {
+			return nil, fmt.Errorf("metric %s: bad value %q", fields[0], fields[1])
+		}
+		s[fields[0]] = v
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	var missing []string
+	for _, n := range names {
+		if _, ok := s[n]; !ok {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		return nil, fmt.Errorf("missing metrics %s (is this a cutkv node?)", strings.Join(missing, ", "))
+	}
+	return s, nil
+}
+
+// walDelta computes what happened between two scrapes of the same node.
+func walDelta(u string, before, after walSample) WALNode {
+	d := func(name string) float64 { return after[name] - before[name] }
+	n := WALNode{URL: u, Fsyncs: d(metricFsyncs), Records: d(metricRecordsSum), Bytes: d(metricWALBytes)}
+	if c := d(metricRecordsCount); c > 0 {
+		n.RecordsPerFsync = n.Records / c
+	}
+	if c := d(metricFsyncSecCount); c > 0 {
+		n.FsyncMeanMs = d(metricFsyncSecSum) / c * 1000
+	}
+	return n
+}
+
+// sumWAL adds the nodes up over a measured phase of the given length.
+func sumWAL(nodes []WALNode, elapsed time.Duration) *WALResult {
+	r := &WALResult{Nodes: nodes}
+	for _, n := range nodes {
+		r.Fsyncs += n.Fsyncs
+		r.Records += n.Records
+	}
+	if r.Fsyncs > 0 {
+		r.RecordsPerFsync = r.Records / r.Fsyncs
+	}
+	if s := elapsed.Seconds(); s > 0 {
+		r.FsyncsPerSec = r.Fsyncs / s
+	}
+	return r
+}

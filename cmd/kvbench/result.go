@@ -1,0 +1,348 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Result is a run's outcome; -o json prints it, --out writes it.
+type Result struct {
+	Workload string `json:"workload"`
+	Target   string `json:"target"`
+	// Start is when the measured phase started (UTC).
+	Start time.Time `json:"start"`
+	// ElapsedSec is the length of the measured phase: from its start until
+	// the last operation in flight returned.
+	ElapsedSec float64 `json:"elapsed_s"`
+	OpStats
+	// ByOp breaks the counts down by operation ("put", "get"); only kinds
+	// the workload sends are present.
+	ByOp map[string]OpStats `json:"by_op"`
+	// Preload describes the unmeasured write of every key (get, mixed).
+	Preload *Preload `json:"preload,omitempty"`
+	// WAL is the cutkv nodes' group commit during the measured phase
+	// (with --metrics-url).
+	WAL *WALResult `json:"wal,omitempty"`
+	// StoppedEarly says why the run ended before its duration or total.
+	StoppedEarly string    `json:"stopped_early,omitempty"`
+	Config       RunConfig `json:"config"`
+	Machine      Machine   `json:"machine"`
+
+	cfg *Config
+}
+
+// RunConfig is the configuration as the JSON result shows it.
+type RunConfig struct {
+	Target    string   `json:"target"`
+	Workload  string   `json:"workload"`
+	Endpoints []string `json:"endpoints"`
+	Clients   int      `json:"clients"`
+	Conns     int      `json:"conns"`
+	Duration  string   `json:"duration,omitempty"`
+	Total     int64    `json:"total,omitempty"`
+	Warmup    string   `json:"warmup"`
+	// Rate is the --rate limit in ops/s, 0 for none.
+	Rate      float64  `json:"rate"`
+	KeySize   int      `json:"key_size"`
+	ValueSize int      `json:"value_size"`
+	Keyspace  int64    `json:"keyspace"`
+	ReadRatio *float64 `json:"read_ratio,omitempty"`
+	Seed      uint64   `json:"seed"`
+	OpTimeout string   `json:"op_timeout"`
+	MaxErrors int64    `json:"max_errors"`
+	Metrics   []string `json:"metrics_urls,omitempty"`
+}
+
+func runConfig(c *Config) RunConfig {
+	rc := RunConfig{
+		Target: c.Target, Workload: c.Workload, Endpoints: c.Endpoints,
+		Clients: c.Clients, Conns: c.Conns, Total: c.Total, Warmup: c.Warmup.String(), Rate: c.Rate,
+		KeySize: c.KeySize, ValueSize: c.ValueSize, Keyspace: c.Keyspace, Seed: c.Seed,
+		OpTimeout: c.OpTimeout.String(), MaxErrors: c.MaxErrors, Metrics: c.MetricsURLs,
+	}
+	if c.Duration > 0 {
+		rc.Duration = c.Duration.String()
+	}
+	if c.Workload == "mixed" {
+		rr := c.ReadRatio
+		rc.ReadRatio = &rr
+	}
+	return rc
+}
+
+// OpStats are the counts and latencies of some operations.
+type OpStats struct {
+	// Ops counts successful operations (a Get of a missing key is a
+	// success).
+	Ops       int64   `json:"ops"`
+	OpsPerSec float64 `json:"ops_per_sec"`
+	// NotFound counts Gets that found no value.
+	NotFound int64       `json:"not_found"`
+	Errors   ErrorCounts `json:"errors"`
+	// Latency of successful operations, in milliseconds.
+	Latency Latency `json:"latency_ms"`
+}
+
+// ErrorCounts counts failed operations by kind (see errKind).
+type ErrorCounts struct {
+	Total          int64 `json:"total"`
+	OutcomeUnknown int64 `json:"outcome_unknown"`
+	Unavailable    int64 `json:"unavailable"`
+	Other          int64 `json:"other"`
+	// Samples holds the first error message of each kind seen.
+	Samples map[string]string `json:"samples,omitempty"`
+}
+
+// Latency summarizes a histogram, in milliseconds. Percentiles are at most
+// 0.4 % above the exact value (see hist.go); Min, Mean and Max are exact.
+type Latency struct {
+	Min  float64 `json:"min"`
+	Mean float64 `json:"mean"`
+	P50  float64 `json:"p50"`
+	P90  float64 `json:"p90"`
+	P99  float64 `json:"p99"`
+	P999 float64 `json:"p99_9"`
+	Max  float64 `json:"max"`
+}
+
+// Preload describes the preload phase.
+type Preload struct {
+	Keys    int64   `json:"keys"`
+	Seconds float64 `json:"seconds"`
+	Errors  int64   `json:"errors"`
+}
+
+// Machine describes where kvbench ran.
+type Machine struct {
+	GOOS      string `json:"goos"`
+	GOARCH    string `json:"goarch"`
+	NumCPU    int    `json:"num_cpu"`
+	GoVersion string `json:"go_version"`
+	// CPU is the processor model, when the system says (Linux).
+	CPU string `json:"cpu,omitempty"`
+	// LoadAvg is the 1, 5 and 15 minute load average when the measured
+	// phase ended (Linux): high values mean something else shared the
+	// CPUs.
+	LoadAvg string `json:"load_avg,omitempty"`
+}
+
+func thisMachine() Machine {
+	return Machine{
+		GOOS:      runtime.GOOS,
+		GOARCH:    runtime.GOARCH,
+		NumCPU:    runtime.NumCPU(),
+		GoVersion: runtime.Version(),
+		CPU:       cpuModel(),
+	}
+}
+
+// cpuModel reads the first "model name" of /proc/cpuinfo; "" elsewhere.
+func cpuModel() string {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// loadAvg reads the load averages from /proc/loadavg; "" elsewhere.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func newResult(cfg *Config) *Result {
+	return &Result{Workload: cfg.Workload, Target: cfg.Target, Config: runConfig(cfg), Machine: thisMachine(), ByOp: map[string]OpStats{}, cfg: cfg}
+}
+
+// fill sets the measured numbers from the measured phase.
+func (r *Result) fill(p *phaseResult) {
+	r.ElapsedSec = p.elapsed.Seconds()
+	r.Machine.LoadAvg = loadAvg()
+	r.OpStats = summarize(p.all(), p.elapsed)
+	for k, s := range p.ops {
+		if s.hist.count() > 0 || s.errors() > 0 {
+			r.ByOp[opKind(k).String()] = summarize(s, p.elapsed)
+		}
+	}
+}
+
+func summarize(s *opStats, elapsed time.Duration) OpStats {
+	ms := func(ns int64) float64 { return float64(ns) / 1e6 }
+	o := OpStats{
+		Ops:      int64(s.hist.count()),
+		NotFound: s.notFound,
+		Latency: Latency{
+			Min:  ms(s.hist.minimum()),
+			Mean: s.hist.mean() / 1e6,
+			P50:  ms(s.hist.quantile(0.50)),
+			P90:  ms(s.hist.quantile(0.90)),
+			P99:  ms(s.hist.quantile(0.99)),
+			P999: ms(s.hist.quantile(0.999)),
+			Max:  ms(s.hist.max),
+		},
+	}
+	if o.Ops == 0 {
+		o.Latency.Max = 0
+	}
+	if sec := elapsed.Seconds(); sec > 0 {
+		o.OpsPerSec = float64(o.Ops) / sec
+	}
+	e := &o.Errors
+	e.OutcomeUnknown = s.errs[errOutcomeUnknown]
+	e.Unavailable = s.errs[errUnavailable]
+	e.Other = s.errs[errOther]
+	e.Total = s.errors()
+	for k, msg := range s.sample {
+		if msg != "" {
+			if e.Samples == nil {
+				e.Samples = map[string]string{}
+			}
+			e.Samples[errKind(k).String()] = msg
+		}
+	}
+	return o
+}
+
+// writeText prints the result as a short report with a table.
+func (r *Result) writeText(w io.Writer) error {
+	c := r.cfg
+	bw := &errWriter{w: w}
+	fmt.Fprintf(bw, "kvbench %s on %s (%s)\n", r.Workload, r.Target, strings.Join(c.Endpoints, ","))
+	mix := ""
+	if r.Workload == "mixed" {
+		mix = fmt.Sprintf(", read ratio %g", c.ReadRatio)
+	}
+	fmt.Fprintf(bw, "%d clients, %d conns, %d B keys, %d B values, keyspace %d%s, seed %d\n",
+		c.Clients, c.Conns, c.KeySize, c.ValueSize, c.Keyspace, mix, c.Seed)
+	fmt.Fprintf(bw, "measured %.1fs", r.ElapsedSec)
+	if c.Warmup > 0 {
+		fmt.Fprintf(bw, " after %v warmup", c.Warmup)
+	}
+	if r.Preload != nil {
+		fmt.Fprintf(bw, " (preloaded %d keys in %.1fs)", r.Preload.Keys, r.Preload.Seconds)
+	}
+	fmt.Fprintf(bw, "; %s/%s, %d CPUs, %s", r.Machine.GOOS, r.Machine.GOARCH, r.Machine.NumCPU, r.Machine.GoVersion)
+	if r.Machine.LoadAvg != "" {
+		fmt.Fprintf(bw, ", load %s", r.Machine.LoadAvg)
+	}
+	fmt.Fprintf(bw, "\n\n")
+
+	rows := [][]string{{"op", "ops", "ops/s", "p50", "p90", "p99", "p99.9", "max", "errors"}}
+	row := func(name string, s OpStats) {
+		l := s.Latency
+		rows = append(rows, []string{name, strconv.FormatInt(s.Ops, 10), strconv.FormatFloat(s.OpsPerSec, 'f', 0, 64),
+			fmtMs(l.P50), fmtMs(l.P90), fmtMs(l.P99), fmtMs(l.P999), fmtMs(l.Max), strconv.FormatInt(s.Errors.Total, 10)})
+	}
+	for _, k := range []string{"put", "get"} {
+		if s, ok := r.ByOp[k]; ok {
+			row(k, s)
+		}
+	}
+	if len(r.ByOp) != 1 {
+		row("all", r.OpStats)
+	}
+	writeTable(bw, rows)
+	e := r.Errors
+	fmt.Fprintf(bw, "\nerrors: %d outcome unknown, %d unavailable, %d other\n", e.OutcomeUnknown, e.Unavailable, e.Other)
+	for _, k := range []string{"outcome_unknown", "unavailable", "other"} {
+		if msg, ok := e.Samples[k]; ok {
+			fmt.Fprintf(bw, "  first %s: %s\n", k, msg)
+		}
+	}
+	if r.NotFound > 0 {
+		fmt.Fprintf(bw, "gets of missing keys: %d\n", r.NotFound)
+	}
+	if wal := r.WAL; wal != nil && wal.Fsyncs == 0 {
+		fmt.Fprintf(bw, "WAL: no fsyncs on %d node(s)\n", len(wal.Nodes))
+	} else if wal != nil {
+		fmt.Fprintf(bw, "WAL: %.1f records/fsync, %.0f fsyncs/s over %d node(s)\n", wal.RecordsPerFsync, wal.FsyncsPerSec, len(wal.Nodes))
+		for _, n := range wal.Nodes {
+			fmt.Fprintf(bw, "  %s: %.0f fsyncs, %.1f records/fsync, write+fsync mean %.3f ms, %.1f MB\n",
+				n.URL, n.Fsyncs, n.RecordsPerFsync, n.FsyncMeanMs, n.Bytes/1e6)
+		}
+	}
+	if r.StoppedEarly != "" {
+		fmt.Fprintf(bw, "stopped early: %s\n", r.StoppedEarly)
+	}
+	return bw.err
+}
+
+// writeTable prints rows as columns two spaces apart: the first column
+// left-aligned, the others right-aligned.
+func writeTable(w io.Writer, rows [][]string) {
+	var widths []int
+	for _, r := range rows {
+		for i, c := range r {
+			if i == len(widths) {
+				widths = append(widths, 0)
+			}
+			widths[i] = max(widths[i], utf8.RuneCountInString(c))
+		}
+	}
+	for _, r := range rows {
+		var b strings.Builder
+		for i, c := range r {
+			pad := strings.Repeat(" ", widths[i]-utf8.RuneCountInString(c))
+			if i == 0 {
+				b.WriteString(c + pad)
+			} else {
+				b.WriteString("  " + pad + c)
+			}
+		}
+		fmt.Fprintln(w, b.String())
+	}
+}
+
+// fmtMs renders milliseconds with three significant digits and a unit.
+func fmtMs(ms float64) string {
+	switch {
+	case ms == 0:
+		return "-"
+	case ms < 1:
+		return fmt.Sprintf("%.0fµs", ms*1000)
+	case ms < 10:
+		return fmt.Sprintf("%.2fms", ms)
+	case ms < 100:
+		return fmt.Sprintf("%.1fms", ms)
+	case ms < 1000:
+		return fmt.Sprintf("%.0fms", ms)
+	}
+	return fmt.Sprintf("%.2fs", ms/1000)
+}
+
+// errWriter keeps the first write error.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) Write(p []byte) (int, error) {
+	if e.err != nil {
+		return 0, e.err
+	}
+	n, err := e.w.Write(p)
+	e.err = err
+	return n, err
+}
