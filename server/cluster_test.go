@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 
 	"github.com/cutkv/cutkv/internal/clustertest"
@@ -244,6 +245,26 @@ func TestLimitsAndBadInput(t *testing.T) {
 	h, err := healthpb.NewHealthClient(c.Conn(0)).Check(ctxT(t, 5*time.Second), &healthpb.HealthCheckRequest{})
 	if err != nil || h.GetStatus() != healthpb.HealthCheckResponse_SERVING {
 		t.Fatalf("health: %v %v", h, err)
+	}
+	stream, err := reflectionpb.NewServerReflectionClient(c.Conn(0)).ServerReflectionInfo(ctxT(t, 5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	rr, err := stream.Recv()
+	if err != nil {
+		t.Fatalf("reflection: %v", err)
+	}
+	services := map[string]bool{}
+	for _, sv := range rr.GetListServicesResponse().GetService() {
+		services[sv.GetName()] = true
+	}
+	for _, want := range []string{"cutkv.kv.v1.KV", "cutkv.kv.v1.Cluster", "grpc.health.v1.Health"} {
+		if !services[want] {
+			t.Errorf("reflection does not list %s (lists %v)", want, services)
+		}
 	}
 }
 
