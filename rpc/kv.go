@@ -241,28 +241,57 @@ func (s *KVServer) leaderHint(p uint64) string {
 	return s.n.memberID(st.Leader)
 }
 
+// onLeader runs a request for partition p where p's leader is: through
+// forward on the leader's node when this node does not lead p, else local
+// here. Errors come back as gRPC statuses.
+func onLeader[R any](ctx context.Context, s *KVServer, p uint64,
+	forward func(kvpb.KVClient, context.Context) (R, error), local func() (R, error)) (R, error) {
+	var zero R
+	fwd, err := s.route(ctx, p)
+	if err != nil {
+		return zero, toStatus(err, s.leaderHint(p))
+	}
+	if fwd != nil {
+		return forward(fwd, forwardCtx(ctx))
+	}
+	r, err := local()
+	if err != nil {
+		return zero, toStatus(err, s.leaderHint(p))
+	}
+	return r, nil
+}
+
+// propose replicates cmd through p's raft log and returns the apply result
+// and the term of the serving leader.
+func (s *KVServer) propose(ctx context.Context, p uint64, cmd *internalpb.Command) (partition.Result, uint64, error) {
+	res, err := s.n.Store.Propose(ctx, p, cmd)
+	if err != nil {
+		return partition.Result{}, 0, err
+	}
+	r, _ := res.(partition.Result)
+	st, _ := s.n.Store.Status(p)
+	return r, st.Term, nil
+}
+
 // Get reads a key linearizably (raft ReadIndex on the partition leader).
 func (s *KVServer) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResponse, error) {
 	if err := s.checkKey(req.GetKey()); err != nil {
 		return nil, toStatus(err, "")
 	}
 	p := s.n.Layout.PartitionOf(req.GetKey())
-	fwd, err := s.route(ctx, p)
-	if err != nil {
-		return nil, toStatus(err, s.leaderHint(p))
-	}
-	if fwd != nil {
-		return fwd.Get(forwardCtx(ctx), req)
-	}
-	if err := s.n.Store.ReadIndex(ctx, p); err != nil {
-		return nil, toStatus(err, s.leaderHint(p))
-	}
-	st, _ := s.n.Store.Status(p)
-	resp := &kvpb.GetResponse{Header: s.n.header(st.Term)}
-	if kv, ok := s.n.Partitions[p].Get(req.GetKey()); ok {
-		resp.Kv = toKV(kv, false)
-	}
-	return resp, nil
+	return onLeader(ctx, s, p, func(c kvpb.KVClient, fctx context.Context) (*kvpb.GetResponse, error) {
+		return c.Get(fctx, req)
+	}, func() (*kvpb.GetResponse, error) {
+		if err := s.n.Store.ReadIndex(ctx, p); err != nil {
+			return nil, err
+		}
+		st, _ := s.n.Store.Status(p)
+		resp := &kvpb.GetResponse{Header: s.n.header(st.Term)}
+		if kv, ok := s.n.Partitions[p].Get(req.GetKey()); ok {
+			resp.Kv = toKV(kv, false)
+		}
+		return resp, nil
+	})
 }
 
 // Put writes a key through raft; it returns once the entry is committed
@@ -275,24 +304,20 @@ func (s *KVServer) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutResp
 		return nil, toStatus(fmt.Errorf("%w: value of %d bytes exceeds the limit of %d", ErrInvalidArgument, len(req.GetValue()), s.n.Limits.MaxValueSize), "")
 	}
 	p := s.n.Layout.PartitionOf(req.GetKey())
-	fwd, err := s.route(ctx, p)
-	if err != nil {
-		return nil, toStatus(err, s.leaderHint(p))
-	}
-	if fwd != nil {
-		return fwd.Put(forwardCtx(ctx), req)
-	}
-	cmd := &internalpb.Command{Op: &internalpb.Command_Put{Put: &internalpb.PutOp{Key: req.GetKey(), Value: req.GetValue()}}}
-	res, err := s.n.Store.Propose(ctx, p, cmd)
-	if err != nil {
-		return nil, toStatus(err, s.leaderHint(p))
-	}
-	st, _ := s.n.Store.Status(p)
-	resp := &kvpb.PutResponse{Header: s.n.header(st.Term)}
-	if r, ok := res.(partition.Result); ok && req.GetPrevKv() && r.Prev != nil {
-		resp.PrevKv = toKV(r.Prev, false)
-	}
-	return resp, nil
+	return onLeader(ctx, s, p, func(c kvpb.KVClient, fctx context.Context) (*kvpb.PutResponse, error) {
+		return c.Put(fctx, req)
+	}, func() (*kvpb.PutResponse, error) {
+		cmd := &internalpb.Command{Op: &internalpb.Command_Put{Put: &internalpb.PutOp{Key: req.GetKey(), Value: req.GetValue()}}}
+		r, term, err := s.propose(ctx, p, cmd)
+		if err != nil {
+			return nil, err
+		}
+		resp := &kvpb.PutResponse{Header: s.n.header(term)}
+		if req.GetPrevKv() && r.Prev != nil {
+			resp.PrevKv = toKV(r.Prev, false)
+		}
+		return resp, nil
+	})
 }
 
 // Delete removes a key through raft.
@@ -301,27 +326,20 @@ func (s *KVServer) Delete(ctx context.Context, req *kvpb.DeleteRequest) (*kvpb.D
 		return nil, toStatus(err, "")
 	}
 	p := s.n.Layout.PartitionOf(req.GetKey())
-	fwd, err := s.route(ctx, p)
-	if err != nil {
-		return nil, toStatus(err, s.leaderHint(p))
-	}
-	if fwd != nil {
-		return fwd.Delete(forwardCtx(ctx), req)
-	}
-	cmd := &internalpb.Command{Op: &internalpb.Command_Delete{Delete: &internalpb.DeleteOp{Key: req.GetKey()}}}
-	res, err := s.n.Store.Propose(ctx, p, cmd)
-	if err != nil {
-		return nil, toStatus(err, s.leaderHint(p))
-	}
-	st, _ := s.n.Store.Status(p)
-	resp := &kvpb.DeleteResponse{Header: s.n.header(st.Term)}
-	if r, ok := res.(partition.Result); ok {
-		resp.Deleted = r.Deleted
+	return onLeader(ctx, s, p, func(c kvpb.KVClient, fctx context.Context) (*kvpb.DeleteResponse, error) {
+		return c.Delete(fctx, req)
+	}, func() (*kvpb.DeleteResponse, error) {
+		cmd := &internalpb.Command{Op: &internalpb.Command_Delete{Delete: &internalpb.DeleteOp{Key: req.GetKey()}}}
+		r, term, err := s.propose(ctx, p, cmd)
+		if err != nil {
+			return nil, err
+		}
+		resp := &kvpb.DeleteResponse{Header: s.n.header(term), Deleted: r.Deleted}
 		if req.GetPrevKv() && r.Prev != nil {
 			resp.PrevKv = toKV(r.Prev, false)
 		}
-	}
-	return resp, nil
+		return resp, nil
+	})
 }
 
 // Scan reads [start, end) in key order: each partition's leader answers
@@ -394,16 +412,18 @@ func mergeScan(h *kvpb.ResponseHeader, shares []*kvpb.ScanResponse, errs []error
 
 func (s *KVServer) scanPartition(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanResponse, error) {
 	p := req.GetPartition()
-	fwd, err := s.route(ctx, p)
-	if err != nil {
-		return nil, toStatus(err, s.leaderHint(p))
-	}
-	if fwd != nil {
-		return fwd.Scan(forwardCtx(ctx), req)
-	}
-	if err := s.n.Store.ReadIndex(ctx, p); err != nil {
-		return nil, toStatus(err, s.leaderHint(p))
-	}
+	return onLeader(ctx, s, p, func(c kvpb.KVClient, fctx context.Context) (*kvpb.ScanResponse, error) {
+		return c.Scan(fctx, req)
+	}, func() (*kvpb.ScanResponse, error) {
+		if err := s.n.Store.ReadIndex(ctx, p); err != nil {
+			return nil, err
+		}
+		return s.scanLocal(p, req), nil
+	})
+}
+
+// scanLocal answers p's share of a scan from this node's state.
+func (s *KVServer) scanLocal(p uint64, req *kvpb.ScanRequest) *kvpb.ScanResponse {
 	limit := int(req.GetLimit())
 	if limit <= 0 || limit > DefaultScanLimit {
 		limit = DefaultScanLimit
@@ -425,7 +445,7 @@ func (s *KVServer) scanPartition(ctx context.Context, req *kvpb.ScanRequest) (*k
 		}
 		resp.Kvs = append(resp.Kvs, toKV(kv, req.GetKeysOnly()))
 	}
-	return resp, nil
+	return resp
 }
 
 func toKV(kv *partition.KV, keysOnly bool) *kvpb.KeyValue {
