@@ -9,6 +9,7 @@ import (
 	"github.com/tidwall/btree"
 
 	"github.com/cutkv/cutkv/proto/internalpb"
+	"github.com/cutkv/cutkv/txn"
 )
 
 // ErrUnknownCommand is returned by Apply for a command it does not know;
@@ -34,6 +35,9 @@ type Result struct {
 	Prev *KV
 	// Deleted is 1 when a Delete removed a key.
 	Deleted int64
+	// LockedBy names the transaction whose lock refused a plain write;
+	// the write was not applied.
+	LockedBy string
 }
 
 // Partition is the state of one partition. The zero value is not usable;
@@ -44,11 +48,23 @@ type Partition struct {
 	mu      sync.RWMutex
 	tree    *btree.BTreeG[*KV] // REQUIRES: mu held for access
 	applied uint64             // REQUIRES: mu held for access
+	// Transactions (REQUIRES: mu held for access): locks and intents of
+	// transactions prepared here, and the records of transactions whose
+	// record partition this is.
+	locks   *txn.LockTable
+	intents map[string]*Intent
+	records map[string]*internalpb.TxnDecideOp
 }
 
 // New returns an empty partition.
 func New(id uint64) *Partition {
-	return &Partition{id: id, tree: btree.NewBTreeGOptions(lessKV, btree.Options{NoLocks: true})}
+	return &Partition{
+		id:      id,
+		tree:    btree.NewBTreeGOptions(lessKV, btree.Options{NoLocks: true}),
+		locks:   txn.NewLockTable(),
+		intents: map[string]*Intent{},
+		records: map[string]*internalpb.TxnDecideOp{},
+	}
 }
 
 // ID returns the partition id.
@@ -80,8 +96,16 @@ func (p *Partition) Apply(index uint64, cmd *internalpb.Command) (Result, error)
 	var res Result
 	switch op := cmd.GetOp().(type) {
 	case *internalpb.Command_Put:
+		if h, locked := p.locks.WriteBlocker(op.Put.GetKey()); locked {
+			res = Result{LockedBy: h}
+			break
+		}
 		res = p.putLocked(index, op.Put.GetKey(), op.Put.GetValue())
 	case *internalpb.Command_Delete:
+		if h, locked := p.locks.WriteBlocker(op.Delete.GetKey()); locked {
+			res = Result{LockedBy: h}
+			break
+		}
 		res = p.deleteLocked(op.Delete.GetKey())
 	case *internalpb.Command_Noop, nil:
 	default:
@@ -148,7 +172,18 @@ func (p *Partition) Scan(start, end []byte, limit int) (kvs []*KV, more bool) {
 	return kvs, more
 }
 
-// ApplyCommand is Apply for the raft loop (raftstore.StateMachine).
+// ApplyCommand is Apply for the raft loop (raftstore.StateMachine). A
+// transaction command's result is its own type (Vote, OnePhaseResult or
+// *internalpb.TxnDecideOp), a plain write's a Result.
 func (p *Partition) ApplyCommand(index uint64, cmd *internalpb.Command) (any, error) {
-	return p.Apply(index, cmd)
+	if !isTxnCommand(cmd) {
+		return p.Apply(index, cmd)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if index <= p.applied {
+		return nil, nil
+	}
+	p.applied = index
+	return p.applyTxnLocked(index, cmd), nil
 }

@@ -22,6 +22,7 @@ const (
 	ReasonProposalDropped = "PROPOSAL_DROPPED"
 	ReasonNotServing      = "NOT_SERVING"
 	ReasonShuttingDown    = "SHUTTING_DOWN"
+	ReasonLocked          = "LOCKED"
 )
 
 // Sentinel errors of this package.
@@ -57,6 +58,10 @@ func toStatus(err error, leaderID string) error {
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, ErrWrongCluster):
 		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, ErrConflict):
+		return status.Error(codes.Aborted, "cutkv: "+err.Error()+"; not applied, retry")
+	case errors.Is(err, ErrLocked):
+		return notApplied(ReasonLocked, err.Error(), nil)
 	case errors.Is(err, ErrShuttingDown):
 		return notApplied(ReasonShuttingDown, err.Error(), nil)
 	case errors.As(err, &nl) && nl.Leader != 0:

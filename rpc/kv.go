@@ -36,6 +36,7 @@ const MaxScanBytes = 4 << 20
 type Limits struct {
 	MaxKeySize   int // bytes; default 4 KiB
 	MaxValueSize int // bytes; default 1 MiB
+	MaxTxnOps    int // operations per Txn list (compares, success, failure); default 128
 }
 
 // Validate fills defaults.
@@ -46,10 +47,14 @@ func (l *Limits) Validate() {
 	if l.MaxValueSize <= 0 {
 		l.MaxValueSize = 1 << 20
 	}
+	if l.MaxTxnOps <= 0 {
+		l.MaxTxnOps = 128
+	}
 }
 
 // MaxRequestSize is the receive limit that fits the largest legal request,
 // and a raft batch carrying a full append message with one such entry.
+// A Txn as a whole must fit it too (as etcd bounds a request's bytes).
 func (l Limits) MaxRequestSize() int { return 2*(l.MaxKeySize+l.MaxValueSize) + 1<<20 }
 
 // Node is what the services need from the node they run in.
@@ -285,6 +290,9 @@ func (s *KVServer) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResp
 		if err := s.n.Store.ReadIndex(ctx, p); err != nil {
 			return nil, err
 		}
+		if err := waitUnlocked(ctx, s.n.Partitions[p], req.GetKey(), nil); err != nil {
+			return nil, err
+		}
 		st, _ := s.n.Store.Status(p)
 		resp := &kvpb.GetResponse{Header: s.n.header(st.Term)}
 		if kv, ok := s.n.Partitions[p].Get(req.GetKey()); ok {
@@ -312,6 +320,9 @@ func (s *KVServer) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutResp
 		if err != nil {
 			return nil, err
 		}
+		if r.LockedBy != "" {
+			return nil, ErrConflict
+		}
 		resp := &kvpb.PutResponse{Header: s.n.header(term)}
 		if req.GetPrevKv() && r.Prev != nil {
 			resp.PrevKv = toKV(r.Prev, false)
@@ -333,6 +344,9 @@ func (s *KVServer) Delete(ctx context.Context, req *kvpb.DeleteRequest) (*kvpb.D
 		r, term, err := s.propose(ctx, p, cmd)
 		if err != nil {
 			return nil, err
+		}
+		if r.LockedBy != "" {
+			return nil, ErrConflict
 		}
 		resp := &kvpb.DeleteResponse{Header: s.n.header(term), Deleted: r.Deleted}
 		if req.GetPrevKv() && r.Prev != nil {
@@ -418,8 +432,38 @@ func (s *KVServer) scanPartition(ctx context.Context, req *kvpb.ScanRequest) (*k
 		if err := s.n.Store.ReadIndex(ctx, p); err != nil {
 			return nil, err
 		}
+		end := req.GetEnd()
+		if end == nil {
+			end = []byte{}
+		}
+		if err := waitUnlocked(ctx, s.n.Partitions[p], req.GetStart(), end); err != nil {
+			return nil, err
+		}
 		return s.scanLocal(p, req), nil
 	})
+}
+
+// waitUnlocked waits, bounded by readLockWait, until no prepared
+// transaction holds a write lock on key start (end nil) or in [start, end):
+// a plain read must not return a value a committed transaction already
+// replaced. The read happens after: still linearizable, as the state only
+// moves forward past the read index.
+func waitUnlocked(ctx context.Context, part *partition.Partition, start, end []byte) error {
+	deadline := time.Now().Add(readLockWait)
+	for {
+		h, locked := part.ReadBlocker(start, end)
+		if !locked {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w (transaction %x)", ErrLocked, h)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
 }
 
 // scanLocal answers p's share of a scan from this node's state.

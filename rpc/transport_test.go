@@ -490,10 +490,10 @@ func TestLimits(t *testing.T) {
 	cases := []struct {
 		in, want Limits
 	}{
-		{Limits{}, Limits{MaxKeySize: 4 << 10, MaxValueSize: 1 << 20}},
-		{Limits{MaxKeySize: -1, MaxValueSize: -5}, Limits{MaxKeySize: 4 << 10, MaxValueSize: 1 << 20}},
-		{Limits{MaxKeySize: 100, MaxValueSize: 200}, Limits{MaxKeySize: 100, MaxValueSize: 200}},
-		{Limits{MaxKeySize: 100}, Limits{MaxKeySize: 100, MaxValueSize: 1 << 20}},
+		{Limits{}, Limits{MaxKeySize: 4 << 10, MaxValueSize: 1 << 20, MaxTxnOps: 128}},
+		{Limits{MaxKeySize: -1, MaxValueSize: -5}, Limits{MaxKeySize: 4 << 10, MaxValueSize: 1 << 20, MaxTxnOps: 128}},
+		{Limits{MaxKeySize: 100, MaxValueSize: 200, MaxTxnOps: 7}, Limits{MaxKeySize: 100, MaxValueSize: 200, MaxTxnOps: 7}},
+		{Limits{MaxKeySize: 100}, Limits{MaxKeySize: 100, MaxValueSize: 1 << 20, MaxTxnOps: 128}},
 	}
 	for _, tc := range cases {
 		got := tc.in

@@ -201,6 +201,7 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	kvpb.RegisterKVServer(n.grpcSrv, rpc.NewKVServer(rn))
 	kvpb.RegisterClusterServer(n.grpcSrv, rpc.NewClusterServer(rn))
 	internalpb.RegisterRaftServer(n.grpcSrv, rpc.NewRaftServer(n.layout.ClusterID, n.self.RaftID, n.store, n.log))
+	internalpb.RegisterParticipantServer(n.grpcSrv, rpc.NewParticipantServer(rn))
 	n.health = health.NewServer()
 	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(n.grpcSrv, n.health)
@@ -225,8 +226,12 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	}
 	bg, cancel := context.WithCancel(context.Background())
 	n.bgCancel = cancel
-	n.bgWG.Add(1)
+	n.bgWG.Add(2)
 	go n.watchReady(bg)
+	go func() {
+		defer n.bgWG.Done()
+		rpc.RunRecovery(bg, rn)
+	}()
 	n.log.Info("node started", "cluster", topology.FormatClusterID(n.layout.ClusterID), "raft_id", n.self.RaftID,
 		"groups", len(groups), "new_cluster", fresh, "wal_records", n.wal.LastIndex(), "grpc", n.addrs.GRPC,
 		"gossip", n.addrs.Gossip, "http", n.addrs.HTTP)

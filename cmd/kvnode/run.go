@@ -48,6 +48,7 @@ type flags struct {
 	logFormat  string
 	maxKey     int
 	maxValue   int
+	maxTxnOps  int
 	partitions uint
 }
 
@@ -71,6 +72,7 @@ func newFlags(stderr io.Writer) *flags {
 	fs.UintVar(&f.partitions, "partitions", 16, "number of data partitions, fixed at bootstrap")
 	fs.IntVar(&f.maxKey, "max-key-size", 4<<10, "largest key accepted, bytes")
 	fs.IntVar(&f.maxValue, "max-value-size", 1<<20, "largest value accepted, bytes")
+	fs.IntVar(&f.maxTxnOps, "max-txn-ops", 128, "most compares, success ops or failure ops in one transaction (each list)")
 	fs.DurationVar(&f.cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "graceful shutdown bound: drain requests, hand off leadership, leave gossip")
 	fs.DurationVar(&f.cfg.TickInterval, "raft-tick", 100*time.Millisecond, "raft tick interval")
 	fs.IntVar(&f.cfg.ElectionTicks, "election-ticks", 10, "raft election timeout in ticks")
@@ -102,7 +104,7 @@ func (f *flags) parse(args []string) error {
 		}
 	}
 	f.cfg.Partitions = uint32(f.partitions)
-	f.cfg.Limits.MaxKeySize, f.cfg.Limits.MaxValueSize = f.maxKey, f.maxValue
+	f.cfg.Limits.MaxKeySize, f.cfg.Limits.MaxValueSize, f.cfg.Limits.MaxTxnOps = f.maxKey, f.maxValue, f.maxTxnOps
 	return nil
 }
 

@@ -32,7 +32,13 @@ const (
 	// RaftAfterSave fires after the batch is durable and before any
 	// message is sent or entry applied.
 	RaftAfterSave = "raftAfterSave"
+	// TxnAfterPrepare fires in a 2PC coordinator after every participant
+	// voted and before the decision is recorded.
+	TxnAfterPrepare = "txnAfterPrepare"
+	// TxnAfterDecide fires in a 2PC coordinator after the decision is
+	// recorded and before any Finish is sent.
+	TxnAfterDecide = "txnAfterDecide"
 )
 
 // Names lists every failpoint.
-var Names = []string{WALBeforeSync, RaftBeforeSave, RaftAfterSave}
+var Names = []string{WALBeforeSync, RaftBeforeSave, RaftAfterSave, TxnAfterPrepare, TxnAfterDecide}

@@ -9,6 +9,7 @@
 package internalpb
 
 import (
+	kvpb "github.com/cutkv/cutkv/proto/kvpb"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	reflect "reflect"
@@ -195,6 +196,10 @@ type Command struct {
 	//	*Command_Delete
 	//	*Command_Bootstrap
 	//	*Command_Noop
+	//	*Command_TxnPrepare
+	//	*Command_TxnFinish
+	//	*Command_TxnDecide
+	//	*Command_TxnOnePhase
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -287,6 +292,42 @@ func (x *Command) GetNoop() *NoopOp {
 	return nil
 }
 
+func (x *Command) GetTxnPrepare() *TxnPrepareOp {
+	if x != nil {
+		if x, ok := x.Op.(*Command_TxnPrepare); ok {
+			return x.TxnPrepare
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetTxnFinish() *TxnFinishOp {
+	if x != nil {
+		if x, ok := x.Op.(*Command_TxnFinish); ok {
+			return x.TxnFinish
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetTxnDecide() *TxnDecideOp {
+	if x != nil {
+		if x, ok := x.Op.(*Command_TxnDecide); ok {
+			return x.TxnDecide
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetTxnOnePhase() *TxnOnePhaseOp {
+	if x != nil {
+		if x, ok := x.Op.(*Command_TxnOnePhase); ok {
+			return x.TxnOnePhase
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -307,6 +348,22 @@ type Command_Noop struct {
 	Noop *NoopOp `protobuf:"bytes,6,opt,name=noop,proto3,oneof"`
 }
 
+type Command_TxnPrepare struct {
+	TxnPrepare *TxnPrepareOp `protobuf:"bytes,7,opt,name=txn_prepare,json=txnPrepare,proto3,oneof"`
+}
+
+type Command_TxnFinish struct {
+	TxnFinish *TxnFinishOp `protobuf:"bytes,8,opt,name=txn_finish,json=txnFinish,proto3,oneof"`
+}
+
+type Command_TxnDecide struct {
+	TxnDecide *TxnDecideOp `protobuf:"bytes,9,opt,name=txn_decide,json=txnDecide,proto3,oneof"`
+}
+
+type Command_TxnOnePhase struct {
+	TxnOnePhase *TxnOnePhaseOp `protobuf:"bytes,10,opt,name=txn_one_phase,json=txnOnePhase,proto3,oneof"`
+}
+
 func (*Command_Put) isCommand_Op() {}
 
 func (*Command_Delete) isCommand_Op() {}
@@ -314,6 +371,733 @@ func (*Command_Delete) isCommand_Op() {}
 func (*Command_Bootstrap) isCommand_Op() {}
 
 func (*Command_Noop) isCommand_Op() {}
+
+func (*Command_TxnPrepare) isCommand_Op() {}
+
+func (*Command_TxnFinish) isCommand_Op() {}
+
+func (*Command_TxnDecide) isCommand_Op() {}
+
+func (*Command_TxnOnePhase) isCommand_Op() {}
+
+// TxnShare is one partition's share of a transaction: the compares on its
+// keys and the branches' ops on its keys (a scan op goes to every
+// partition), with each op's position in the original branch.
+type TxnShare struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Compares      []*kvpb.Compare        `protobuf:"bytes,1,rep,name=compares,proto3" json:"compares,omitempty"`
+	Success       []*kvpb.RequestOp      `protobuf:"bytes,2,rep,name=success,proto3" json:"success,omitempty"`
+	SuccessIndex  []uint32               `protobuf:"varint,3,rep,packed,name=success_index,json=successIndex,proto3" json:"success_index,omitempty"`
+	Failure       []*kvpb.RequestOp      `protobuf:"bytes,4,rep,name=failure,proto3" json:"failure,omitempty"`
+	FailureIndex  []uint32               `protobuf:"varint,5,rep,packed,name=failure_index,json=failureIndex,proto3" json:"failure_index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnShare) Reset() {
+	*x = TxnShare{}
+	mi := &file_internalpb_internal_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnShare) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnShare) ProtoMessage() {}
+
+func (x *TxnShare) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnShare.ProtoReflect.Descriptor instead.
+func (*TxnShare) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *TxnShare) GetCompares() []*kvpb.Compare {
+	if x != nil {
+		return x.Compares
+	}
+	return nil
+}
+
+func (x *TxnShare) GetSuccess() []*kvpb.RequestOp {
+	if x != nil {
+		return x.Success
+	}
+	return nil
+}
+
+func (x *TxnShare) GetSuccessIndex() []uint32 {
+	if x != nil {
+		return x.SuccessIndex
+	}
+	return nil
+}
+
+func (x *TxnShare) GetFailure() []*kvpb.RequestOp {
+	if x != nil {
+		return x.Failure
+	}
+	return nil
+}
+
+func (x *TxnShare) GetFailureIndex() []uint32 {
+	if x != nil {
+		return x.FailureIndex
+	}
+	return nil
+}
+
+// TxnPrepareOp: lock every key (and scanned range) of the share, evaluate
+// its compares, read what either branch reads and keep both branches'
+// writes as the transaction's intent until Finish.
+type TxnPrepareOp struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	TxnId    []byte                 `protobuf:"bytes,1,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
+	Priority int64                  `protobuf:"varint,2,opt,name=priority,proto3" json:"priority,omitempty"`
+	// Partition holding the transaction record (that of the smallest key).
+	RecordPartition uint64    `protobuf:"varint,3,opt,name=record_partition,json=recordPartition,proto3" json:"record_partition,omitempty"`
+	Share           *TxnShare `protobuf:"bytes,4,opt,name=share,proto3" json:"share,omitempty"`
+	// Proposer's wall clock, Unix ms: recovery asks about intents older than
+	// the recovery timeout.
+	PreparedUnixMs int64 `protobuf:"varint,5,opt,name=prepared_unix_ms,json=preparedUnixMs,proto3" json:"prepared_unix_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *TxnPrepareOp) Reset() {
+	*x = TxnPrepareOp{}
+	mi := &file_internalpb_internal_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnPrepareOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnPrepareOp) ProtoMessage() {}
+
+func (x *TxnPrepareOp) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnPrepareOp.ProtoReflect.Descriptor instead.
+func (*TxnPrepareOp) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *TxnPrepareOp) GetTxnId() []byte {
+	if x != nil {
+		return x.TxnId
+	}
+	return nil
+}
+
+func (x *TxnPrepareOp) GetPriority() int64 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+func (x *TxnPrepareOp) GetRecordPartition() uint64 {
+	if x != nil {
+		return x.RecordPartition
+	}
+	return 0
+}
+
+func (x *TxnPrepareOp) GetShare() *TxnShare {
+	if x != nil {
+		return x.Share
+	}
+	return nil
+}
+
+func (x *TxnPrepareOp) GetPreparedUnixMs() int64 {
+	if x != nil {
+		return x.PreparedUnixMs
+	}
+	return 0
+}
+
+// TxnFinishOp applies (commit) or drops (abort) a prepared intent.
+type TxnFinishOp struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	TxnId  []byte                 `protobuf:"bytes,1,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
+	Commit bool                   `protobuf:"varint,2,opt,name=commit,proto3" json:"commit,omitempty"`
+	// The branch that ran: true = success.
+	Succeeded     bool   `protobuf:"varint,3,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
+	Stamp         uint64 `protobuf:"varint,4,opt,name=stamp,proto3" json:"stamp,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnFinishOp) Reset() {
+	*x = TxnFinishOp{}
+	mi := &file_internalpb_internal_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnFinishOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnFinishOp) ProtoMessage() {}
+
+func (x *TxnFinishOp) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnFinishOp.ProtoReflect.Descriptor instead.
+func (*TxnFinishOp) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *TxnFinishOp) GetTxnId() []byte {
+	if x != nil {
+		return x.TxnId
+	}
+	return nil
+}
+
+func (x *TxnFinishOp) GetCommit() bool {
+	if x != nil {
+		return x.Commit
+	}
+	return false
+}
+
+func (x *TxnFinishOp) GetSucceeded() bool {
+	if x != nil {
+		return x.Succeeded
+	}
+	return false
+}
+
+func (x *TxnFinishOp) GetStamp() uint64 {
+	if x != nil {
+		return x.Stamp
+	}
+	return 0
+}
+
+// TxnDecideOp records a decision in the transaction record. The first
+// decision recorded wins; later ones get the recorded one back.
+type TxnDecideOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TxnId         []byte                 `protobuf:"bytes,1,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
+	Commit        bool                   `protobuf:"varint,2,opt,name=commit,proto3" json:"commit,omitempty"`
+	Succeeded     bool                   `protobuf:"varint,3,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
+	Stamp         uint64                 `protobuf:"varint,4,opt,name=stamp,proto3" json:"stamp,omitempty"`
+	Participants  []uint64               `protobuf:"varint,5,rep,packed,name=participants,proto3" json:"participants,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnDecideOp) Reset() {
+	*x = TxnDecideOp{}
+	mi := &file_internalpb_internal_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnDecideOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnDecideOp) ProtoMessage() {}
+
+func (x *TxnDecideOp) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnDecideOp.ProtoReflect.Descriptor instead.
+func (*TxnDecideOp) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *TxnDecideOp) GetTxnId() []byte {
+	if x != nil {
+		return x.TxnId
+	}
+	return nil
+}
+
+func (x *TxnDecideOp) GetCommit() bool {
+	if x != nil {
+		return x.Commit
+	}
+	return false
+}
+
+func (x *TxnDecideOp) GetSucceeded() bool {
+	if x != nil {
+		return x.Succeeded
+	}
+	return false
+}
+
+func (x *TxnDecideOp) GetStamp() uint64 {
+	if x != nil {
+		return x.Stamp
+	}
+	return 0
+}
+
+func (x *TxnDecideOp) GetParticipants() []uint64 {
+	if x != nil {
+		return x.Participants
+	}
+	return nil
+}
+
+// TxnOnePhaseOp runs a single-partition transaction in one raft entry.
+type TxnOnePhaseOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TxnId         []byte                 `protobuf:"bytes,1,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
+	Share         *TxnShare              `protobuf:"bytes,2,opt,name=share,proto3" json:"share,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnOnePhaseOp) Reset() {
+	*x = TxnOnePhaseOp{}
+	mi := &file_internalpb_internal_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnOnePhaseOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnOnePhaseOp) ProtoMessage() {}
+
+func (x *TxnOnePhaseOp) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnOnePhaseOp.ProtoReflect.Descriptor instead.
+func (*TxnOnePhaseOp) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *TxnOnePhaseOp) GetTxnId() []byte {
+	if x != nil {
+		return x.TxnId
+	}
+	return nil
+}
+
+func (x *TxnOnePhaseOp) GetShare() *TxnShare {
+	if x != nil {
+		return x.Share
+	}
+	return nil
+}
+
+type PrepareRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Partition uint64                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Op        *TxnPrepareOp          `protobuf:"bytes,2,opt,name=op,proto3" json:"op,omitempty"`
+	// Sender's known cut version (consistent cut marker).
+	CutVersion    uint64 `protobuf:"varint,3,opt,name=cut_version,json=cutVersion,proto3" json:"cut_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrepareRequest) Reset() {
+	*x = PrepareRequest{}
+	mi := &file_internalpb_internal_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrepareRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrepareRequest) ProtoMessage() {}
+
+func (x *PrepareRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrepareRequest.ProtoReflect.Descriptor instead.
+func (*PrepareRequest) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *PrepareRequest) GetPartition() uint64 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PrepareRequest) GetOp() *TxnPrepareOp {
+	if x != nil {
+		return x.Op
+	}
+	return nil
+}
+
+func (x *PrepareRequest) GetCutVersion() uint64 {
+	if x != nil {
+		return x.CutVersion
+	}
+	return 0
+}
+
+type PrepareResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// False: a lock conflict; nothing was prepared.
+	Prepared bool `protobuf:"varint,1,opt,name=prepared,proto3" json:"prepared,omitempty"`
+	// All of the share's compares hold.
+	ComparesHold bool `protobuf:"varint,2,opt,name=compares_hold,json=comparesHold,proto3" json:"compares_hold,omitempty"`
+	// Reads of each branch's ops on this partition, by position in the share.
+	SuccessReads  []*kvpb.ResponseOp `protobuf:"bytes,3,rep,name=success_reads,json=successReads,proto3" json:"success_reads,omitempty"`
+	FailureReads  []*kvpb.ResponseOp `protobuf:"bytes,4,rep,name=failure_reads,json=failureReads,proto3" json:"failure_reads,omitempty"`
+	CutVersion    uint64             `protobuf:"varint,5,opt,name=cut_version,json=cutVersion,proto3" json:"cut_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrepareResponse) Reset() {
+	*x = PrepareResponse{}
+	mi := &file_internalpb_internal_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrepareResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrepareResponse) ProtoMessage() {}
+
+func (x *PrepareResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrepareResponse.ProtoReflect.Descriptor instead.
+func (*PrepareResponse) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *PrepareResponse) GetPrepared() bool {
+	if x != nil {
+		return x.Prepared
+	}
+	return false
+}
+
+func (x *PrepareResponse) GetComparesHold() bool {
+	if x != nil {
+		return x.ComparesHold
+	}
+	return false
+}
+
+func (x *PrepareResponse) GetSuccessReads() []*kvpb.ResponseOp {
+	if x != nil {
+		return x.SuccessReads
+	}
+	return nil
+}
+
+func (x *PrepareResponse) GetFailureReads() []*kvpb.ResponseOp {
+	if x != nil {
+		return x.FailureReads
+	}
+	return nil
+}
+
+func (x *PrepareResponse) GetCutVersion() uint64 {
+	if x != nil {
+		return x.CutVersion
+	}
+	return 0
+}
+
+type FinishRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partition     uint64                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Op            *TxnFinishOp           `protobuf:"bytes,2,opt,name=op,proto3" json:"op,omitempty"`
+	CutVersion    uint64                 `protobuf:"varint,3,opt,name=cut_version,json=cutVersion,proto3" json:"cut_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FinishRequest) Reset() {
+	*x = FinishRequest{}
+	mi := &file_internalpb_internal_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FinishRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FinishRequest) ProtoMessage() {}
+
+func (x *FinishRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FinishRequest.ProtoReflect.Descriptor instead.
+func (*FinishRequest) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *FinishRequest) GetPartition() uint64 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *FinishRequest) GetOp() *TxnFinishOp {
+	if x != nil {
+		return x.Op
+	}
+	return nil
+}
+
+func (x *FinishRequest) GetCutVersion() uint64 {
+	if x != nil {
+		return x.CutVersion
+	}
+	return 0
+}
+
+type FinishResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	CutVersion    uint64                 `protobuf:"varint,1,opt,name=cut_version,json=cutVersion,proto3" json:"cut_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FinishResponse) Reset() {
+	*x = FinishResponse{}
+	mi := &file_internalpb_internal_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FinishResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FinishResponse) ProtoMessage() {}
+
+func (x *FinishResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FinishResponse.ProtoReflect.Descriptor instead.
+func (*FinishResponse) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *FinishResponse) GetCutVersion() uint64 {
+	if x != nil {
+		return x.CutVersion
+	}
+	return 0
+}
+
+type DecideRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partition     uint64                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Op            *TxnDecideOp           `protobuf:"bytes,2,opt,name=op,proto3" json:"op,omitempty"`
+	CutVersion    uint64                 `protobuf:"varint,3,opt,name=cut_version,json=cutVersion,proto3" json:"cut_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecideRequest) Reset() {
+	*x = DecideRequest{}
+	mi := &file_internalpb_internal_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecideRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecideRequest) ProtoMessage() {}
+
+func (x *DecideRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecideRequest.ProtoReflect.Descriptor instead.
+func (*DecideRequest) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *DecideRequest) GetPartition() uint64 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *DecideRequest) GetOp() *TxnDecideOp {
+	if x != nil {
+		return x.Op
+	}
+	return nil
+}
+
+func (x *DecideRequest) GetCutVersion() uint64 {
+	if x != nil {
+		return x.CutVersion
+	}
+	return 0
+}
+
+type DecideResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The recorded decision (maybe not the one asked for).
+	Recorded      *TxnDecideOp `protobuf:"bytes,1,opt,name=recorded,proto3" json:"recorded,omitempty"`
+	CutVersion    uint64       `protobuf:"varint,2,opt,name=cut_version,json=cutVersion,proto3" json:"cut_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecideResponse) Reset() {
+	*x = DecideResponse{}
+	mi := &file_internalpb_internal_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecideResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecideResponse) ProtoMessage() {}
+
+func (x *DecideResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecideResponse.ProtoReflect.Descriptor instead.
+func (*DecideResponse) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *DecideResponse) GetRecorded() *TxnDecideOp {
+	if x != nil {
+		return x.Recorded
+	}
+	return nil
+}
+
+func (x *DecideResponse) GetCutVersion() uint64 {
+	if x != nil {
+		return x.CutVersion
+	}
+	return 0
+}
 
 type PutOp struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -325,7 +1109,7 @@ type PutOp struct {
 
 func (x *PutOp) Reset() {
 	*x = PutOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[4]
+	mi := &file_internalpb_internal_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -337,7 +1121,7 @@ func (x *PutOp) String() string {
 func (*PutOp) ProtoMessage() {}
 
 func (x *PutOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[4]
+	mi := &file_internalpb_internal_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -350,7 +1134,7 @@ func (x *PutOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutOp.ProtoReflect.Descriptor instead.
 func (*PutOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{4}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PutOp) GetKey() []byte {
@@ -376,7 +1160,7 @@ type DeleteOp struct {
 
 func (x *DeleteOp) Reset() {
 	*x = DeleteOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[5]
+	mi := &file_internalpb_internal_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -388,7 +1172,7 @@ func (x *DeleteOp) String() string {
 func (*DeleteOp) ProtoMessage() {}
 
 func (x *DeleteOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[5]
+	mi := &file_internalpb_internal_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -401,7 +1185,7 @@ func (x *DeleteOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteOp.ProtoReflect.Descriptor instead.
 func (*DeleteOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{5}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *DeleteOp) GetKey() []byte {
@@ -419,7 +1203,7 @@ type NoopOp struct {
 
 func (x *NoopOp) Reset() {
 	*x = NoopOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[6]
+	mi := &file_internalpb_internal_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -431,7 +1215,7 @@ func (x *NoopOp) String() string {
 func (*NoopOp) ProtoMessage() {}
 
 func (x *NoopOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[6]
+	mi := &file_internalpb_internal_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -444,7 +1228,7 @@ func (x *NoopOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoopOp.ProtoReflect.Descriptor instead.
 func (*NoopOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{6}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{17}
 }
 
 // BootstrapOp is the first entry of group 0: the cluster's fixed layout.
@@ -457,7 +1241,7 @@ type BootstrapOp struct {
 
 func (x *BootstrapOp) Reset() {
 	*x = BootstrapOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[7]
+	mi := &file_internalpb_internal_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -469,7 +1253,7 @@ func (x *BootstrapOp) String() string {
 func (*BootstrapOp) ProtoMessage() {}
 
 func (x *BootstrapOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[7]
+	mi := &file_internalpb_internal_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -482,7 +1266,7 @@ func (x *BootstrapOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BootstrapOp.ProtoReflect.Descriptor instead.
 func (*BootstrapOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{7}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *BootstrapOp) GetLayout() *ClusterLayout {
@@ -503,7 +1287,7 @@ type MemberInfo struct {
 
 func (x *MemberInfo) Reset() {
 	*x = MemberInfo{}
-	mi := &file_internalpb_internal_proto_msgTypes[8]
+	mi := &file_internalpb_internal_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -515,7 +1299,7 @@ func (x *MemberInfo) String() string {
 func (*MemberInfo) ProtoMessage() {}
 
 func (x *MemberInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[8]
+	mi := &file_internalpb_internal_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -528,7 +1312,7 @@ func (x *MemberInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberInfo.ProtoReflect.Descriptor instead.
 func (*MemberInfo) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{8}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *MemberInfo) GetId() string {
@@ -565,7 +1349,7 @@ type ClusterLayout struct {
 
 func (x *ClusterLayout) Reset() {
 	*x = ClusterLayout{}
-	mi := &file_internalpb_internal_proto_msgTypes[9]
+	mi := &file_internalpb_internal_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -577,7 +1361,7 @@ func (x *ClusterLayout) String() string {
 func (*ClusterLayout) ProtoMessage() {}
 
 func (x *ClusterLayout) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[9]
+	mi := &file_internalpb_internal_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -590,7 +1374,7 @@ func (x *ClusterLayout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterLayout.ProtoReflect.Descriptor instead.
 func (*ClusterLayout) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{9}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ClusterLayout) GetClusterId() uint64 {
@@ -630,7 +1414,7 @@ type Replicas struct {
 
 func (x *Replicas) Reset() {
 	*x = Replicas{}
-	mi := &file_internalpb_internal_proto_msgTypes[10]
+	mi := &file_internalpb_internal_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -642,7 +1426,7 @@ func (x *Replicas) String() string {
 func (*Replicas) ProtoMessage() {}
 
 func (x *Replicas) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[10]
+	mi := &file_internalpb_internal_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -655,7 +1439,7 @@ func (x *Replicas) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replicas.ProtoReflect.Descriptor instead.
 func (*Replicas) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{10}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Replicas) GetRaftIds() []uint64 {
@@ -676,7 +1460,7 @@ type NodeIdentity struct {
 
 func (x *NodeIdentity) Reset() {
 	*x = NodeIdentity{}
-	mi := &file_internalpb_internal_proto_msgTypes[11]
+	mi := &file_internalpb_internal_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -688,7 +1472,7 @@ func (x *NodeIdentity) String() string {
 func (*NodeIdentity) ProtoMessage() {}
 
 func (x *NodeIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[11]
+	mi := &file_internalpb_internal_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -701,7 +1485,7 @@ func (x *NodeIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeIdentity.ProtoReflect.Descriptor instead.
 func (*NodeIdentity) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{11}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *NodeIdentity) GetNodeId() string {
@@ -722,7 +1506,7 @@ var File_internalpb_internal_proto protoreflect.FileDescriptor
 
 const file_internalpb_internal_proto_rawDesc = "" +
 	"\n" +
-	"\x19internalpb/internal.proto\x12\x11cutkv.internal.v1\"\x8b\x01\n" +
+	"\x19internalpb/internal.proto\x12\x11cutkv.internal.v1\x1a\rkvpb/kv.proto\"\x8b\x01\n" +
 	"\tRaftBatch\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12\x12\n" +
@@ -732,7 +1516,7 @@ const file_internalpb_internal_proto_rawDesc = "" +
 	"\fGroupMessage\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\x04R\x05group\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\fR\amessage\"\t\n" +
-	"\aRaftAck\"\x96\x02\n" +
+	"\aRaftAck\"\xa4\x04\n" +
 	"\aCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1f\n" +
 	"\vcut_version\x18\x02 \x01(\x04R\n" +
@@ -740,8 +1524,71 @@ const file_internalpb_internal_proto_rawDesc = "" +
 	"\x03put\x18\x03 \x01(\v2\x18.cutkv.internal.v1.PutOpH\x00R\x03put\x125\n" +
 	"\x06delete\x18\x04 \x01(\v2\x1b.cutkv.internal.v1.DeleteOpH\x00R\x06delete\x12>\n" +
 	"\tbootstrap\x18\x05 \x01(\v2\x1e.cutkv.internal.v1.BootstrapOpH\x00R\tbootstrap\x12/\n" +
-	"\x04noop\x18\x06 \x01(\v2\x19.cutkv.internal.v1.NoopOpH\x00R\x04noopB\x04\n" +
-	"\x02op\"/\n" +
+	"\x04noop\x18\x06 \x01(\v2\x19.cutkv.internal.v1.NoopOpH\x00R\x04noop\x12B\n" +
+	"\vtxn_prepare\x18\a \x01(\v2\x1f.cutkv.internal.v1.TxnPrepareOpH\x00R\n" +
+	"txnPrepare\x12?\n" +
+	"\n" +
+	"txn_finish\x18\b \x01(\v2\x1e.cutkv.internal.v1.TxnFinishOpH\x00R\ttxnFinish\x12?\n" +
+	"\n" +
+	"txn_decide\x18\t \x01(\v2\x1e.cutkv.internal.v1.TxnDecideOpH\x00R\ttxnDecide\x12F\n" +
+	"\rtxn_one_phase\x18\n" +
+	" \x01(\v2 .cutkv.internal.v1.TxnOnePhaseOpH\x00R\vtxnOnePhaseB\x04\n" +
+	"\x02op\"\xea\x01\n" +
+	"\bTxnShare\x120\n" +
+	"\bcompares\x18\x01 \x03(\v2\x14.cutkv.kv.v1.CompareR\bcompares\x120\n" +
+	"\asuccess\x18\x02 \x03(\v2\x16.cutkv.kv.v1.RequestOpR\asuccess\x12#\n" +
+	"\rsuccess_index\x18\x03 \x03(\rR\fsuccessIndex\x120\n" +
+	"\afailure\x18\x04 \x03(\v2\x16.cutkv.kv.v1.RequestOpR\afailure\x12#\n" +
+	"\rfailure_index\x18\x05 \x03(\rR\ffailureIndex\"\xc9\x01\n" +
+	"\fTxnPrepareOp\x12\x15\n" +
+	"\x06txn_id\x18\x01 \x01(\fR\x05txnId\x12\x1a\n" +
+	"\bpriority\x18\x02 \x01(\x03R\bpriority\x12)\n" +
+	"\x10record_partition\x18\x03 \x01(\x04R\x0frecordPartition\x121\n" +
+	"\x05share\x18\x04 \x01(\v2\x1b.cutkv.internal.v1.TxnShareR\x05share\x12(\n" +
+	"\x10prepared_unix_ms\x18\x05 \x01(\x03R\x0epreparedUnixMs\"p\n" +
+	"\vTxnFinishOp\x12\x15\n" +
+	"\x06txn_id\x18\x01 \x01(\fR\x05txnId\x12\x16\n" +
+	"\x06commit\x18\x02 \x01(\bR\x06commit\x12\x1c\n" +
+	"\tsucceeded\x18\x03 \x01(\bR\tsucceeded\x12\x14\n" +
+	"\x05stamp\x18\x04 \x01(\x04R\x05stamp\"\x94\x01\n" +
+	"\vTxnDecideOp\x12\x15\n" +
+	"\x06txn_id\x18\x01 \x01(\fR\x05txnId\x12\x16\n" +
+	"\x06commit\x18\x02 \x01(\bR\x06commit\x12\x1c\n" +
+	"\tsucceeded\x18\x03 \x01(\bR\tsucceeded\x12\x14\n" +
+	"\x05stamp\x18\x04 \x01(\x04R\x05stamp\x12\"\n" +
+	"\fparticipants\x18\x05 \x03(\x04R\fparticipants\"Y\n" +
+	"\rTxnOnePhaseOp\x12\x15\n" +
+	"\x06txn_id\x18\x01 \x01(\fR\x05txnId\x121\n" +
+	"\x05share\x18\x02 \x01(\v2\x1b.cutkv.internal.v1.TxnShareR\x05share\"\x80\x01\n" +
+	"\x0ePrepareRequest\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x04R\tpartition\x12/\n" +
+	"\x02op\x18\x02 \x01(\v2\x1f.cutkv.internal.v1.TxnPrepareOpR\x02op\x12\x1f\n" +
+	"\vcut_version\x18\x03 \x01(\x04R\n" +
+	"cutVersion\"\xef\x01\n" +
+	"\x0fPrepareResponse\x12\x1a\n" +
+	"\bprepared\x18\x01 \x01(\bR\bprepared\x12#\n" +
+	"\rcompares_hold\x18\x02 \x01(\bR\fcomparesHold\x12<\n" +
+	"\rsuccess_reads\x18\x03 \x03(\v2\x17.cutkv.kv.v1.ResponseOpR\fsuccessReads\x12<\n" +
+	"\rfailure_reads\x18\x04 \x03(\v2\x17.cutkv.kv.v1.ResponseOpR\ffailureReads\x12\x1f\n" +
+	"\vcut_version\x18\x05 \x01(\x04R\n" +
+	"cutVersion\"~\n" +
+	"\rFinishRequest\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x04R\tpartition\x12.\n" +
+	"\x02op\x18\x02 \x01(\v2\x1e.cutkv.internal.v1.TxnFinishOpR\x02op\x12\x1f\n" +
+	"\vcut_version\x18\x03 \x01(\x04R\n" +
+	"cutVersion\"1\n" +
+	"\x0eFinishResponse\x12\x1f\n" +
+	"\vcut_version\x18\x01 \x01(\x04R\n" +
+	"cutVersion\"~\n" +
+	"\rDecideRequest\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x04R\tpartition\x12.\n" +
+	"\x02op\x18\x02 \x01(\v2\x1e.cutkv.internal.v1.TxnDecideOpR\x02op\x12\x1f\n" +
+	"\vcut_version\x18\x03 \x01(\x04R\n" +
+	"cutVersion\"m\n" +
+	"\x0eDecideResponse\x12:\n" +
+	"\brecorded\x18\x01 \x01(\v2\x1e.cutkv.internal.v1.TxnDecideOpR\brecorded\x12\x1f\n" +
+	"\vcut_version\x18\x02 \x01(\x04R\n" +
+	"cutVersion\"/\n" +
 	"\x05PutOp\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\"\x1c\n" +
@@ -769,7 +1616,11 @@ const file_internalpb_internal_proto_rawDesc = "" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x128\n" +
 	"\x06layout\x18\x02 \x01(\v2 .cutkv.internal.v1.ClusterLayoutR\x06layout2J\n" +
 	"\x04Raft\x12B\n" +
-	"\x04Send\x12\x1c.cutkv.internal.v1.RaftBatch\x1a\x1a.cutkv.internal.v1.RaftAck(\x01B)Z'github.com/cutkv/cutkv/proto/internalpbb\x06proto3"
+	"\x04Send\x12\x1c.cutkv.internal.v1.RaftBatch\x1a\x1a.cutkv.internal.v1.RaftAck(\x012\xfd\x01\n" +
+	"\vParticipant\x12P\n" +
+	"\aPrepare\x12!.cutkv.internal.v1.PrepareRequest\x1a\".cutkv.internal.v1.PrepareResponse\x12M\n" +
+	"\x06Finish\x12 .cutkv.internal.v1.FinishRequest\x1a!.cutkv.internal.v1.FinishResponse\x12M\n" +
+	"\x06Decide\x12 .cutkv.internal.v1.DecideRequest\x1a!.cutkv.internal.v1.DecideResponseB)Z'github.com/cutkv/cutkv/proto/internalpbb\x06proto3"
 
 var (
 	file_internalpb_internal_proto_rawDescOnce sync.Once
@@ -783,38 +1634,73 @@ func file_internalpb_internal_proto_rawDescGZIP() []byte {
 	return file_internalpb_internal_proto_rawDescData
 }
 
-var file_internalpb_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_internalpb_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_internalpb_internal_proto_goTypes = []any{
-	(*RaftBatch)(nil),     // 0: cutkv.internal.v1.RaftBatch
-	(*GroupMessage)(nil),  // 1: cutkv.internal.v1.GroupMessage
-	(*RaftAck)(nil),       // 2: cutkv.internal.v1.RaftAck
-	(*Command)(nil),       // 3: cutkv.internal.v1.Command
-	(*PutOp)(nil),         // 4: cutkv.internal.v1.PutOp
-	(*DeleteOp)(nil),      // 5: cutkv.internal.v1.DeleteOp
-	(*NoopOp)(nil),        // 6: cutkv.internal.v1.NoopOp
-	(*BootstrapOp)(nil),   // 7: cutkv.internal.v1.BootstrapOp
-	(*MemberInfo)(nil),    // 8: cutkv.internal.v1.MemberInfo
-	(*ClusterLayout)(nil), // 9: cutkv.internal.v1.ClusterLayout
-	(*Replicas)(nil),      // 10: cutkv.internal.v1.Replicas
-	(*NodeIdentity)(nil),  // 11: cutkv.internal.v1.NodeIdentity
+	(*RaftBatch)(nil),       // 0: cutkv.internal.v1.RaftBatch
+	(*GroupMessage)(nil),    // 1: cutkv.internal.v1.GroupMessage
+	(*RaftAck)(nil),         // 2: cutkv.internal.v1.RaftAck
+	(*Command)(nil),         // 3: cutkv.internal.v1.Command
+	(*TxnShare)(nil),        // 4: cutkv.internal.v1.TxnShare
+	(*TxnPrepareOp)(nil),    // 5: cutkv.internal.v1.TxnPrepareOp
+	(*TxnFinishOp)(nil),     // 6: cutkv.internal.v1.TxnFinishOp
+	(*TxnDecideOp)(nil),     // 7: cutkv.internal.v1.TxnDecideOp
+	(*TxnOnePhaseOp)(nil),   // 8: cutkv.internal.v1.TxnOnePhaseOp
+	(*PrepareRequest)(nil),  // 9: cutkv.internal.v1.PrepareRequest
+	(*PrepareResponse)(nil), // 10: cutkv.internal.v1.PrepareResponse
+	(*FinishRequest)(nil),   // 11: cutkv.internal.v1.FinishRequest
+	(*FinishResponse)(nil),  // 12: cutkv.internal.v1.FinishResponse
+	(*DecideRequest)(nil),   // 13: cutkv.internal.v1.DecideRequest
+	(*DecideResponse)(nil),  // 14: cutkv.internal.v1.DecideResponse
+	(*PutOp)(nil),           // 15: cutkv.internal.v1.PutOp
+	(*DeleteOp)(nil),        // 16: cutkv.internal.v1.DeleteOp
+	(*NoopOp)(nil),          // 17: cutkv.internal.v1.NoopOp
+	(*BootstrapOp)(nil),     // 18: cutkv.internal.v1.BootstrapOp
+	(*MemberInfo)(nil),      // 19: cutkv.internal.v1.MemberInfo
+	(*ClusterLayout)(nil),   // 20: cutkv.internal.v1.ClusterLayout
+	(*Replicas)(nil),        // 21: cutkv.internal.v1.Replicas
+	(*NodeIdentity)(nil),    // 22: cutkv.internal.v1.NodeIdentity
+	(*kvpb.Compare)(nil),    // 23: cutkv.kv.v1.Compare
+	(*kvpb.RequestOp)(nil),  // 24: cutkv.kv.v1.RequestOp
+	(*kvpb.ResponseOp)(nil), // 25: cutkv.kv.v1.ResponseOp
 }
 var file_internalpb_internal_proto_depIdxs = []int32{
 	1,  // 0: cutkv.internal.v1.RaftBatch.messages:type_name -> cutkv.internal.v1.GroupMessage
-	4,  // 1: cutkv.internal.v1.Command.put:type_name -> cutkv.internal.v1.PutOp
-	5,  // 2: cutkv.internal.v1.Command.delete:type_name -> cutkv.internal.v1.DeleteOp
-	7,  // 3: cutkv.internal.v1.Command.bootstrap:type_name -> cutkv.internal.v1.BootstrapOp
-	6,  // 4: cutkv.internal.v1.Command.noop:type_name -> cutkv.internal.v1.NoopOp
-	9,  // 5: cutkv.internal.v1.BootstrapOp.layout:type_name -> cutkv.internal.v1.ClusterLayout
-	8,  // 6: cutkv.internal.v1.ClusterLayout.members:type_name -> cutkv.internal.v1.MemberInfo
-	10, // 7: cutkv.internal.v1.ClusterLayout.groups:type_name -> cutkv.internal.v1.Replicas
-	9,  // 8: cutkv.internal.v1.NodeIdentity.layout:type_name -> cutkv.internal.v1.ClusterLayout
-	0,  // 9: cutkv.internal.v1.Raft.Send:input_type -> cutkv.internal.v1.RaftBatch
-	2,  // 10: cutkv.internal.v1.Raft.Send:output_type -> cutkv.internal.v1.RaftAck
-	10, // [10:11] is the sub-list for method output_type
-	9,  // [9:10] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	15, // 1: cutkv.internal.v1.Command.put:type_name -> cutkv.internal.v1.PutOp
+	16, // 2: cutkv.internal.v1.Command.delete:type_name -> cutkv.internal.v1.DeleteOp
+	18, // 3: cutkv.internal.v1.Command.bootstrap:type_name -> cutkv.internal.v1.BootstrapOp
+	17, // 4: cutkv.internal.v1.Command.noop:type_name -> cutkv.internal.v1.NoopOp
+	5,  // 5: cutkv.internal.v1.Command.txn_prepare:type_name -> cutkv.internal.v1.TxnPrepareOp
+	6,  // 6: cutkv.internal.v1.Command.txn_finish:type_name -> cutkv.internal.v1.TxnFinishOp
+	7,  // 7: cutkv.internal.v1.Command.txn_decide:type_name -> cutkv.internal.v1.TxnDecideOp
+	8,  // 8: cutkv.internal.v1.Command.txn_one_phase:type_name -> cutkv.internal.v1.TxnOnePhaseOp
+	23, // 9: cutkv.internal.v1.TxnShare.compares:type_name -> cutkv.kv.v1.Compare
+	24, // 10: cutkv.internal.v1.TxnShare.success:type_name -> cutkv.kv.v1.RequestOp
+	24, // 11: cutkv.internal.v1.TxnShare.failure:type_name -> cutkv.kv.v1.RequestOp
+	4,  // 12: cutkv.internal.v1.TxnPrepareOp.share:type_name -> cutkv.internal.v1.TxnShare
+	4,  // 13: cutkv.internal.v1.TxnOnePhaseOp.share:type_name -> cutkv.internal.v1.TxnShare
+	5,  // 14: cutkv.internal.v1.PrepareRequest.op:type_name -> cutkv.internal.v1.TxnPrepareOp
+	25, // 15: cutkv.internal.v1.PrepareResponse.success_reads:type_name -> cutkv.kv.v1.ResponseOp
+	25, // 16: cutkv.internal.v1.PrepareResponse.failure_reads:type_name -> cutkv.kv.v1.ResponseOp
+	6,  // 17: cutkv.internal.v1.FinishRequest.op:type_name -> cutkv.internal.v1.TxnFinishOp
+	7,  // 18: cutkv.internal.v1.DecideRequest.op:type_name -> cutkv.internal.v1.TxnDecideOp
+	7,  // 19: cutkv.internal.v1.DecideResponse.recorded:type_name -> cutkv.internal.v1.TxnDecideOp
+	20, // 20: cutkv.internal.v1.BootstrapOp.layout:type_name -> cutkv.internal.v1.ClusterLayout
+	19, // 21: cutkv.internal.v1.ClusterLayout.members:type_name -> cutkv.internal.v1.MemberInfo
+	21, // 22: cutkv.internal.v1.ClusterLayout.groups:type_name -> cutkv.internal.v1.Replicas
+	20, // 23: cutkv.internal.v1.NodeIdentity.layout:type_name -> cutkv.internal.v1.ClusterLayout
+	0,  // 24: cutkv.internal.v1.Raft.Send:input_type -> cutkv.internal.v1.RaftBatch
+	9,  // 25: cutkv.internal.v1.Participant.Prepare:input_type -> cutkv.internal.v1.PrepareRequest
+	11, // 26: cutkv.internal.v1.Participant.Finish:input_type -> cutkv.internal.v1.FinishRequest
+	13, // 27: cutkv.internal.v1.Participant.Decide:input_type -> cutkv.internal.v1.DecideRequest
+	2,  // 28: cutkv.internal.v1.Raft.Send:output_type -> cutkv.internal.v1.RaftAck
+	10, // 29: cutkv.internal.v1.Participant.Prepare:output_type -> cutkv.internal.v1.PrepareResponse
+	12, // 30: cutkv.internal.v1.Participant.Finish:output_type -> cutkv.internal.v1.FinishResponse
+	14, // 31: cutkv.internal.v1.Participant.Decide:output_type -> cutkv.internal.v1.DecideResponse
+	28, // [28:32] is the sub-list for method output_type
+	24, // [24:28] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_internalpb_internal_proto_init() }
@@ -827,6 +1713,10 @@ func file_internalpb_internal_proto_init() {
 		(*Command_Delete)(nil),
 		(*Command_Bootstrap)(nil),
 		(*Command_Noop)(nil),
+		(*Command_TxnPrepare)(nil),
+		(*Command_TxnFinish)(nil),
+		(*Command_TxnDecide)(nil),
+		(*Command_TxnOnePhase)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -834,9 +1724,9 @@ func file_internalpb_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internalpb_internal_proto_rawDesc), len(file_internalpb_internal_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   23,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   2,
 		},
 		GoTypes:           file_internalpb_internal_proto_goTypes,
 		DependencyIndexes: file_internalpb_internal_proto_depIdxs,

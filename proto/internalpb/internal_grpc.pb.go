@@ -120,3 +120,189 @@ var Raft_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "internalpb/internal.proto",
 }
+
+const (
+	Participant_Prepare_FullMethodName = "/cutkv.internal.v1.Participant/Prepare"
+	Participant_Finish_FullMethodName  = "/cutkv.internal.v1.Participant/Finish"
+	Participant_Decide_FullMethodName  = "/cutkv.internal.v1.Participant/Decide"
+)
+
+// ParticipantClient is the client API for Participant service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Participant is the node-to-node 2PC service. Each request names a
+// partition; the node must lead it (else NOT_LEADER) and answers after the
+// corresponding raft entry is applied.
+type ParticipantClient interface {
+	Prepare(ctx context.Context, in *PrepareRequest, opts ...grpc.CallOption) (*PrepareResponse, error)
+	Finish(ctx context.Context, in *FinishRequest, opts ...grpc.CallOption) (*FinishResponse, error)
+	Decide(ctx context.Context, in *DecideRequest, opts ...grpc.CallOption) (*DecideResponse, error)
+}
+
+type participantClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewParticipantClient(cc grpc.ClientConnInterface) ParticipantClient {
+	return &participantClient{cc}
+}
+
+func (c *participantClient) Prepare(ctx context.Context, in *PrepareRequest, opts ...grpc.CallOption) (*PrepareResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PrepareResponse)
+	err := c.cc.Invoke(ctx, Participant_Prepare_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *participantClient) Finish(ctx context.Context, in *FinishRequest, opts ...grpc.CallOption) (*FinishResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(FinishResponse)
+	err := c.cc.Invoke(ctx, Participant_Finish_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *participantClient) Decide(ctx context.Context, in *DecideRequest, opts ...grpc.CallOption) (*DecideResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DecideResponse)
+	err := c.cc.Invoke(ctx, Participant_Decide_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ParticipantServer is the server API for Participant service.
+// All implementations must embed UnimplementedParticipantServer
+// for forward compatibility.
+//
+// Participant is the node-to-node 2PC service. Each request names a
+// partition; the node must lead it (else NOT_LEADER) and answers after the
+// corresponding raft entry is applied.
+type ParticipantServer interface {
+	Prepare(context.Context, *PrepareRequest) (*PrepareResponse, error)
+	Finish(context.Context, *FinishRequest) (*FinishResponse, error)
+	Decide(context.Context, *DecideRequest) (*DecideResponse, error)
+	mustEmbedUnimplementedParticipantServer()
+}
+
+// UnimplementedParticipantServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedParticipantServer struct{}
+
+func (UnimplementedParticipantServer) Prepare(context.Context, *PrepareRequest) (*PrepareResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Prepare not implemented")
+}
+func (UnimplementedParticipantServer) Finish(context.Context, *FinishRequest) (*FinishResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Finish not implemented")
+}
+func (UnimplementedParticipantServer) Decide(context.Context, *DecideRequest) (*DecideResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Decide not implemented")
+}
+func (UnimplementedParticipantServer) mustEmbedUnimplementedParticipantServer() {}
+func (UnimplementedParticipantServer) testEmbeddedByValue()                     {}
+
+// UnsafeParticipantServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to ParticipantServer will
+// result in compilation errors.
+type UnsafeParticipantServer interface {
+	mustEmbedUnimplementedParticipantServer()
+}
+
+func RegisterParticipantServer(s grpc.ServiceRegistrar, srv ParticipantServer) {
+	// If the following call panics, it indicates UnimplementedParticipantServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Participant_ServiceDesc, srv)
+}
+
+func _Participant_Prepare_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PrepareRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ParticipantServer).Prepare(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Participant_Prepare_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ParticipantServer).Prepare(ctx, req.(*PrepareRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Participant_Finish_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(FinishRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ParticipantServer).Finish(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Participant_Finish_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ParticipantServer).Finish(ctx, req.(*FinishRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Participant_Decide_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DecideRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ParticipantServer).Decide(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Participant_Decide_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ParticipantServer).Decide(ctx, req.(*DecideRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Participant_ServiceDesc is the grpc.ServiceDesc for Participant service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Participant_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "cutkv.internal.v1.Participant",
+	HandlerType: (*ParticipantServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Prepare",
+			Handler:    _Participant_Prepare_Handler,
+		},
+		{
+			MethodName: "Finish",
+			Handler:    _Participant_Finish_Handler,
+		},
+		{
+			MethodName: "Decide",
+			Handler:    _Participant_Decide_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "internalpb/internal.proto",
+}

@@ -79,6 +79,106 @@ func (MemberState) EnumDescriptor() ([]byte, []int) {
 	return file_kvpb_kv_proto_rawDescGZIP(), []int{0}
 }
 
+type Compare_Result int32
+
+const (
+	Compare_EQUAL     Compare_Result = 0
+	Compare_GREATER   Compare_Result = 1
+	Compare_LESS      Compare_Result = 2
+	Compare_NOT_EQUAL Compare_Result = 3
+)
+
+// Enum value maps for Compare_Result.
+var (
+	Compare_Result_name = map[int32]string{
+		0: "EQUAL",
+		1: "GREATER",
+		2: "LESS",
+		3: "NOT_EQUAL",
+	}
+	Compare_Result_value = map[string]int32{
+		"EQUAL":     0,
+		"GREATER":   1,
+		"LESS":      2,
+		"NOT_EQUAL": 3,
+	}
+)
+
+func (x Compare_Result) Enum() *Compare_Result {
+	p := new(Compare_Result)
+	*p = x
+	return p
+}
+
+func (x Compare_Result) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Compare_Result) Descriptor() protoreflect.EnumDescriptor {
+	return file_kvpb_kv_proto_enumTypes[1].Descriptor()
+}
+
+func (Compare_Result) Type() protoreflect.EnumType {
+	return &file_kvpb_kv_proto_enumTypes[1]
+}
+
+func (x Compare_Result) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Compare_Result.Descriptor instead.
+func (Compare_Result) EnumDescriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{11, 0}
+}
+
+type Compare_Target int32
+
+const (
+	// The key's version: writes since creation, 0 when absent (existence).
+	Compare_VERSION Compare_Target = 0
+	// The key's value; a compare on the value of an absent key is false.
+	Compare_VALUE Compare_Target = 1
+)
+
+// Enum value maps for Compare_Target.
+var (
+	Compare_Target_name = map[int32]string{
+		0: "VERSION",
+		1: "VALUE",
+	}
+	Compare_Target_value = map[string]int32{
+		"VERSION": 0,
+		"VALUE":   1,
+	}
+)
+
+func (x Compare_Target) Enum() *Compare_Target {
+	p := new(Compare_Target)
+	*p = x
+	return p
+}
+
+func (x Compare_Target) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Compare_Target) Descriptor() protoreflect.EnumDescriptor {
+	return file_kvpb_kv_proto_enumTypes[2].Descriptor()
+}
+
+func (Compare_Target) Type() protoreflect.EnumType {
+	return &file_kvpb_kv_proto_enumTypes[2]
+}
+
+func (x Compare_Target) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Compare_Target.Descriptor instead.
+func (Compare_Target) EnumDescriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{11, 1}
+}
+
 // RequestHeader rides on every client request.
 type RequestHeader struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -773,6 +873,498 @@ func (x *ScanResponse) GetMore() bool {
 	return false
 }
 
+// Compare is one condition of a Txn, evaluated against the committed
+// state (etcd's meaning).
+type Compare struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Result Compare_Result         `protobuf:"varint,1,opt,name=result,proto3,enum=cutkv.kv.v1.Compare_Result" json:"result,omitempty"`
+	Target Compare_Target         `protobuf:"varint,2,opt,name=target,proto3,enum=cutkv.kv.v1.Compare_Target" json:"target,omitempty"`
+	Key    []byte                 `protobuf:"bytes,3,opt,name=key,proto3" json:"key,omitempty"`
+	// Types that are valid to be assigned to TargetUnion:
+	//
+	//	*Compare_Version
+	//	*Compare_Value
+	TargetUnion   isCompare_TargetUnion `protobuf_oneof:"target_union"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Compare) Reset() {
+	*x = Compare{}
+	mi := &file_kvpb_kv_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Compare) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Compare) ProtoMessage() {}
+
+func (x *Compare) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Compare.ProtoReflect.Descriptor instead.
+func (*Compare) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *Compare) GetResult() Compare_Result {
+	if x != nil {
+		return x.Result
+	}
+	return Compare_EQUAL
+}
+
+func (x *Compare) GetTarget() Compare_Target {
+	if x != nil {
+		return x.Target
+	}
+	return Compare_VERSION
+}
+
+func (x *Compare) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *Compare) GetTargetUnion() isCompare_TargetUnion {
+	if x != nil {
+		return x.TargetUnion
+	}
+	return nil
+}
+
+func (x *Compare) GetVersion() int64 {
+	if x != nil {
+		if x, ok := x.TargetUnion.(*Compare_Version); ok {
+			return x.Version
+		}
+	}
+	return 0
+}
+
+func (x *Compare) GetValue() []byte {
+	if x != nil {
+		if x, ok := x.TargetUnion.(*Compare_Value); ok {
+			return x.Value
+		}
+	}
+	return nil
+}
+
+type isCompare_TargetUnion interface {
+	isCompare_TargetUnion()
+}
+
+type Compare_Version struct {
+	Version int64 `protobuf:"varint,4,opt,name=version,proto3,oneof"`
+}
+
+type Compare_Value struct {
+	Value []byte `protobuf:"bytes,5,opt,name=value,proto3,oneof"`
+}
+
+func (*Compare_Version) isCompare_TargetUnion() {}
+
+func (*Compare_Value) isCompare_TargetUnion() {}
+
+// RequestOp is one operation of a Txn branch. Header fields of the inner
+// requests are ignored. A branch may not write a key twice, nor read a key
+// (or range) it writes.
+type RequestOp struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Request:
+	//
+	//	*RequestOp_Get
+	//	*RequestOp_Put
+	//	*RequestOp_Delete
+	//	*RequestOp_Scan
+	Request       isRequestOp_Request `protobuf_oneof:"request"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RequestOp) Reset() {
+	*x = RequestOp{}
+	mi := &file_kvpb_kv_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RequestOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RequestOp) ProtoMessage() {}
+
+func (x *RequestOp) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RequestOp.ProtoReflect.Descriptor instead.
+func (*RequestOp) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RequestOp) GetRequest() isRequestOp_Request {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *RequestOp) GetGet() *GetRequest {
+	if x != nil {
+		if x, ok := x.Request.(*RequestOp_Get); ok {
+			return x.Get
+		}
+	}
+	return nil
+}
+
+func (x *RequestOp) GetPut() *PutRequest {
+	if x != nil {
+		if x, ok := x.Request.(*RequestOp_Put); ok {
+			return x.Put
+		}
+	}
+	return nil
+}
+
+func (x *RequestOp) GetDelete() *DeleteRequest {
+	if x != nil {
+		if x, ok := x.Request.(*RequestOp_Delete); ok {
+			return x.Delete
+		}
+	}
+	return nil
+}
+
+func (x *RequestOp) GetScan() *ScanRequest {
+	if x != nil {
+		if x, ok := x.Request.(*RequestOp_Scan); ok {
+			return x.Scan
+		}
+	}
+	return nil
+}
+
+type isRequestOp_Request interface {
+	isRequestOp_Request()
+}
+
+type RequestOp_Get struct {
+	Get *GetRequest `protobuf:"bytes,1,opt,name=get,proto3,oneof"`
+}
+
+type RequestOp_Put struct {
+	Put *PutRequest `protobuf:"bytes,2,opt,name=put,proto3,oneof"`
+}
+
+type RequestOp_Delete struct {
+	Delete *DeleteRequest `protobuf:"bytes,3,opt,name=delete,proto3,oneof"`
+}
+
+type RequestOp_Scan struct {
+	Scan *ScanRequest `protobuf:"bytes,4,opt,name=scan,proto3,oneof"`
+}
+
+func (*RequestOp_Get) isRequestOp_Request() {}
+
+func (*RequestOp_Put) isRequestOp_Request() {}
+
+func (*RequestOp_Delete) isRequestOp_Request() {}
+
+func (*RequestOp_Scan) isRequestOp_Request() {}
+
+type ResponseOp struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Response:
+	//
+	//	*ResponseOp_Get
+	//	*ResponseOp_Put
+	//	*ResponseOp_Delete
+	//	*ResponseOp_Scan
+	Response      isResponseOp_Response `protobuf_oneof:"response"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResponseOp) Reset() {
+	*x = ResponseOp{}
+	mi := &file_kvpb_kv_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResponseOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResponseOp) ProtoMessage() {}
+
+func (x *ResponseOp) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResponseOp.ProtoReflect.Descriptor instead.
+func (*ResponseOp) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ResponseOp) GetResponse() isResponseOp_Response {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *ResponseOp) GetGet() *GetResponse {
+	if x != nil {
+		if x, ok := x.Response.(*ResponseOp_Get); ok {
+			return x.Get
+		}
+	}
+	return nil
+}
+
+func (x *ResponseOp) GetPut() *PutResponse {
+	if x != nil {
+		if x, ok := x.Response.(*ResponseOp_Put); ok {
+			return x.Put
+		}
+	}
+	return nil
+}
+
+func (x *ResponseOp) GetDelete() *DeleteResponse {
+	if x != nil {
+		if x, ok := x.Response.(*ResponseOp_Delete); ok {
+			return x.Delete
+		}
+	}
+	return nil
+}
+
+func (x *ResponseOp) GetScan() *ScanResponse {
+	if x != nil {
+		if x, ok := x.Response.(*ResponseOp_Scan); ok {
+			return x.Scan
+		}
+	}
+	return nil
+}
+
+type isResponseOp_Response interface {
+	isResponseOp_Response()
+}
+
+type ResponseOp_Get struct {
+	Get *GetResponse `protobuf:"bytes,1,opt,name=get,proto3,oneof"`
+}
+
+type ResponseOp_Put struct {
+	Put *PutResponse `protobuf:"bytes,2,opt,name=put,proto3,oneof"`
+}
+
+type ResponseOp_Delete struct {
+	Delete *DeleteResponse `protobuf:"bytes,3,opt,name=delete,proto3,oneof"`
+}
+
+type ResponseOp_Scan struct {
+	Scan *ScanResponse `protobuf:"bytes,4,opt,name=scan,proto3,oneof"`
+}
+
+func (*ResponseOp_Get) isResponseOp_Response() {}
+
+func (*ResponseOp_Put) isResponseOp_Response() {}
+
+func (*ResponseOp_Delete) isResponseOp_Response() {}
+
+func (*ResponseOp_Scan) isResponseOp_Response() {}
+
+// TxnRequest: if every compare holds, the success ops run, else the
+// failure ops; atomically and serializably, on keys of any partitions.
+type TxnRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Header  *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Compare []*Compare             `protobuf:"bytes,2,rep,name=compare,proto3" json:"compare,omitempty"`
+	Success []*RequestOp           `protobuf:"bytes,3,rep,name=success,proto3" json:"success,omitempty"`
+	Failure []*RequestOp           `protobuf:"bytes,4,rep,name=failure,proto3" json:"failure,omitempty"`
+	// Identifies the attempt (16 random bytes; the server makes one if
+	// empty). An attempt is applied at most once.
+	TxnId []byte `protobuf:"bytes,5,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
+	// Wait-die priority: the Unix nanoseconds of the transaction's first
+	// attempt; older transactions wait for locks, younger ones abort. 0 means
+	// now.
+	Priority      int64 `protobuf:"varint,6,opt,name=priority,proto3" json:"priority,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnRequest) Reset() {
+	*x = TxnRequest{}
+	mi := &file_kvpb_kv_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnRequest) ProtoMessage() {}
+
+func (x *TxnRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnRequest.ProtoReflect.Descriptor instead.
+func (*TxnRequest) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *TxnRequest) GetHeader() *RequestHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *TxnRequest) GetCompare() []*Compare {
+	if x != nil {
+		return x.Compare
+	}
+	return nil
+}
+
+func (x *TxnRequest) GetSuccess() []*RequestOp {
+	if x != nil {
+		return x.Success
+	}
+	return nil
+}
+
+func (x *TxnRequest) GetFailure() []*RequestOp {
+	if x != nil {
+		return x.Failure
+	}
+	return nil
+}
+
+func (x *TxnRequest) GetTxnId() []byte {
+	if x != nil {
+		return x.TxnId
+	}
+	return nil
+}
+
+func (x *TxnRequest) GetPriority() int64 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
+}
+
+type TxnResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	// True when the success branch ran.
+	Succeeded bool `protobuf:"varint,2,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
+	// One response per op of the branch that ran, in order.
+	Responses     []*ResponseOp `protobuf:"bytes,3,rep,name=responses,proto3" json:"responses,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnResponse) Reset() {
+	*x = TxnResponse{}
+	mi := &file_kvpb_kv_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnResponse) ProtoMessage() {}
+
+func (x *TxnResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnResponse.ProtoReflect.Descriptor instead.
+func (*TxnResponse) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *TxnResponse) GetHeader() *ResponseHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *TxnResponse) GetSucceeded() bool {
+	if x != nil {
+		return x.Succeeded
+	}
+	return false
+}
+
+func (x *TxnResponse) GetResponses() []*ResponseOp {
+	if x != nil {
+		return x.Responses
+	}
+	return nil
+}
+
 type Member struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -790,7 +1382,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_kvpb_kv_proto_msgTypes[11]
+	mi := &file_kvpb_kv_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -802,7 +1394,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[11]
+	mi := &file_kvpb_kv_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -815,7 +1407,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{11}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Member) GetId() string {
@@ -876,7 +1468,7 @@ type MembersRequest struct {
 
 func (x *MembersRequest) Reset() {
 	*x = MembersRequest{}
-	mi := &file_kvpb_kv_proto_msgTypes[12]
+	mi := &file_kvpb_kv_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -888,7 +1480,7 @@ func (x *MembersRequest) String() string {
 func (*MembersRequest) ProtoMessage() {}
 
 func (x *MembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[12]
+	mi := &file_kvpb_kv_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -901,7 +1493,7 @@ func (x *MembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersRequest.ProtoReflect.Descriptor instead.
 func (*MembersRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{12}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *MembersRequest) GetHeader() *RequestHeader {
@@ -921,7 +1513,7 @@ type MembersResponse struct {
 
 func (x *MembersResponse) Reset() {
 	*x = MembersResponse{}
-	mi := &file_kvpb_kv_proto_msgTypes[13]
+	mi := &file_kvpb_kv_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -933,7 +1525,7 @@ func (x *MembersResponse) String() string {
 func (*MembersResponse) ProtoMessage() {}
 
 func (x *MembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[13]
+	mi := &file_kvpb_kv_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -946,7 +1538,7 @@ func (x *MembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MembersResponse.ProtoReflect.Descriptor instead.
 func (*MembersResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{13}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *MembersResponse) GetHeader() *ResponseHeader {
@@ -983,7 +1575,7 @@ type PartitionStatus struct {
 
 func (x *PartitionStatus) Reset() {
 	*x = PartitionStatus{}
-	mi := &file_kvpb_kv_proto_msgTypes[14]
+	mi := &file_kvpb_kv_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -995,7 +1587,7 @@ func (x *PartitionStatus) String() string {
 func (*PartitionStatus) ProtoMessage() {}
 
 func (x *PartitionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[14]
+	mi := &file_kvpb_kv_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1008,7 +1600,7 @@ func (x *PartitionStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionStatus.ProtoReflect.Descriptor instead.
 func (*PartitionStatus) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{14}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PartitionStatus) GetId() uint64 {
@@ -1088,7 +1680,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_kvpb_kv_proto_msgTypes[15]
+	mi := &file_kvpb_kv_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1100,7 +1692,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[15]
+	mi := &file_kvpb_kv_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1113,7 +1705,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{15}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *NodeStatus) GetId() string {
@@ -1190,7 +1782,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_kvpb_kv_proto_msgTypes[16]
+	mi := &file_kvpb_kv_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1794,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[16]
+	mi := &file_kvpb_kv_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1807,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{16}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *StatusRequest) GetHeader() *RequestHeader {
@@ -1246,7 +1838,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_kvpb_kv_proto_msgTypes[17]
+	mi := &file_kvpb_kv_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1258,7 +1850,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[17]
+	mi := &file_kvpb_kv_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1271,7 +1863,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{17}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StatusResponse) GetHeader() *ResponseHeader {
@@ -1318,7 +1910,7 @@ type RoutingRequest struct {
 
 func (x *RoutingRequest) Reset() {
 	*x = RoutingRequest{}
-	mi := &file_kvpb_kv_proto_msgTypes[18]
+	mi := &file_kvpb_kv_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1330,7 +1922,7 @@ func (x *RoutingRequest) String() string {
 func (*RoutingRequest) ProtoMessage() {}
 
 func (x *RoutingRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[18]
+	mi := &file_kvpb_kv_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1343,7 +1935,7 @@ func (x *RoutingRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoutingRequest.ProtoReflect.Descriptor instead.
 func (*RoutingRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{18}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RoutingRequest) GetHeader() *RequestHeader {
@@ -1370,7 +1962,7 @@ type RoutingResponse struct {
 
 func (x *RoutingResponse) Reset() {
 	*x = RoutingResponse{}
-	mi := &file_kvpb_kv_proto_msgTypes[19]
+	mi := &file_kvpb_kv_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1382,7 +1974,7 @@ func (x *RoutingResponse) String() string {
 func (*RoutingResponse) ProtoMessage() {}
 
 func (x *RoutingResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[19]
+	mi := &file_kvpb_kv_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1395,7 +1987,7 @@ func (x *RoutingResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RoutingResponse.ProtoReflect.Descriptor instead.
 func (*RoutingResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{19}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RoutingResponse) GetHeader() *ResponseHeader {
@@ -1488,7 +2080,48 @@ const file_kvpb_kv_proto_rawDesc = "" +
 	"\fScanResponse\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.cutkv.kv.v1.ResponseHeaderR\x06header\x12'\n" +
 	"\x03kvs\x18\x02 \x03(\v2\x15.cutkv.kv.v1.KeyValueR\x03kvs\x12\x12\n" +
-	"\x04more\x18\x03 \x01(\bR\x04more\"\xe0\x01\n" +
+	"\x04more\x18\x03 \x01(\bR\x04more\"\xa6\x02\n" +
+	"\aCompare\x123\n" +
+	"\x06result\x18\x01 \x01(\x0e2\x1b.cutkv.kv.v1.Compare.ResultR\x06result\x123\n" +
+	"\x06target\x18\x02 \x01(\x0e2\x1b.cutkv.kv.v1.Compare.TargetR\x06target\x12\x10\n" +
+	"\x03key\x18\x03 \x01(\fR\x03key\x12\x1a\n" +
+	"\aversion\x18\x04 \x01(\x03H\x00R\aversion\x12\x16\n" +
+	"\x05value\x18\x05 \x01(\fH\x00R\x05value\"9\n" +
+	"\x06Result\x12\t\n" +
+	"\x05EQUAL\x10\x00\x12\v\n" +
+	"\aGREATER\x10\x01\x12\b\n" +
+	"\x04LESS\x10\x02\x12\r\n" +
+	"\tNOT_EQUAL\x10\x03\" \n" +
+	"\x06Target\x12\v\n" +
+	"\aVERSION\x10\x00\x12\t\n" +
+	"\x05VALUE\x10\x01B\x0e\n" +
+	"\ftarget_union\"\xd6\x01\n" +
+	"\tRequestOp\x12+\n" +
+	"\x03get\x18\x01 \x01(\v2\x17.cutkv.kv.v1.GetRequestH\x00R\x03get\x12+\n" +
+	"\x03put\x18\x02 \x01(\v2\x17.cutkv.kv.v1.PutRequestH\x00R\x03put\x124\n" +
+	"\x06delete\x18\x03 \x01(\v2\x1a.cutkv.kv.v1.DeleteRequestH\x00R\x06delete\x12.\n" +
+	"\x04scan\x18\x04 \x01(\v2\x18.cutkv.kv.v1.ScanRequestH\x00R\x04scanB\t\n" +
+	"\arequest\"\xdc\x01\n" +
+	"\n" +
+	"ResponseOp\x12,\n" +
+	"\x03get\x18\x01 \x01(\v2\x18.cutkv.kv.v1.GetResponseH\x00R\x03get\x12,\n" +
+	"\x03put\x18\x02 \x01(\v2\x18.cutkv.kv.v1.PutResponseH\x00R\x03put\x125\n" +
+	"\x06delete\x18\x03 \x01(\v2\x1b.cutkv.kv.v1.DeleteResponseH\x00R\x06delete\x12/\n" +
+	"\x04scan\x18\x04 \x01(\v2\x19.cutkv.kv.v1.ScanResponseH\x00R\x04scanB\n" +
+	"\n" +
+	"\bresponse\"\x87\x02\n" +
+	"\n" +
+	"TxnRequest\x122\n" +
+	"\x06header\x18\x01 \x01(\v2\x1a.cutkv.kv.v1.RequestHeaderR\x06header\x12.\n" +
+	"\acompare\x18\x02 \x03(\v2\x14.cutkv.kv.v1.CompareR\acompare\x120\n" +
+	"\asuccess\x18\x03 \x03(\v2\x16.cutkv.kv.v1.RequestOpR\asuccess\x120\n" +
+	"\afailure\x18\x04 \x03(\v2\x16.cutkv.kv.v1.RequestOpR\afailure\x12\x15\n" +
+	"\x06txn_id\x18\x05 \x01(\fR\x05txnId\x12\x1a\n" +
+	"\bpriority\x18\x06 \x01(\x03R\bpriority\"\x97\x01\n" +
+	"\vTxnResponse\x123\n" +
+	"\x06header\x18\x01 \x01(\v2\x1b.cutkv.kv.v1.ResponseHeaderR\x06header\x12\x1c\n" +
+	"\tsucceeded\x18\x02 \x01(\bR\tsucceeded\x125\n" +
+	"\tresponses\x18\x03 \x03(\v2\x17.cutkv.kv.v1.ResponseOpR\tresponses\"\xe0\x01\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
 	"\araft_id\x18\x02 \x01(\x04R\x06raftId\x12\x1b\n" +
@@ -1552,12 +2185,13 @@ const file_kvpb_kv_proto_rawDesc = "" +
 	"\x12MEMBER_STATE_ALIVE\x10\x01\x12\x18\n" +
 	"\x14MEMBER_STATE_SUSPECT\x10\x02\x12\x17\n" +
 	"\x13MEMBER_STATE_FAILED\x10\x03\x12\x15\n" +
-	"\x11MEMBER_STATE_LEFT\x10\x042\xf8\x01\n" +
+	"\x11MEMBER_STATE_LEFT\x10\x042\xb2\x02\n" +
 	"\x02KV\x128\n" +
 	"\x03Get\x12\x17.cutkv.kv.v1.GetRequest\x1a\x18.cutkv.kv.v1.GetResponse\x128\n" +
 	"\x03Put\x12\x17.cutkv.kv.v1.PutRequest\x1a\x18.cutkv.kv.v1.PutResponse\x12A\n" +
 	"\x06Delete\x12\x1a.cutkv.kv.v1.DeleteRequest\x1a\x1b.cutkv.kv.v1.DeleteResponse\x12;\n" +
-	"\x04Scan\x12\x18.cutkv.kv.v1.ScanRequest\x1a\x19.cutkv.kv.v1.ScanResponse2\xd8\x01\n" +
+	"\x04Scan\x12\x18.cutkv.kv.v1.ScanRequest\x1a\x19.cutkv.kv.v1.ScanResponse\x128\n" +
+	"\x03Txn\x12\x17.cutkv.kv.v1.TxnRequest\x1a\x18.cutkv.kv.v1.TxnResponse2\xd8\x01\n" +
 	"\aCluster\x12D\n" +
 	"\aMembers\x12\x1b.cutkv.kv.v1.MembersRequest\x1a\x1c.cutkv.kv.v1.MembersResponse\x12A\n" +
 	"\x06Status\x12\x1a.cutkv.kv.v1.StatusRequest\x1a\x1b.cutkv.kv.v1.StatusResponse\x12D\n" +
@@ -1575,74 +2209,99 @@ func file_kvpb_kv_proto_rawDescGZIP() []byte {
 	return file_kvpb_kv_proto_rawDescData
 }
 
-var file_kvpb_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_kvpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_kvpb_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_kvpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_kvpb_kv_proto_goTypes = []any{
 	(MemberState)(0),        // 0: cutkv.kv.v1.MemberState
-	(*RequestHeader)(nil),   // 1: cutkv.kv.v1.RequestHeader
-	(*ResponseHeader)(nil),  // 2: cutkv.kv.v1.ResponseHeader
-	(*KeyValue)(nil),        // 3: cutkv.kv.v1.KeyValue
-	(*GetRequest)(nil),      // 4: cutkv.kv.v1.GetRequest
-	(*GetResponse)(nil),     // 5: cutkv.kv.v1.GetResponse
-	(*PutRequest)(nil),      // 6: cutkv.kv.v1.PutRequest
-	(*PutResponse)(nil),     // 7: cutkv.kv.v1.PutResponse
-	(*DeleteRequest)(nil),   // 8: cutkv.kv.v1.DeleteRequest
-	(*DeleteResponse)(nil),  // 9: cutkv.kv.v1.DeleteResponse
-	(*ScanRequest)(nil),     // 10: cutkv.kv.v1.ScanRequest
-	(*ScanResponse)(nil),    // 11: cutkv.kv.v1.ScanResponse
-	(*Member)(nil),          // 12: cutkv.kv.v1.Member
-	(*MembersRequest)(nil),  // 13: cutkv.kv.v1.MembersRequest
-	(*MembersResponse)(nil), // 14: cutkv.kv.v1.MembersResponse
-	(*PartitionStatus)(nil), // 15: cutkv.kv.v1.PartitionStatus
-	(*NodeStatus)(nil),      // 16: cutkv.kv.v1.NodeStatus
-	(*StatusRequest)(nil),   // 17: cutkv.kv.v1.StatusRequest
-	(*StatusResponse)(nil),  // 18: cutkv.kv.v1.StatusResponse
-	(*RoutingRequest)(nil),  // 19: cutkv.kv.v1.RoutingRequest
-	(*RoutingResponse)(nil), // 20: cutkv.kv.v1.RoutingResponse
+	(Compare_Result)(0),     // 1: cutkv.kv.v1.Compare.Result
+	(Compare_Target)(0),     // 2: cutkv.kv.v1.Compare.Target
+	(*RequestHeader)(nil),   // 3: cutkv.kv.v1.RequestHeader
+	(*ResponseHeader)(nil),  // 4: cutkv.kv.v1.ResponseHeader
+	(*KeyValue)(nil),        // 5: cutkv.kv.v1.KeyValue
+	(*GetRequest)(nil),      // 6: cutkv.kv.v1.GetRequest
+	(*GetResponse)(nil),     // 7: cutkv.kv.v1.GetResponse
+	(*PutRequest)(nil),      // 8: cutkv.kv.v1.PutRequest
+	(*PutResponse)(nil),     // 9: cutkv.kv.v1.PutResponse
+	(*DeleteRequest)(nil),   // 10: cutkv.kv.v1.DeleteRequest
+	(*DeleteResponse)(nil),  // 11: cutkv.kv.v1.DeleteResponse
+	(*ScanRequest)(nil),     // 12: cutkv.kv.v1.ScanRequest
+	(*ScanResponse)(nil),    // 13: cutkv.kv.v1.ScanResponse
+	(*Compare)(nil),         // 14: cutkv.kv.v1.Compare
+	(*RequestOp)(nil),       // 15: cutkv.kv.v1.RequestOp
+	(*ResponseOp)(nil),      // 16: cutkv.kv.v1.ResponseOp
+	(*TxnRequest)(nil),      // 17: cutkv.kv.v1.TxnRequest
+	(*TxnResponse)(nil),     // 18: cutkv.kv.v1.TxnResponse
+	(*Member)(nil),          // 19: cutkv.kv.v1.Member
+	(*MembersRequest)(nil),  // 20: cutkv.kv.v1.MembersRequest
+	(*MembersResponse)(nil), // 21: cutkv.kv.v1.MembersResponse
+	(*PartitionStatus)(nil), // 22: cutkv.kv.v1.PartitionStatus
+	(*NodeStatus)(nil),      // 23: cutkv.kv.v1.NodeStatus
+	(*StatusRequest)(nil),   // 24: cutkv.kv.v1.StatusRequest
+	(*StatusResponse)(nil),  // 25: cutkv.kv.v1.StatusResponse
+	(*RoutingRequest)(nil),  // 26: cutkv.kv.v1.RoutingRequest
+	(*RoutingResponse)(nil), // 27: cutkv.kv.v1.RoutingResponse
 }
 var file_kvpb_kv_proto_depIdxs = []int32{
-	1,  // 0: cutkv.kv.v1.GetRequest.header:type_name -> cutkv.kv.v1.RequestHeader
-	2,  // 1: cutkv.kv.v1.GetResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
-	3,  // 2: cutkv.kv.v1.GetResponse.kv:type_name -> cutkv.kv.v1.KeyValue
-	1,  // 3: cutkv.kv.v1.PutRequest.header:type_name -> cutkv.kv.v1.RequestHeader
-	2,  // 4: cutkv.kv.v1.PutResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
-	3,  // 5: cutkv.kv.v1.PutResponse.prev_kv:type_name -> cutkv.kv.v1.KeyValue
-	1,  // 6: cutkv.kv.v1.DeleteRequest.header:type_name -> cutkv.kv.v1.RequestHeader
-	2,  // 7: cutkv.kv.v1.DeleteResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
-	3,  // 8: cutkv.kv.v1.DeleteResponse.prev_kv:type_name -> cutkv.kv.v1.KeyValue
-	1,  // 9: cutkv.kv.v1.ScanRequest.header:type_name -> cutkv.kv.v1.RequestHeader
-	2,  // 10: cutkv.kv.v1.ScanResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
-	3,  // 11: cutkv.kv.v1.ScanResponse.kvs:type_name -> cutkv.kv.v1.KeyValue
-	0,  // 12: cutkv.kv.v1.Member.state:type_name -> cutkv.kv.v1.MemberState
-	1,  // 13: cutkv.kv.v1.MembersRequest.header:type_name -> cutkv.kv.v1.RequestHeader
-	2,  // 14: cutkv.kv.v1.MembersResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
-	12, // 15: cutkv.kv.v1.MembersResponse.members:type_name -> cutkv.kv.v1.Member
-	1,  // 16: cutkv.kv.v1.StatusRequest.header:type_name -> cutkv.kv.v1.RequestHeader
-	2,  // 17: cutkv.kv.v1.StatusResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
-	15, // 18: cutkv.kv.v1.StatusResponse.groups:type_name -> cutkv.kv.v1.PartitionStatus
-	16, // 19: cutkv.kv.v1.StatusResponse.nodes:type_name -> cutkv.kv.v1.NodeStatus
-	1,  // 20: cutkv.kv.v1.RoutingRequest.header:type_name -> cutkv.kv.v1.RequestHeader
-	2,  // 21: cutkv.kv.v1.RoutingResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
-	12, // 22: cutkv.kv.v1.RoutingResponse.members:type_name -> cutkv.kv.v1.Member
-	4,  // 23: cutkv.kv.v1.KV.Get:input_type -> cutkv.kv.v1.GetRequest
-	6,  // 24: cutkv.kv.v1.KV.Put:input_type -> cutkv.kv.v1.PutRequest
-	8,  // 25: cutkv.kv.v1.KV.Delete:input_type -> cutkv.kv.v1.DeleteRequest
-	10, // 26: cutkv.kv.v1.KV.Scan:input_type -> cutkv.kv.v1.ScanRequest
-	13, // 27: cutkv.kv.v1.Cluster.Members:input_type -> cutkv.kv.v1.MembersRequest
-	17, // 28: cutkv.kv.v1.Cluster.Status:input_type -> cutkv.kv.v1.StatusRequest
-	19, // 29: cutkv.kv.v1.Cluster.Routing:input_type -> cutkv.kv.v1.RoutingRequest
-	5,  // 30: cutkv.kv.v1.KV.Get:output_type -> cutkv.kv.v1.GetResponse
-	7,  // 31: cutkv.kv.v1.KV.Put:output_type -> cutkv.kv.v1.PutResponse
-	9,  // 32: cutkv.kv.v1.KV.Delete:output_type -> cutkv.kv.v1.DeleteResponse
-	11, // 33: cutkv.kv.v1.KV.Scan:output_type -> cutkv.kv.v1.ScanResponse
-	14, // 34: cutkv.kv.v1.Cluster.Members:output_type -> cutkv.kv.v1.MembersResponse
-	18, // 35: cutkv.kv.v1.Cluster.Status:output_type -> cutkv.kv.v1.StatusResponse
-	20, // 36: cutkv.kv.v1.Cluster.Routing:output_type -> cutkv.kv.v1.RoutingResponse
-	30, // [30:37] is the sub-list for method output_type
-	23, // [23:30] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	3,  // 0: cutkv.kv.v1.GetRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	4,  // 1: cutkv.kv.v1.GetResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	5,  // 2: cutkv.kv.v1.GetResponse.kv:type_name -> cutkv.kv.v1.KeyValue
+	3,  // 3: cutkv.kv.v1.PutRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	4,  // 4: cutkv.kv.v1.PutResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	5,  // 5: cutkv.kv.v1.PutResponse.prev_kv:type_name -> cutkv.kv.v1.KeyValue
+	3,  // 6: cutkv.kv.v1.DeleteRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	4,  // 7: cutkv.kv.v1.DeleteResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	5,  // 8: cutkv.kv.v1.DeleteResponse.prev_kv:type_name -> cutkv.kv.v1.KeyValue
+	3,  // 9: cutkv.kv.v1.ScanRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	4,  // 10: cutkv.kv.v1.ScanResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	5,  // 11: cutkv.kv.v1.ScanResponse.kvs:type_name -> cutkv.kv.v1.KeyValue
+	1,  // 12: cutkv.kv.v1.Compare.result:type_name -> cutkv.kv.v1.Compare.Result
+	2,  // 13: cutkv.kv.v1.Compare.target:type_name -> cutkv.kv.v1.Compare.Target
+	6,  // 14: cutkv.kv.v1.RequestOp.get:type_name -> cutkv.kv.v1.GetRequest
+	8,  // 15: cutkv.kv.v1.RequestOp.put:type_name -> cutkv.kv.v1.PutRequest
+	10, // 16: cutkv.kv.v1.RequestOp.delete:type_name -> cutkv.kv.v1.DeleteRequest
+	12, // 17: cutkv.kv.v1.RequestOp.scan:type_name -> cutkv.kv.v1.ScanRequest
+	7,  // 18: cutkv.kv.v1.ResponseOp.get:type_name -> cutkv.kv.v1.GetResponse
+	9,  // 19: cutkv.kv.v1.ResponseOp.put:type_name -> cutkv.kv.v1.PutResponse
+	11, // 20: cutkv.kv.v1.ResponseOp.delete:type_name -> cutkv.kv.v1.DeleteResponse
+	13, // 21: cutkv.kv.v1.ResponseOp.scan:type_name -> cutkv.kv.v1.ScanResponse
+	3,  // 22: cutkv.kv.v1.TxnRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	14, // 23: cutkv.kv.v1.TxnRequest.compare:type_name -> cutkv.kv.v1.Compare
+	15, // 24: cutkv.kv.v1.TxnRequest.success:type_name -> cutkv.kv.v1.RequestOp
+	15, // 25: cutkv.kv.v1.TxnRequest.failure:type_name -> cutkv.kv.v1.RequestOp
+	4,  // 26: cutkv.kv.v1.TxnResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	16, // 27: cutkv.kv.v1.TxnResponse.responses:type_name -> cutkv.kv.v1.ResponseOp
+	0,  // 28: cutkv.kv.v1.Member.state:type_name -> cutkv.kv.v1.MemberState
+	3,  // 29: cutkv.kv.v1.MembersRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	4,  // 30: cutkv.kv.v1.MembersResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	19, // 31: cutkv.kv.v1.MembersResponse.members:type_name -> cutkv.kv.v1.Member
+	3,  // 32: cutkv.kv.v1.StatusRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	4,  // 33: cutkv.kv.v1.StatusResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	22, // 34: cutkv.kv.v1.StatusResponse.groups:type_name -> cutkv.kv.v1.PartitionStatus
+	23, // 35: cutkv.kv.v1.StatusResponse.nodes:type_name -> cutkv.kv.v1.NodeStatus
+	3,  // 36: cutkv.kv.v1.RoutingRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	4,  // 37: cutkv.kv.v1.RoutingResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	19, // 38: cutkv.kv.v1.RoutingResponse.members:type_name -> cutkv.kv.v1.Member
+	6,  // 39: cutkv.kv.v1.KV.Get:input_type -> cutkv.kv.v1.GetRequest
+	8,  // 40: cutkv.kv.v1.KV.Put:input_type -> cutkv.kv.v1.PutRequest
+	10, // 41: cutkv.kv.v1.KV.Delete:input_type -> cutkv.kv.v1.DeleteRequest
+	12, // 42: cutkv.kv.v1.KV.Scan:input_type -> cutkv.kv.v1.ScanRequest
+	17, // 43: cutkv.kv.v1.KV.Txn:input_type -> cutkv.kv.v1.TxnRequest
+	20, // 44: cutkv.kv.v1.Cluster.Members:input_type -> cutkv.kv.v1.MembersRequest
+	24, // 45: cutkv.kv.v1.Cluster.Status:input_type -> cutkv.kv.v1.StatusRequest
+	26, // 46: cutkv.kv.v1.Cluster.Routing:input_type -> cutkv.kv.v1.RoutingRequest
+	7,  // 47: cutkv.kv.v1.KV.Get:output_type -> cutkv.kv.v1.GetResponse
+	9,  // 48: cutkv.kv.v1.KV.Put:output_type -> cutkv.kv.v1.PutResponse
+	11, // 49: cutkv.kv.v1.KV.Delete:output_type -> cutkv.kv.v1.DeleteResponse
+	13, // 50: cutkv.kv.v1.KV.Scan:output_type -> cutkv.kv.v1.ScanResponse
+	18, // 51: cutkv.kv.v1.KV.Txn:output_type -> cutkv.kv.v1.TxnResponse
+	21, // 52: cutkv.kv.v1.Cluster.Members:output_type -> cutkv.kv.v1.MembersResponse
+	25, // 53: cutkv.kv.v1.Cluster.Status:output_type -> cutkv.kv.v1.StatusResponse
+	27, // 54: cutkv.kv.v1.Cluster.Routing:output_type -> cutkv.kv.v1.RoutingResponse
+	47, // [47:55] is the sub-list for method output_type
+	39, // [39:47] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_kvpb_kv_proto_init() }
@@ -1650,13 +2309,29 @@ func file_kvpb_kv_proto_init() {
 	if File_kvpb_kv_proto != nil {
 		return
 	}
+	file_kvpb_kv_proto_msgTypes[11].OneofWrappers = []any{
+		(*Compare_Version)(nil),
+		(*Compare_Value)(nil),
+	}
+	file_kvpb_kv_proto_msgTypes[12].OneofWrappers = []any{
+		(*RequestOp_Get)(nil),
+		(*RequestOp_Put)(nil),
+		(*RequestOp_Delete)(nil),
+		(*RequestOp_Scan)(nil),
+	}
+	file_kvpb_kv_proto_msgTypes[13].OneofWrappers = []any{
+		(*ResponseOp_Get)(nil),
+		(*ResponseOp_Put)(nil),
+		(*ResponseOp_Delete)(nil),
+		(*ResponseOp_Scan)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kvpb_kv_proto_rawDesc), len(file_kvpb_kv_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   20,
+			NumEnums:      3,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

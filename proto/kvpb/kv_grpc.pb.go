@@ -26,6 +26,7 @@ const (
 	KV_Put_FullMethodName    = "/cutkv.kv.v1.KV/Put"
 	KV_Delete_FullMethodName = "/cutkv.kv.v1.KV/Delete"
 	KV_Scan_FullMethodName   = "/cutkv.kv.v1.KV/Scan"
+	KV_Txn_FullMethodName    = "/cutkv.kv.v1.KV/Txn"
 )
 
 // KVClient is the client API for KV service.
@@ -39,6 +40,9 @@ type KVClient interface {
 	Put(ctx context.Context, in *PutRequest, opts ...grpc.CallOption) (*PutResponse, error)
 	Delete(ctx context.Context, in *DeleteRequest, opts ...grpc.CallOption) (*DeleteResponse, error)
 	Scan(ctx context.Context, in *ScanRequest, opts ...grpc.CallOption) (*ScanResponse, error)
+	// Txn runs a transaction. A conflict with another transaction returns
+	// Aborted (retryable, nothing applied).
+	Txn(ctx context.Context, in *TxnRequest, opts ...grpc.CallOption) (*TxnResponse, error)
 }
 
 type kVClient struct {
@@ -89,6 +93,16 @@ func (c *kVClient) Scan(ctx context.Context, in *ScanRequest, opts ...grpc.CallO
 	return out, nil
 }
 
+func (c *kVClient) Txn(ctx context.Context, in *TxnRequest, opts ...grpc.CallOption) (*TxnResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TxnResponse)
+	err := c.cc.Invoke(ctx, KV_Txn_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // KVServer is the server API for KV service.
 // All implementations must embed UnimplementedKVServer
 // for forward compatibility.
@@ -100,6 +114,9 @@ type KVServer interface {
 	Put(context.Context, *PutRequest) (*PutResponse, error)
 	Delete(context.Context, *DeleteRequest) (*DeleteResponse, error)
 	Scan(context.Context, *ScanRequest) (*ScanResponse, error)
+	// Txn runs a transaction. A conflict with another transaction returns
+	// Aborted (retryable, nothing applied).
+	Txn(context.Context, *TxnRequest) (*TxnResponse, error)
 	mustEmbedUnimplementedKVServer()
 }
 
@@ -121,6 +138,9 @@ func (UnimplementedKVServer) Delete(context.Context, *DeleteRequest) (*DeleteRes
 }
 func (UnimplementedKVServer) Scan(context.Context, *ScanRequest) (*ScanResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Scan not implemented")
+}
+func (UnimplementedKVServer) Txn(context.Context, *TxnRequest) (*TxnResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Txn not implemented")
 }
 func (UnimplementedKVServer) mustEmbedUnimplementedKVServer() {}
 func (UnimplementedKVServer) testEmbeddedByValue()            {}
@@ -215,6 +235,24 @@ func _KV_Scan_Handler(srv interface{}, ctx context.Context, dec func(interface{}
 	return interceptor(ctx, in, info, handler)
 }
 
+func _KV_Txn_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TxnRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(KVServer).Txn(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: KV_Txn_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(KVServer).Txn(ctx, req.(*TxnRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // KV_ServiceDesc is the grpc.ServiceDesc for KV service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -237,6 +275,10 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Scan",
 			Handler:    _KV_Scan_Handler,
+		},
+		{
+			MethodName: "Txn",
+			Handler:    _KV_Txn_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,265 @@
+package partition
+
+import (
+	"bytes"
+	"sort"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/cutkv/cutkv/proto/internalpb"
+	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/txn"
+)
+
+// Vote is a participant's answer to Prepare.
+type Vote struct {
+	// Prepared is false when a lock conflict refused the prepare (nothing
+	// was locked); Conflicts names the holders.
+	Prepared  bool
+	Conflicts []string
+	// ComparesHold: every compare of the share holds.
+	ComparesHold bool
+	// Reads of each branch's ops of the share, in share order: GetResponse
+	// and ScanResponse carry data; PutResponse is empty; DeleteResponse
+	// says whether the key existed.
+	SuccessReads []*kvpb.ResponseOp
+	FailureReads []*kvpb.ResponseOp
+}
+
+// OnePhaseResult is the result of a single-partition transaction.
+type OnePhaseResult struct {
+	Conflicts []string // non-empty: refused by a lock, nothing applied
+	Succeeded bool
+	Responses []*kvpb.ResponseOp // of the branch that ran, in share order
+}
+
+// Intent is a transaction prepared on this partition and not yet finished.
+type Intent struct {
+	Op    *internalpb.TxnPrepareOp
+	Vote  Vote
+	Index uint64 // raft index of the prepare entry
+}
+
+func isTxnCommand(cmd *internalpb.Command) bool {
+	switch cmd.GetOp().(type) {
+	case *internalpb.Command_TxnPrepare, *internalpb.Command_TxnFinish, *internalpb.Command_TxnDecide, *internalpb.Command_TxnOnePhase:
+		return true
+	}
+	return false
+}
+
+// applyTxnLocked applies a transaction command. REQUIRES: mu held.
+func (p *Partition) applyTxnLocked(index uint64, cmd *internalpb.Command) any {
+	switch op := cmd.GetOp().(type) {
+	case *internalpb.Command_TxnPrepare:
+		return p.prepareLocked(index, op.TxnPrepare)
+	case *internalpb.Command_TxnFinish:
+		p.finishLocked(index, op.TxnFinish)
+		return nil
+	case *internalpb.Command_TxnDecide:
+		return p.decideLocked(op.TxnDecide)
+	case *internalpb.Command_TxnOnePhase:
+		return p.onePhaseLocked(index, op.TxnOnePhase)
+	}
+	return nil
+}
+
+// prepareLocked takes the share's locks (all or none), evaluates its
+// compares and reads what either branch reads. Preparing twice returns the
+// first vote.
+func (p *Partition) prepareLocked(index uint64, op *internalpb.TxnPrepareOp) Vote {
+	id := string(op.GetTxnId())
+	if in := p.intents[id]; in != nil {
+		return in.Vote
+	}
+	if c := p.locks.Acquire(id, txn.Wants(op.GetShare())); len(c) > 0 {
+		return Vote{Conflicts: c}
+	}
+	v := Vote{
+		Prepared:     true,
+		ComparesHold: p.holdsLocked(op.GetShare().GetCompares()),
+		SuccessReads: p.readsLocked(op.GetShare().GetSuccess()),
+		FailureReads: p.readsLocked(op.GetShare().GetFailure()),
+	}
+	p.intents[id] = &Intent{Op: op, Vote: v, Index: index}
+	return v
+}
+
+// finishLocked applies (commit) or drops (abort) an intent and releases
+// its locks. A finish without an intent (already finished, or never
+// prepared here) changes nothing.
+func (p *Partition) finishLocked(index uint64, op *internalpb.TxnFinishOp) {
+	id := string(op.GetTxnId())
+	in := p.intents[id]
+	if in == nil {
+		return
+	}
+	if op.GetCommit() {
+		ops := in.Op.GetShare().GetFailure()
+		if op.GetSucceeded() {
+			ops = in.Op.GetShare().GetSuccess()
+		}
+		p.writeLocked(index, ops)
+	}
+	p.locks.Release(id)
+	delete(p.intents, id)
+}
+
+// decideLocked records a decision unless one exists; it returns the
+// recorded one (first decision wins).
+func (p *Partition) decideLocked(op *internalpb.TxnDecideOp) *internalpb.TxnDecideOp {
+	id := string(op.GetTxnId())
+	if rec := p.records[id]; rec != nil {
+		return rec
+	}
+	rec := proto.Clone(op).(*internalpb.TxnDecideOp)
+	p.records[id] = rec
+	return rec
+}
+
+// onePhaseLocked runs a whole single-partition transaction in one entry.
+func (p *Partition) onePhaseLocked(index uint64, op *internalpb.TxnOnePhaseOp) OnePhaseResult {
+	s := op.GetShare()
+	if c := p.locks.Conflicts(string(op.GetTxnId()), txn.Wants(s)); len(c) > 0 {
+		return OnePhaseResult{Conflicts: c}
+	}
+	res := OnePhaseResult{Succeeded: p.holdsLocked(s.GetCompares())}
+	ops := s.GetFailure()
+	if res.Succeeded {
+		ops = s.GetSuccess()
+	}
+	// Validation keeps a branch from reading what it writes, so reading
+	// everything first and writing after is the branch's own order.
+	res.Responses = p.readsLocked(ops)
+	p.writeLocked(index, ops)
+	return res
+}
+
+func (p *Partition) holdsLocked(cmps []*kvpb.Compare) bool {
+	for _, c := range cmps {
+		var version int64
+		var value []byte
+		if kv, ok := p.tree.Get(&KV{Key: c.GetKey()}); ok {
+			version, value = kv.Version, kv.Value
+		}
+		if !txn.Holds(c, version, value) {
+			return false
+		}
+	}
+	return true
+}
+
+// readsLocked answers each op from the committed state.
+func (p *Partition) readsLocked(ops []*kvpb.RequestOp) []*kvpb.ResponseOp {
+	out := make([]*kvpb.ResponseOp, 0, len(ops))
+	for _, op := range ops {
+		switch r := op.GetRequest().(type) {
+		case *kvpb.RequestOp_Get:
+			resp := &kvpb.GetResponse{}
+			if kv, ok := p.tree.Get(&KV{Key: r.Get.GetKey()}); ok {
+				resp.Kv = kvProto(kv)
+			}
+			out = append(out, &kvpb.ResponseOp{Response: &kvpb.ResponseOp_Get{Get: resp}})
+		case *kvpb.RequestOp_Scan:
+			resp := &kvpb.ScanResponse{}
+			limit := int(r.Scan.GetLimit())
+			var end []byte
+			if len(r.Scan.GetEnd()) > 0 {
+				end = r.Scan.GetEnd()
+			}
+			p.tree.Ascend(&KV{Key: r.Scan.GetStart()}, func(kv *KV) bool {
+				if end != nil && bytes.Compare(kv.Key, end) >= 0 {
+					return false
+				}
+				if limit > 0 && len(resp.Kvs) == limit {
+					resp.More = true
+					return false
+				}
+				kp := kvProto(kv)
+				if r.Scan.GetKeysOnly() {
+					kp.Value = nil
+				}
+				resp.Kvs = append(resp.Kvs, kp)
+				return true
+			})
+			out = append(out, &kvpb.ResponseOp{Response: &kvpb.ResponseOp_Scan{Scan: resp}})
+		case *kvpb.RequestOp_Put:
+			out = append(out, &kvpb.ResponseOp{Response: &kvpb.ResponseOp_Put{Put: &kvpb.PutResponse{}}})
+		case *kvpb.RequestOp_Delete:
+			resp := &kvpb.DeleteResponse{}
+			if _, ok := p.tree.Get(&KV{Key: r.Delete.GetKey()}); ok {
+				resp.Deleted = 1
+			}
+			out = append(out, &kvpb.ResponseOp{Response: &kvpb.ResponseOp_Delete{Delete: resp}})
+		}
+	}
+	return out
+}
+
+func (p *Partition) writeLocked(index uint64, ops []*kvpb.RequestOp) {
+	for _, op := range ops {
+		switch r := op.GetRequest().(type) {
+		case *kvpb.RequestOp_Put:
+			p.putLocked(index, r.Put.GetKey(), r.Put.GetValue())
+		case *kvpb.RequestOp_Delete:
+			p.deleteLocked(r.Delete.GetKey())
+		}
+	}
+}
+
+func kvProto(kv *KV) *kvpb.KeyValue {
+	return &kvpb.KeyValue{Key: kv.Key, Value: kv.Value, Version: kv.Version, CreateIndex: kv.CreateIndex, ModIndex: kv.ModIndex}
+}
+
+// LockConflicts returns the transactions whose locks conflict with the
+// share of txnID (for wait-die outside the state machine).
+func (p *Partition) LockConflicts(txnID string, s *internalpb.TxnShare) []string {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.locks.Conflicts(txnID, txn.Wants(s))
+}
+
+// IntentOf returns the prepared intent of a transaction, if any.
+func (p *Partition) IntentOf(txnID string) (*Intent, bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	in, ok := p.intents[txnID]
+	return in, ok
+}
+
+// ReadBlocker returns a transaction holding a prepared write on a key in
+// [start, end) (end nil: start only; empty: to the end of the key space).
+func (p *Partition) ReadBlocker(start, end []byte) (string, bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.locks.ReadBlocker(start, end)
+}
+
+// StaleIntents returns the intents prepared before unixMs, oldest first.
+func (p *Partition) StaleIntents(unixMs int64) []*Intent {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	var out []*Intent
+	for _, in := range p.intents {
+		if in.Op.GetPreparedUnixMs() < unixMs {
+			out = append(out, in)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Index < out[j].Index })
+	return out
+}
+
+// LockHolders returns the transactions holding locks here.
+func (p *Partition) LockHolders() []string {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.locks.Holders()
+}
+
+// Record returns the recorded decision of a transaction, if any.
+func (p *Partition) Record(txnID string) (*internalpb.TxnDecideOp, bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	r, ok := p.records[txnID]
+	return r, ok
+}

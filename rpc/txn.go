@@ -1,0 +1,495 @@
+package rpc
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/cutkv/cutkv/internal/failpoint"
+	"github.com/cutkv/cutkv/partition"
+	"github.com/cutkv/cutkv/proto/internalpb"
+	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/raftstore"
+	"github.com/cutkv/cutkv/txn"
+)
+
+// Transaction errors.
+var (
+	// ErrConflict: a lock held by another transaction refused this one;
+	// nothing was applied (clients see Aborted and retry).
+	ErrConflict = errors.New("rpc: transaction conflict")
+	// ErrLocked: a read met a prepared write that did not finish in time;
+	// nothing was read (clients see Unavailable/LOCKED and retry).
+	ErrLocked = errors.New("rpc: key locked by a prepared transaction")
+)
+
+// Timing of transactions.
+const (
+	// dieWait bounds how long an older transaction waits for younger lock
+	// holders before it aborts too (wait-die, bounded).
+	dieWait = 500 * time.Millisecond
+	// readLockWait bounds how long a plain read waits for a prepared write
+	// on its key to finish.
+	readLockWait = time.Second
+	// finishWait bounds how long a coordinator keeps sending Finish before
+	// leaving the rest to recovery.
+	finishWait = 3 * time.Second
+	// RecoveryTimeout: a leader asks the record partition about intents
+	// older than this (presumed abort).
+	RecoveryTimeout = 2 * time.Second
+	// RecoveryInterval is how often a leader looks for stale intents.
+	RecoveryInterval = 500 * time.Millisecond
+)
+
+// --- participant side -------------------------------------------------
+
+// ParticipantServer implements the node-to-node 2PC service: each call is
+// served by the leader of the partition it names, through raft.
+type ParticipantServer struct {
+	internalpb.UnimplementedParticipantServer
+	n *Node
+}
+
+// NewParticipantServer returns the participant service of node n.
+func NewParticipantServer(n *Node) *ParticipantServer { return &ParticipantServer{n: n} }
+
+func (s *ParticipantServer) leaderCheck(p uint64) error {
+	if p == 0 || p > uint64(s.n.Layout.Partitions) {
+		return fmt.Errorf("%w: partition %d not in 1..%d", ErrInvalidArgument, p, s.n.Layout.Partitions)
+	}
+	if s.n.Draining() {
+		return ErrShuttingDown
+	}
+	st, ok := s.n.Store.Status(p)
+	if !ok || !st.IsLeader {
+		return &raftstore.NotLeaderError{Group: p, Leader: st.Leader}
+	}
+	return nil
+}
+
+func (s *ParticipantServer) hint(p uint64) string {
+	st, _ := s.n.Store.Status(p)
+	return s.n.memberID(st.Leader)
+}
+
+// Prepare locks, evaluates and reads the share through raft and votes.
+func (s *ParticipantServer) Prepare(ctx context.Context, req *internalpb.PrepareRequest) (*internalpb.PrepareResponse, error) {
+	p, op := req.GetPartition(), req.GetOp()
+	if err := s.leaderCheck(p); err != nil {
+		return nil, toStatus(err, s.hint(p))
+	}
+	if err := waitDie(ctx, s.n.Partitions[p], string(op.GetTxnId()), op.GetPriority(), op.GetShare()); err != nil {
+		return &internalpb.PrepareResponse{Prepared: false}, nil
+	}
+	res, err := s.n.Store.Propose(ctx, p, &internalpb.Command{Op: &internalpb.Command_TxnPrepare{TxnPrepare: op}})
+	if err != nil {
+		return nil, toStatus(err, s.hint(p))
+	}
+	v, _ := res.(partition.Vote)
+	return &internalpb.PrepareResponse{
+		Prepared: v.Prepared, ComparesHold: v.ComparesHold,
+		SuccessReads: v.SuccessReads, FailureReads: v.FailureReads,
+	}, nil
+}
+
+// Finish applies or drops the prepared intent through raft.
+func (s *ParticipantServer) Finish(ctx context.Context, req *internalpb.FinishRequest) (*internalpb.FinishResponse, error) {
+	p := req.GetPartition()
+	if err := s.leaderCheck(p); err != nil {
+		return nil, toStatus(err, s.hint(p))
+	}
+	if _, err := s.n.Store.Propose(ctx, p, &internalpb.Command{Op: &internalpb.Command_TxnFinish{TxnFinish: req.GetOp()}}); err != nil {
+		return nil, toStatus(err, s.hint(p))
+	}
+	return &internalpb.FinishResponse{}, nil
+}
+
+// Decide records a decision in the transaction record (first one wins)
+// and returns the recorded decision.
+func (s *ParticipantServer) Decide(ctx context.Context, req *internalpb.DecideRequest) (*internalpb.DecideResponse, error) {
+	p := req.GetPartition()
+	if err := s.leaderCheck(p); err != nil {
+		return nil, toStatus(err, s.hint(p))
+	}
+	res, err := s.n.Store.Propose(ctx, p, &internalpb.Command{Op: &internalpb.Command_TxnDecide{TxnDecide: req.GetOp()}})
+	if err != nil {
+		return nil, toStatus(err, s.hint(p))
+	}
+	rec, _ := res.(*internalpb.TxnDecideOp)
+	if rec == nil {
+		return nil, toStatus(fmt.Errorf("rpc: partition %d applied a decision but returned %T", p, res), "")
+	}
+	return &internalpb.DecideResponse{Recorded: rec}, nil
+}
+
+// waitDie lets transaction id (priority prio) wait, bounded, while only
+// younger transactions hold conflicting locks; it returns ErrConflict at
+// once when an older one holds one (the younger dies), or when the wait
+// runs out. The state machine re-checks: this only spares needless aborts.
+func waitDie(ctx context.Context, part *partition.Partition, id string, prio int64, share *internalpb.TxnShare) error {
+	deadline := time.Now().Add(dieWait)
+	for {
+		holders := part.LockConflicts(id, share)
+		if len(holders) == 0 {
+			return nil
+		}
+		for _, h := range holders {
+			in, ok := part.IntentOf(h)
+			if ok && !txn.Older(prio, id, in.Op.GetPriority(), h) {
+				return ErrConflict
+			}
+		}
+		if time.Now().After(deadline) {
+			return ErrConflict
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// --- coordinator side -------------------------------------------------
+
+// Txn runs a transaction: one raft entry on the partition leader when all
+// its keys live in one partition (1PC), else two-phase commit coordinated
+// by this node.
+func (s *KVServer) Txn(ctx context.Context, req *kvpb.TxnRequest) (*kvpb.TxnResponse, error) {
+	if err := txn.Validate(req, txn.Limits{MaxOps: s.n.Limits.MaxTxnOps, MaxKeySize: s.n.Limits.MaxKeySize, MaxValueSize: s.n.Limits.MaxValueSize}); err != nil {
+		return nil, toStatus(fmt.Errorf("%w: %v", ErrInvalidArgument, err), "")
+	}
+	if s.n.Draining() {
+		return nil, toStatus(ErrShuttingDown, "")
+	}
+	if len(req.GetTxnId()) == 0 {
+		id := make([]byte, 16)
+		_, _ = rand.Read(id)
+		req.TxnId = id
+	}
+	if req.GetPriority() == 0 {
+		req.Priority = time.Now().UnixNano()
+	}
+	shares, record := txn.Split(req, s.n.Layout.Partitions)
+	if len(shares) == 0 {
+		return &kvpb.TxnResponse{Header: s.n.header(0), Succeeded: true}, nil
+	}
+	if len(shares) == 1 {
+		for p, sh := range shares {
+			return s.onePhase(ctx, req, p, sh)
+		}
+	}
+	return s.twoPhase(ctx, req, shares, record)
+}
+
+func (s *KVServer) onePhase(ctx context.Context, req *kvpb.TxnRequest, p uint64, sh *internalpb.TxnShare) (*kvpb.TxnResponse, error) {
+	return onLeader(ctx, s, p, func(c kvpb.KVClient, fctx context.Context) (*kvpb.TxnResponse, error) {
+		return c.Txn(fctx, req)
+	}, func() (*kvpb.TxnResponse, error) {
+		if err := waitDie(ctx, s.n.Partitions[p], string(req.GetTxnId()), req.GetPriority(), sh); err != nil {
+			return nil, err
+		}
+		cmd := &internalpb.Command{Op: &internalpb.Command_TxnOnePhase{TxnOnePhase: &internalpb.TxnOnePhaseOp{TxnId: req.GetTxnId(), Share: sh}}}
+		res, err := s.n.Store.Propose(ctx, p, cmd)
+		if err != nil {
+			return nil, err
+		}
+		r, _ := res.(partition.OnePhaseResult)
+		if len(r.Conflicts) > 0 {
+			return nil, ErrConflict
+		}
+		st, _ := s.n.Store.Status(p)
+		resp := &kvpb.TxnResponse{Header: s.n.header(st.Term), Succeeded: r.Succeeded}
+		idx := sh.GetFailureIndex()
+		n := len(req.GetFailure())
+		if r.Succeeded {
+			idx, n = sh.GetSuccessIndex(), len(req.GetSuccess())
+		}
+		resp.Responses = assemble(n, []shareReads{{idx: idx, reads: r.Responses}}, int(DefaultScanLimit))
+		return resp, nil
+	})
+}
+
+// shareReads are one partition's answers for a branch: reads[i] answers
+// the branch's op idx[i].
+type shareReads struct {
+	idx   []uint32
+	reads []*kvpb.ResponseOp
+}
+
+// assemble builds a branch's n responses from the partitions' answers;
+// a scan answered by several partitions is merged in key order.
+func assemble(n int, parts []shareReads, scanLimit int) []*kvpb.ResponseOp {
+	out := make([]*kvpb.ResponseOp, n)
+	scans := map[int][]*kvpb.ScanResponse{}
+	for _, sr := range parts {
+		for i, at := range sr.idx {
+			if i >= len(sr.reads) || int(at) >= n {
+				continue
+			}
+			r := sr.reads[i]
+			if sc := r.GetScan(); sc != nil {
+				scans[int(at)] = append(scans[int(at)], sc)
+				continue
+			}
+			out[at] = r
+		}
+	}
+	for at, shares := range scans {
+		merged, _ := mergeScan(nil, shares, make([]error, len(shares)), scanLimit)
+		out[at] = &kvpb.ResponseOp{Response: &kvpb.ResponseOp_Scan{Scan: merged}}
+	}
+	return out
+}
+
+func (s *KVServer) twoPhase(ctx context.Context, req *kvpb.TxnRequest, shares map[uint64]*internalpb.TxnShare, record uint64) (*kvpb.TxnResponse, error) {
+	parts := make([]uint64, 0, len(shares))
+	for p := range shares {
+		parts = append(parts, p)
+	}
+	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
+	now := time.Now().UnixMilli()
+
+	// Phase 1: every participant leader locks, evaluates, reads, votes.
+	votes := make([]*internalpb.PrepareResponse, len(parts))
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	for i, p := range parts {
+		wg.Add(1)
+		go func(i int, p uint64) {
+			defer wg.Done()
+			op := &internalpb.TxnPrepareOp{TxnId: req.GetTxnId(), Priority: req.GetPriority(), RecordPartition: record, Share: shares[p], PreparedUnixMs: now}
+			votes[i], errs[i] = callParticipant(ctx, s.n, p, func(c internalpb.ParticipantClient, cctx context.Context) (*internalpb.PrepareResponse, error) {
+				return c.Prepare(cctx, &internalpb.PrepareRequest{Partition: p, Op: op})
+			})
+		}(i, p)
+	}
+	wg.Wait()
+	commit, succeeded, conflict := true, true, false
+	for i := range parts {
+		switch {
+		case errs[i] != nil:
+			commit = false
+		case !votes[i].GetPrepared():
+			commit, conflict = false, true
+		case !votes[i].GetComparesHold():
+			succeeded = false
+		}
+	}
+	succeeded = succeeded && commit
+	if err := failpoint.Inject(failpoint.TxnAfterPrepare); err != nil {
+		commit = false // an injected error aborts; "exit" kills the coordinator here
+	}
+
+	// The decision is durable in the record before any Finish is sent.
+	rec, err := callParticipant(ctx, s.n, record, func(c internalpb.ParticipantClient, cctx context.Context) (*internalpb.DecideResponse, error) {
+		return c.Decide(cctx, &internalpb.DecideRequest{Partition: record, Op: &internalpb.TxnDecideOp{
+			TxnId: req.GetTxnId(), Commit: commit, Succeeded: succeeded, Participants: parts,
+		}})
+	})
+	if err != nil {
+		if !commit {
+			// Only an abort could ever be recorded for it: not applied.
+			s.finishAll(req.GetTxnId(), parts, false, false)
+			if conflict {
+				return nil, toStatus(ErrConflict, "")
+			}
+			return nil, toStatus(fmt.Errorf("%w: a participant could not prepare: %v", raftstore.ErrProposalDropped, firstErr(errs)), "")
+		}
+		return nil, status.Error(codes.Unavailable, "cutkv: transaction decision not confirmed; outcome unknown: "+err.Error())
+	}
+	d := rec.GetRecorded()
+	if err := failpoint.Inject(failpoint.TxnAfterDecide); err != nil {
+		// Leave Finish to recovery, as a coordinator dying here would.
+		return nil, status.Error(codes.Unavailable, "cutkv: coordinator failed after the decision; outcome unknown: "+err.Error())
+	}
+
+	// Phase 2: apply or drop everywhere, then answer.
+	s.finishAll(req.GetTxnId(), parts, d.GetCommit(), d.GetSucceeded())
+	if !d.GetCommit() {
+		return nil, toStatus(ErrConflict, "")
+	}
+	resp := &kvpb.TxnResponse{Header: s.n.header(0), Succeeded: d.GetSucceeded()}
+	n := len(req.GetFailure())
+	if d.GetSucceeded() {
+		n = len(req.GetSuccess())
+	}
+	var answers []shareReads
+	for i, p := range parts {
+		if d.GetSucceeded() {
+			answers = append(answers, shareReads{idx: shares[p].GetSuccessIndex(), reads: votes[i].GetSuccessReads()})
+		} else {
+			answers = append(answers, shareReads{idx: shares[p].GetFailureIndex(), reads: votes[i].GetFailureReads()})
+		}
+	}
+	resp.Responses = assemble(n, answers, DefaultScanLimit)
+	return resp, nil
+}
+
+func firstErr(errs []error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// finishAll sends Finish to every participant, each retried until it is
+// applied or finishWait passes (recovery finishes the rest).
+func (s *KVServer) finishAll(id []byte, parts []uint64, commit, succeeded bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), finishWait)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, p := range parts {
+		wg.Add(1)
+		go func(p uint64) {
+			defer wg.Done()
+			_, _ = callParticipant(ctx, s.n, p, func(c internalpb.ParticipantClient, cctx context.Context) (*internalpb.FinishResponse, error) {
+				return c.Finish(cctx, &internalpb.FinishRequest{Partition: p, Op: &internalpb.TxnFinishOp{TxnId: id, Commit: commit, Succeeded: succeeded}})
+			})
+		}(p)
+	}
+	wg.Wait()
+}
+
+// callParticipant calls the leader of partition p (in process when it is
+// this node), following NOT_LEADER hints and retrying while the request
+// was certainly not applied, until ctx ends. Every participant call is
+// idempotent (prepare returns the first vote, finish and decide the first
+// outcome), so a retry after an ambiguous failure is safe too.
+func callParticipant[R any](ctx context.Context, n *Node, p uint64, call func(internalpb.ParticipantClient, context.Context) (R, error)) (R, error) {
+	var zero R
+	backoff := 5 * time.Millisecond
+	target := ""
+	for attempt := 0; ; attempt++ {
+		if target == "" {
+			target = participantTarget(n, p, attempt)
+		}
+		var (
+			r   R
+			err error
+		)
+		if target == n.Self.ID {
+			r, err = call(localParticipant{NewParticipantServer(n)}, ctx)
+		} else if cli, cerr := participantClient(n, target); cerr != nil {
+			err = cerr
+		} else {
+			r, err = call(cli, ctx)
+		}
+		if err == nil {
+			return r, nil
+		}
+		target = leaderFromError(err)
+		if status.Code(err) == codes.InvalidArgument || ctx.Err() != nil {
+			return zero, err
+		}
+		select {
+		case <-ctx.Done():
+			return zero, err
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 200*time.Millisecond)
+	}
+}
+
+// participantTarget picks the node to ask about partition p: the leader
+// this node knows, else the replicas in turn.
+func participantTarget(n *Node, p uint64, attempt int) string {
+	if st, ok := n.Store.Status(p); ok && st.Leader != 0 {
+		return n.memberID(st.Leader)
+	}
+	reps := n.Layout.Groups[p]
+	return n.memberID(reps[attempt%len(reps)])
+}
+
+func participantClient(n *Node, id string) (internalpb.ParticipantClient, error) {
+	conn, err := n.Pool.Conn(n.Addr(id))
+	if err != nil {
+		return nil, err
+	}
+	return internalpb.NewParticipantClient(conn), nil
+}
+
+// leaderFromError reads the NOT_LEADER hint of a status, "" if none.
+func leaderFromError(err error) string {
+	st, ok := status.FromError(err)
+	if !ok {
+		return ""
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			if l := info.GetMetadata()["leader"]; l != "" {
+				return l
+			}
+		}
+	}
+	return ""
+}
+
+// --- recovery ---------------------------------------------------------
+
+// RunRecovery resolves, until ctx ends, the intents on partitions this
+// node leads that are older than RecoveryTimeout: it asks the record
+// partition for the decision, recording ABORT where none exists (presumed
+// abort; the first decision wins), and finishes the intent accordingly.
+// So no lock outlives a dead coordinator for long.
+func RunRecovery(ctx context.Context, n *Node) {
+	t := time.NewTicker(RecoveryInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for p, part := range n.Partitions {
+			if st, ok := n.Store.Status(p); !ok || !st.IsLeader {
+				continue
+			}
+			for _, in := range part.StaleIntents(time.Now().Add(-RecoveryTimeout).UnixMilli()) {
+				resolve(ctx, n, p, in)
+			}
+		}
+	}
+}
+
+func resolve(ctx context.Context, n *Node, p uint64, in *partition.Intent) {
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	id := in.Op.GetTxnId()
+	rec, err := callParticipant(rctx, n, in.Op.GetRecordPartition(), func(c internalpb.ParticipantClient, cctx context.Context) (*internalpb.DecideResponse, error) {
+		return c.Decide(cctx, &internalpb.DecideRequest{Partition: in.Op.GetRecordPartition(), Op: &internalpb.TxnDecideOp{TxnId: id, Commit: false}})
+	})
+	if err != nil {
+		return // next round
+	}
+	d := rec.GetRecorded()
+	_, _ = n.Store.Propose(rctx, p, &internalpb.Command{Op: &internalpb.Command_TxnFinish{TxnFinish: &internalpb.TxnFinishOp{
+		TxnId: id, Commit: d.GetCommit(), Succeeded: d.GetSucceeded(), Stamp: d.GetStamp(),
+	}}})
+}
+
+// localParticipant calls this node's participant service in process.
+type localParticipant struct{ s *ParticipantServer }
+
+func (l localParticipant) Prepare(ctx context.Context, in *internalpb.PrepareRequest, _ ...grpc.CallOption) (*internalpb.PrepareResponse, error) {
+	return l.s.Prepare(ctx, in)
+}
+
+func (l localParticipant) Finish(ctx context.Context, in *internalpb.FinishRequest, _ ...grpc.CallOption) (*internalpb.FinishResponse, error) {
+	return l.s.Finish(ctx, in)
+}
+
+func (l localParticipant) Decide(ctx context.Context, in *internalpb.DecideRequest, _ ...grpc.CallOption) (*internalpb.DecideResponse, error) {
+	return l.s.Decide(ctx, in)
+}

@@ -1,0 +1,93 @@
+package server_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/cutkv/cutkv/internal/clustertest"
+	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/topology"
+)
+
+func opPut(k, v string) *kvpb.RequestOp {
+	return &kvpb.RequestOp{Request: &kvpb.RequestOp_Put{Put: &kvpb.PutRequest{Key: []byte(k), Value: []byte(v)}}}
+}
+
+func opGet(k string) *kvpb.RequestOp {
+	return &kvpb.RequestOp{Request: &kvpb.RequestOp_Get{Get: &kvpb.GetRequest{Key: []byte(k)}}}
+}
+
+func cmpVersion(k string, v int64) *kvpb.Compare {
+	return &kvpb.Compare{Key: []byte(k), Target: kvpb.Compare_VERSION, Result: kvpb.Compare_EQUAL, TargetUnion: &kvpb.Compare_Version{Version: v}}
+}
+
+// keysIn returns a key, one in another partition and one in the same.
+func keysIn(prefix string, parts uint32) (a, b, c string) {
+	a = prefix + "-0"
+	pa := topology.PartitionOf([]byte(a), parts)
+	for i := 1; b == "" || c == ""; i++ {
+		k := fmt.Sprintf("%s-%d", prefix, i)
+		if p := topology.PartitionOf([]byte(k), parts); p != pa && b == "" {
+			b = k
+		} else if p == pa && c == "" {
+			c = k
+		}
+	}
+	return a, b, c
+}
+
+func TestTxnOnePhaseAndTwoPhase(t *testing.T) {
+	c := clustertest.Start(t, 3, clustertest.Options{})
+	a, b, _ := keysIn("x", 4)
+	d, _, same := keysIn("y", 4)
+	for i, pair := range [][2]string{{a, b}, {d, same}} {
+		x, y := pair[0], pair[1]
+		name := []string{"cross-partition", "single-partition"}[i]
+		var resp *kvpb.TxnResponse
+		clustertest.Eventually(t, 10*time.Second, func() error {
+			var err error
+			resp, err = c.KV(i).Txn(ctxT(t, 5*time.Second), &kvpb.TxnRequest{
+				Compare: []*kvpb.Compare{cmpVersion(x, 0), cmpVersion(y, 0)},
+				Success: []*kvpb.RequestOp{opPut(x, "100"), opPut(y, "50")},
+				Failure: []*kvpb.RequestOp{opGet(x), opGet(y)},
+			})
+			return err
+		})
+		if !resp.GetSucceeded() || len(resp.GetResponses()) != 2 || resp.GetResponses()[0].GetPut() == nil {
+			t.Fatalf("%s: first txn: %v", name, resp)
+		}
+		// Same compares again: now false, so the failure branch reads.
+		resp, err := c.KV(2).Txn(ctxT(t, 5*time.Second), &kvpb.TxnRequest{
+			Compare: []*kvpb.Compare{cmpVersion(x, 0), cmpVersion(y, 0)},
+			Success: []*kvpb.RequestOp{opPut(x, "bad"), opPut(y, "bad")},
+			Failure: []*kvpb.RequestOp{opGet(x), opGet(y)},
+		})
+		if err != nil || resp.GetSucceeded() {
+			t.Fatalf("%s: second txn: %v %v", name, resp, err)
+		}
+		got := []string{string(resp.GetResponses()[0].GetGet().GetKv().GetValue()), string(resp.GetResponses()[1].GetGet().GetKv().GetValue())}
+		if got[0] != "100" || got[1] != "50" {
+			t.Fatalf("%s: failure branch read %v", name, got)
+		}
+		// The writes are visible to plain reads on every node.
+		for n := 0; n < 3; n++ {
+			g, err := c.KV(n).Get(ctxT(t, 5*time.Second), &kvpb.GetRequest{Key: []byte(y)})
+			if err != nil || string(g.GetKv().GetValue()) != "50" {
+				t.Fatalf("%s: get %s via n%d: %v %v", name, y, n+1, g, err)
+			}
+		}
+	}
+	// Invalid transactions are refused.
+	_, err := c.KV(0).Txn(ctxT(t, 5*time.Second), &kvpb.TxnRequest{Success: []*kvpb.RequestOp{opPut(a, "1"), opPut(a, "2")}})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("duplicate write: %v", err)
+	}
+	_, err = c.KV(0).Txn(ctxT(t, 5*time.Second), &kvpb.TxnRequest{Success: []*kvpb.RequestOp{opPut(a, "1"), opGet(a)}})
+	if status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("read of a written key: %v", err)
+	}
+}

@@ -1,0 +1,271 @@
+package txn
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+
+	"github.com/cutkv/cutkv/proto/internalpb"
+	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/topology"
+)
+
+// ErrInvalid is returned for a transaction that can never run.
+var ErrInvalid = errors.New("txn: invalid transaction")
+
+// Limits bound a transaction.
+type Limits struct {
+	MaxOps       int // per list (compares, success, failure); default 128
+	MaxKeySize   int
+	MaxValueSize int
+}
+
+// Validate checks req against the limits and the rules every replica
+// relies on: no key written twice in a branch, and no branch reading a
+// key (or a range over a key) it writes, so reads taken at prepare time
+// are what the branch would read.
+func Validate(req *kvpb.TxnRequest, l Limits) error {
+	if l.MaxOps <= 0 {
+		l.MaxOps = 128
+	}
+	for name, n := range map[string]int{"compares": len(req.GetCompare()), "success ops": len(req.GetSuccess()), "failure ops": len(req.GetFailure())} {
+		if n > l.MaxOps {
+			return fmt.Errorf("%w: %d %s exceed the limit of %d", ErrInvalid, n, name, l.MaxOps)
+		}
+	}
+	checkKey := func(what string, k []byte) error {
+		if len(k) == 0 {
+			return fmt.Errorf("%w: %s has an empty key", ErrInvalid, what)
+		}
+		if l.MaxKeySize > 0 && len(k) > l.MaxKeySize {
+			return fmt.Errorf("%w: %s key of %d bytes exceeds the limit of %d", ErrInvalid, what, len(k), l.MaxKeySize)
+		}
+		return nil
+	}
+	for i, c := range req.GetCompare() {
+		if err := checkKey(fmt.Sprintf("compare %d", i), c.GetKey()); err != nil {
+			return err
+		}
+		switch c.GetTarget() {
+		case kvpb.Compare_VERSION:
+			if _, ok := c.GetTargetUnion().(*kvpb.Compare_Version); !ok && c.GetTargetUnion() != nil {
+				return fmt.Errorf("%w: compare %d targets the version but carries a value", ErrInvalid, i)
+			}
+		case kvpb.Compare_VALUE:
+			if _, ok := c.GetTargetUnion().(*kvpb.Compare_Value); !ok {
+				return fmt.Errorf("%w: compare %d targets the value but carries none", ErrInvalid, i)
+			}
+		default:
+			return fmt.Errorf("%w: compare %d has unknown target %v", ErrInvalid, i, c.GetTarget())
+		}
+	}
+	for name, ops := range map[string][]*kvpb.RequestOp{"success": req.GetSuccess(), "failure": req.GetFailure()} {
+		writes := map[string]bool{}
+		var reads []Want
+		for i, op := range ops {
+			what := fmt.Sprintf("%s op %d", name, i)
+			switch r := op.GetRequest().(type) {
+			case *kvpb.RequestOp_Put:
+				if err := checkKey(what, r.Put.GetKey()); err != nil {
+					return err
+				}
+				if l.MaxValueSize > 0 && len(r.Put.GetValue()) > l.MaxValueSize {
+					return fmt.Errorf("%w: %s value of %d bytes exceeds the limit of %d", ErrInvalid, what, len(r.Put.GetValue()), l.MaxValueSize)
+				}
+				if writes[string(r.Put.GetKey())] {
+					return fmt.Errorf("%w: %s writes key %q twice", ErrInvalid, what, r.Put.GetKey())
+				}
+				writes[string(r.Put.GetKey())] = true
+			case *kvpb.RequestOp_Delete:
+				if err := checkKey(what, r.Delete.GetKey()); err != nil {
+					return err
+				}
+				if writes[string(r.Delete.GetKey())] {
+					return fmt.Errorf("%w: %s writes key %q twice", ErrInvalid, what, r.Delete.GetKey())
+				}
+				writes[string(r.Delete.GetKey())] = true
+			case *kvpb.RequestOp_Get:
+				if err := checkKey(what, r.Get.GetKey()); err != nil {
+					return err
+				}
+				reads = append(reads, Want{Start: r.Get.GetKey()})
+			case *kvpb.RequestOp_Scan:
+				if r.Scan.GetLimit() < 0 || r.Scan.GetPartition() != 0 {
+					return fmt.Errorf("%w: %s: scan with a negative limit or a partition", ErrInvalid, what)
+				}
+				reads = append(reads, Want{Start: r.Scan.GetStart(), End: nonNil(r.Scan.GetEnd())})
+			default:
+				return fmt.Errorf("%w: %s is empty", ErrInvalid, what)
+			}
+		}
+		for k := range writes {
+			for _, r := range reads {
+				if (r.isRange() && r.covers([]byte(k))) || (!r.isRange() && string(r.Start) == k) {
+					return fmt.Errorf("%w: the %s branch reads key %q, which it also writes", ErrInvalid, name, k)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// Split divides a valid transaction into per-partition shares and names
+// the record partition (that of the smallest key the transaction names).
+// A scan goes to every partition. Partitions with nothing to do have no
+// share.
+func Split(req *kvpb.TxnRequest, partitions uint32) (shares map[uint64]*internalpb.TxnShare, record uint64) {
+	shares = map[uint64]*internalpb.TxnShare{}
+	share := func(p uint64) *internalpb.TxnShare {
+		s := shares[p]
+		if s == nil {
+			s = &internalpb.TxnShare{}
+			shares[p] = s
+		}
+		return s
+	}
+	var smallest []byte
+	seen := false
+	note := func(k []byte) {
+		if !seen || bytes.Compare(k, smallest) < 0 {
+			smallest, seen = k, true
+		}
+	}
+	for _, c := range req.GetCompare() {
+		note(c.GetKey())
+		s := share(topology.PartitionOf(c.GetKey(), partitions))
+		s.Compares = append(s.Compares, c)
+	}
+	addOps := func(ops []*kvpb.RequestOp, success bool) {
+		for i, op := range ops {
+			var targets []uint64
+			if sc := op.GetScan(); sc != nil {
+				note(sc.GetStart())
+				for p := uint64(1); p <= uint64(partitions); p++ {
+					targets = append(targets, p)
+				}
+			} else {
+				k := OpKey(op)
+				note(k)
+				targets = []uint64{topology.PartitionOf(k, partitions)}
+			}
+			for _, p := range targets {
+				s := share(p)
+				if success {
+					s.Success = append(s.Success, op)
+					s.SuccessIndex = append(s.SuccessIndex, uint32(i))
+				} else {
+					s.Failure = append(s.Failure, op)
+					s.FailureIndex = append(s.FailureIndex, uint32(i))
+				}
+			}
+		}
+	}
+	addOps(req.GetSuccess(), true)
+	addOps(req.GetFailure(), false)
+	return shares, topology.PartitionOf(smallest, partitions)
+}
+
+// OpKey returns the key of a point op (get, put, delete), nil for a scan.
+func OpKey(op *kvpb.RequestOp) []byte {
+	switch r := op.GetRequest().(type) {
+	case *kvpb.RequestOp_Get:
+		return r.Get.GetKey()
+	case *kvpb.RequestOp_Put:
+		return r.Put.GetKey()
+	case *kvpb.RequestOp_Delete:
+		return r.Delete.GetKey()
+	}
+	return nil
+}
+
+// Wants lists the locks a share needs: shared on compared and read keys
+// and scanned ranges, exclusive on written keys, over both branches.
+func Wants(s *internalpb.TxnShare) []Want {
+	var ws []Want
+	for _, c := range s.GetCompares() {
+		ws = append(ws, Want{Start: c.GetKey(), Mode: Shared})
+	}
+	for _, ops := range [][]*kvpb.RequestOp{s.GetSuccess(), s.GetFailure()} {
+		for _, op := range ops {
+			switch r := op.GetRequest().(type) {
+			case *kvpb.RequestOp_Get:
+				ws = append(ws, Want{Start: r.Get.GetKey(), Mode: Shared})
+			case *kvpb.RequestOp_Put:
+				ws = append(ws, Want{Start: r.Put.GetKey(), Mode: Exclusive})
+			case *kvpb.RequestOp_Delete:
+				ws = append(ws, Want{Start: r.Delete.GetKey(), Mode: Exclusive})
+			case *kvpb.RequestOp_Scan:
+				ws = append(ws, Want{Start: r.Scan.GetStart(), End: nonNil(r.Scan.GetEnd()), Mode: Shared})
+			}
+		}
+	}
+	// A key both read and written in different branches: exclusive wins.
+	excl := map[string]bool{}
+	for _, w := range ws {
+		if !w.isRange() && w.Mode == Exclusive {
+			excl[string(w.Start)] = true
+		}
+	}
+	out := ws[:0]
+	for _, w := range ws {
+		if !w.isRange() && w.Mode == Shared && excl[string(w.Start)] {
+			continue
+		}
+		out = append(out, w)
+	}
+	return out
+}
+
+// Holds reports whether cmp holds for a key with the given version
+// (0 = absent) and value.
+func Holds(cmp *kvpb.Compare, version int64, value []byte) bool {
+	var c int
+	switch cmp.GetTarget() {
+	case kvpb.Compare_VERSION:
+		c = compareInt(version, cmp.GetVersion())
+	case kvpb.Compare_VALUE:
+		if version == 0 {
+			return false // etcd: the value of an absent key compares false
+		}
+		c = bytes.Compare(value, cmp.GetValue())
+	default:
+		return false
+	}
+	switch cmp.GetResult() {
+	case kvpb.Compare_EQUAL:
+		return c == 0
+	case kvpb.Compare_NOT_EQUAL:
+		return c != 0
+	case kvpb.Compare_GREATER:
+		return c > 0
+	case kvpb.Compare_LESS:
+		return c < 0
+	}
+	return false
+}
+
+func compareInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Older reports whether transaction a (priority pa, id ida) is older than
+// b: wait-die lets the older one wait. Ties break on the id.
+func Older(pa int64, ida string, pb int64, idb string) bool {
+	if pa != pb {
+		return pa < pb
+	}
+	return ida < idb
+}
