@@ -11,6 +11,10 @@ import (
 	"github.com/cutkv/cutkv/txn"
 )
 
+// MaxTxnScan bounds the keys one partition returns for a scan op inside a
+// transaction (the op's limit, when smaller, wins).
+const MaxTxnScan = 10000
+
 // Vote is a participant's answer to Prepare.
 type Vote struct {
 	// Prepared is false when a lock conflict refused the prepare (nothing
@@ -163,6 +167,9 @@ func (p *Partition) readsLocked(ops []*kvpb.RequestOp) []*kvpb.ResponseOp {
 		case *kvpb.RequestOp_Scan:
 			resp := &kvpb.ScanResponse{}
 			limit := int(r.Scan.GetLimit())
+			if limit <= 0 || limit > MaxTxnScan {
+				limit = MaxTxnScan // a scan inside a transaction is bounded: it runs in the apply loop
+			}
 			var end []byte
 			if len(r.Scan.GetEnd()) > 0 {
 				end = r.Scan.GetEnd()
