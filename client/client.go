@@ -12,7 +12,9 @@ import (
 	"github.com/cutkv/cutkv/proto/kvpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 )
 
 // Client talks to a cutkv cluster. It is safe for concurrent use. Close it
@@ -145,6 +147,20 @@ func backoffDelay(base, max time.Duration, n int) time.Duration {
 	return min(d, max)
 }
 
+// ctxErr is ctx.Err(), but already context.DeadlineExceeded once the
+// deadline has passed: gRPC may fail an attempt at the deadline a moment
+// before ctx's own timer fires, and the caller should still be able to
+// tell that its deadline ended the operation.
+func ctxErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
 // op describes an operation for the retry loop.
 type op struct {
 	name string
@@ -154,6 +170,9 @@ type op struct {
 	// write: the operation changes state, so an ambiguous failure must not
 	// be retried.
 	write bool
+	// conflicts: an operation that was still answered Aborted when it had
+	// to stop fails with ErrConflict rather than ErrUnavailable.
+	conflicts bool
 }
 
 // attempt sends one request on cc with header h and returns the reply's
@@ -187,6 +206,9 @@ func (c *Client) do(ctx context.Context, o op, send attempt) error {
 			return &OpError{Op: o.name, Key: o.key, Addr: addr, Kind: ErrClosed}
 		}
 		kind, cerr := ErrUnavailable, ctx.Err()
+		if o.conflicts && status.Code(lastErr) == codes.Aborted {
+			kind = ErrConflict
+		}
 		switch {
 		case errors.Is(cerr, context.Canceled):
 			kind = nil // the caller gave up; the cluster may be fine
@@ -251,7 +273,7 @@ func (c *Client) do(ctx context.Context, o op, send attempt) error {
 		case fail:
 			return &OpError{Op: o.name, Key: o.key, Addr: addr, Kind: f.kind, Err: err}
 		case unknown:
-			return &OpError{Op: o.name, Key: o.key, Addr: addr, Kind: ErrOutcomeUnknown, Err: joinErrors(err, ctx.Err())}
+			return &OpError{Op: o.name, Key: o.key, Addr: addr, Kind: ErrOutcomeUnknown, Err: joinErrors(err, ctxErr(ctx))}
 		}
 		c.log.Debug("cutkv client: retrying", "op", o.name, "addr", addr, "reason", f.reason, "err", err)
 		if f.leader != "" {

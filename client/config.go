@@ -69,6 +69,12 @@ type Config struct {
 	// A Scan page may hold many values. Default 64 MiB.
 	MaxCallRecvMsgSize int
 
+	// MaxTxnOps is the most compares, and the most ops per branch, that a
+	// transaction may hold; Commit refuses a larger one without sending it.
+	// Set it to the servers' limit when that differs from the default.
+	// Default 128 (DefaultMaxTxnOps).
+	MaxTxnOps int
+
 	// DialOptions are appended to the client's own gRPC dial options (which
 	// use insecure transport credentials); pass
 	// grpc.WithTransportCredentials here to use TLS.
@@ -123,6 +129,12 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("client: config: MaxCallRecvMsgSize is negative (%d)", c.MaxCallRecvMsgSize)
 	case c.MaxCallRecvMsgSize == 0:
 		c.MaxCallRecvMsgSize = DefaultMaxCallRecvMsgSize
+	}
+	switch {
+	case c.MaxTxnOps < 0:
+		return fmt.Errorf("client: config: MaxTxnOps is negative (%d)", c.MaxTxnOps)
+	case c.MaxTxnOps == 0:
+		c.MaxTxnOps = DefaultMaxTxnOps
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

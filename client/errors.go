@@ -27,16 +27,22 @@ var (
 	// ErrInvalidArgument: the request is malformed (empty or oversized key,
 	// oversized value, negative limit); retrying cannot help.
 	ErrInvalidArgument = errors.New("client: invalid argument")
+	// ErrConflict: a transaction kept conflicting with other transactions
+	// (the server answered Aborted to every attempt, the last one included)
+	// until its ctx's deadline. It was not applied; run it again later, or
+	// with a longer deadline.
+	ErrConflict = errors.New("client: transaction conflict")
 	// ErrClosed: the Client was closed.
 	ErrClosed = errors.New("client: closed")
 )
 
 // OpError describes a failed operation.
 type OpError struct {
-	// Op names the operation: "get", "put", "delete", "scan", "members",
-	// "status", "connect".
+	// Op names the operation: "get", "put", "delete", "scan", "txn",
+	// "members", "status", "connect".
 	Op string
-	// Key is the operation's key, or the scan's start; nil for others.
+	// Key is the operation's key, or the scan's start, or the smallest key
+	// of a transaction (the one it was routed by); nil for others.
 	Key []byte
 	// Addr is the address of the last node tried, if any.
 	Addr string
@@ -103,6 +109,9 @@ const (
 	reasonProposalDropped = "PROPOSAL_DROPPED"
 	reasonNotServing      = "NOT_SERVING"
 	reasonShuttingDown    = "SHUTTING_DOWN"
+	// reasonLocked: a read met a prepared transaction's write that did not
+	// finish in time; nothing was read. Retry after a pause.
+	reasonLocked = "LOCKED"
 )
 
 // verdict says what a failed attempt means for the operation.
@@ -165,7 +174,7 @@ func classify(err error, write bool) failure {
 			switch info.GetReason() {
 			case reasonNotLeader:
 				return failure{verdict: retry, reason: info.GetReason(), leader: info.GetMetadata()["leader"], wait: info.GetMetadata()["leader"] == ""}
-			case reasonNoLeader, reasonProposalDropped:
+			case reasonNoLeader, reasonProposalDropped, reasonLocked:
 				return failure{verdict: retry, reason: info.GetReason(), wait: true}
 			case reasonNotServing, reasonShuttingDown:
 				return failure{verdict: retry, reason: info.GetReason(), elsewhere: true}

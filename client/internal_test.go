@@ -54,6 +54,7 @@ func TestClassify(t *testing.T) {
 		{"not leader no hint", withInfo(reasonNotLeader, nil), true, failure{verdict: retry, reason: reasonNotLeader, wait: true}},
 		{"no leader", withInfo(reasonNoLeader, nil), true, failure{verdict: retry, reason: reasonNoLeader, wait: true}},
 		{"dropped", withInfo(reasonProposalDropped, nil), true, failure{verdict: retry, reason: reasonProposalDropped, wait: true}},
+		{"locked", withInfo(reasonLocked, nil), true, failure{verdict: retry, reason: reasonLocked, wait: true}},
 		{"not serving", withInfo(reasonNotServing, nil), true, failure{verdict: retry, reason: reasonNotServing, elsewhere: true}},
 		{"shutting down", withInfo(reasonShuttingDown, nil), true, failure{verdict: retry, reason: reasonShuttingDown, elsewhere: true}},
 		{"unknown reason write", withInfo("SOMETHING_ELSE", nil), true, failure{verdict: unknown}},

@@ -68,21 +68,33 @@ func WithKeysOnly() Option { return func(o *options) { o.keysOnly = true } }
 
 func (o *options) setHeader(h *kvpb.ResponseHeader) {
 	if o.header != nil {
-		*o.header = Header{
-			ClusterID:  h.GetClusterId(),
-			MemberID:   h.GetMemberId(),
-			RaftTerm:   h.GetRaftTerm(),
-			CutVersion: h.GetCutVersion(),
-		}
+		*o.header = headerFromPB(h)
+	}
+}
+
+func headerFromPB(h *kvpb.ResponseHeader) Header {
+	return Header{
+		ClusterID:  h.GetClusterId(),
+		MemberID:   h.GetMemberId(),
+		RaftTerm:   h.GetRaftTerm(),
+		CutVersion: h.GetCutVersion(),
 	}
 }
 
 func checkKey(opName string, key []byte) error {
+	if err := keyError(key); err != nil {
+		return &OpError{Op: opName, Key: key, Kind: ErrInvalidArgument, Err: err}
+	}
+	return nil
+}
+
+// keyError says what is wrong with key, if anything.
+func keyError(key []byte) error {
 	switch {
 	case len(key) == 0:
-		return &OpError{Op: opName, Key: key, Kind: ErrInvalidArgument, Err: errors.New("empty key")}
+		return errors.New("empty key")
 	case len(key) > MaxKeySize:
-		return &OpError{Op: opName, Key: key, Kind: ErrInvalidArgument, Err: fmt.Errorf("key is %d bytes, more than %d", len(key), MaxKeySize)}
+		return fmt.Errorf("key is %d bytes, more than %d", len(key), MaxKeySize)
 	}
 	return nil
 }

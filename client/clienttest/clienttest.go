@@ -1,9 +1,11 @@
 // Package clienttest runs an in-process fake cutkv cluster on 127.0.0.1 for
 // tests of the client and of programs built on it. Every fake node serves
 // the public KV and Cluster gRPC services over one shared in-memory store,
-// with a settable leader per partition, per-node call counters, and hooks
-// that inject failures. It is a test double, not a database: there is no
-// raft, no persistence, and no transactions.
+// with a settable leader per partition, per-node call counters, a log of
+// the requests received, and hooks that inject failures. It is a test
+// double, not a database: there is no raft and no persistence, and Txn is
+// evaluated under one lock on the map (no 2PC, no locks, never Aborted
+// unless a hook says so), after the server's InvalidArgument checks.
 package clienttest
 
 import (
@@ -40,6 +42,7 @@ const (
 	MethodPut     = "Put"
 	MethodDelete  = "Delete"
 	MethodScan    = "Scan"
+	MethodTxn     = "Txn"
 	MethodMembers = "Members"
 	MethodStatus  = "Status"
 	MethodRouting = "Routing"
@@ -74,20 +77,25 @@ type Options struct {
 	Partitions uint32
 	// ClusterID is reported in every header; default 0xC07.
 	ClusterID uint64
+	// MaxTxnOps is the most compares, and ops per branch, a Txn may hold;
+	// default 128.
+	MaxTxnOps int
 }
 
 // Cluster is a fake cluster. Its methods are safe for concurrent use.
 type Cluster struct {
 	Partitions uint32
 	ClusterID  uint64
+	MaxTxnOps  int
 	Nodes      []*Node
 
 	mu       sync.Mutex
-	data     map[string]*kvpb.KeyValue // REQUIRES mu
-	index    []uint64                  // REQUIRES mu; last raft index per partition (0 = metadata)
-	leaders  []int                     // REQUIRES mu; node index per partition 1..N at [p-1], -1 = none
-	reported []int                     // REQUIRES mu; what Routing says, nil = leaders
-	cut      uint64                    // REQUIRES mu
+	requests map[string][]proto.Message // REQUIRES mu; by method, in arrival order
+	data     map[string]*kvpb.KeyValue  // REQUIRES mu
+	index    []uint64                   // REQUIRES mu; last raft index per partition (0 = metadata)
+	leaders  []int                      // REQUIRES mu; node index per partition 1..N at [p-1], -1 = none
+	reported []int                      // REQUIRES mu; what Routing says, nil = leaders
+	cut      uint64                     // REQUIRES mu
 }
 
 // NewCluster starts a cluster and stops it when tb's test ends. Node i has
@@ -103,9 +111,14 @@ func NewCluster(tb testing.TB, opts Options) *Cluster {
 	if opts.ClusterID == 0 {
 		opts.ClusterID = 0xC07
 	}
+	if opts.MaxTxnOps <= 0 {
+		opts.MaxTxnOps = 128
+	}
 	c := &Cluster{
 		Partitions: opts.Partitions,
 		ClusterID:  opts.ClusterID,
+		MaxTxnOps:  opts.MaxTxnOps,
+		requests:   make(map[string][]proto.Message),
 		data:       make(map[string]*kvpb.KeyValue),
 		index:      make([]uint64, opts.Partitions+1),
 		leaders:    make([]int, opts.Partitions),
@@ -220,18 +233,45 @@ func (c *Cluster) Put(key, value []byte) {
 	c.putLocked(key, value)
 }
 
+// Requests returns copies of the requests of method that reached any node
+// (hooks included, so also those a hook refused), in arrival order.
+func (c *Cluster) Requests(method string) []proto.Message {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]proto.Message, 0, len(c.requests[method]))
+	for _, m := range c.requests[method] {
+		out = append(out, proto.Clone(m))
+	}
+	return out
+}
+
+// TxnRequests is Requests(MethodTxn), typed.
+func (c *Cluster) TxnRequests() []*kvpb.TxnRequest {
+	var out []*kvpb.TxnRequest
+	for _, m := range c.Requests(MethodTxn) {
+		out = append(out, m.(*kvpb.TxnRequest))
+	}
+	return out
+}
+
 // REQUIRES c.mu.
 func (c *Cluster) putLocked(key, value []byte) {
 	p := c.PartitionOf(key)
 	c.index[p]++
+	c.writeLocked(key, value, c.index[p])
+}
+
+// writeLocked stores a key-value written at raft index idx of its
+// partition. REQUIRES c.mu.
+func (c *Cluster) writeLocked(key, value []byte, idx uint64) {
 	kv, ok := c.data[string(key)]
 	if !ok {
-		kv = &kvpb.KeyValue{Key: bytes.Clone(key), CreateIndex: c.index[p]}
+		kv = &kvpb.KeyValue{Key: bytes.Clone(key), CreateIndex: idx}
 		c.data[string(key)] = kv
 	}
 	kv.Value = bytes.Clone(value)
 	kv.Version++
-	kv.ModIndex = c.index[p]
+	kv.ModIndex = idx
 }
 
 // Node is one fake node.
@@ -313,6 +353,7 @@ func (n *Node) enter(ctx context.Context, method string, h *kvpb.RequestHeader, 
 	n.mu.Unlock()
 	n.c.mu.Lock()
 	n.c.cut = max(n.c.cut, h.GetCutVersion())
+	n.c.requests[method] = append(n.c.requests[method], proto.Clone(req))
 	n.c.mu.Unlock()
 	if hook != nil {
 		return hook(ctx, method, req)
@@ -441,22 +482,28 @@ func (s kvServer) Scan(ctx context.Context, r *kvpb.ScanRequest) (*kvpb.ScanResp
 	if r.GetLimit() < 0 {
 		return nil, status.Error(codes.InvalidArgument, "cutkv: negative limit")
 	}
+	c := s.n.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	resp := c.scanLocked(r)
+	resp.Header = c.headerLocked(s.n, 0)
+	return resp, nil
+}
+
+// scanLocked serves r, without the header. REQUIRES c.mu.
+func (c *Cluster) scanLocked(r *kvpb.ScanRequest) *kvpb.ScanResponse {
 	limit := int(r.GetLimit())
 	if limit == 0 || limit > 10000 {
 		limit = 10000
 	}
-	c := s.n.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	var keys []string
 	for k := range c.data {
-		kb := []byte(k)
-		if bytes.Compare(kb, r.GetStart()) >= 0 && (len(r.GetEnd()) == 0 || bytes.Compare(kb, r.GetEnd()) < 0) {
+		if inRange([]byte(k), r.GetStart(), r.GetEnd()) {
 			keys = append(keys, k)
 		}
 	}
 	slices.Sort(keys)
-	resp := &kvpb.ScanResponse{Header: c.headerLocked(s.n, 0)}
+	resp := &kvpb.ScanResponse{}
 	if len(keys) > limit {
 		keys, resp.More = keys[:limit], true
 	}
@@ -467,7 +514,12 @@ func (s kvServer) Scan(ctx context.Context, r *kvpb.ScanRequest) (*kvpb.ScanResp
 		}
 		resp.Kvs = append(resp.Kvs, kv)
 	}
-	return resp, nil
+	return resp
+}
+
+// inRange reports start ≤ k < end, an empty end being no bound.
+func inRange(k, start, end []byte) bool {
+	return bytes.Compare(k, start) >= 0 && (len(end) == 0 || bytes.Compare(k, end) < 0)
 }
 
 type clusterServer struct {

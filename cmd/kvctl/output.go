@@ -62,6 +62,51 @@ type jsonDel struct {
 	Deleted int        `json:"deleted"`
 }
 
+// jsonTxn is the output of txn: one entry of responses per op of the
+// branch that ran, an object with one field named after the op.
+type jsonTxn struct {
+	Header    jsonHeader        `json:"header"`
+	Succeeded bool              `json:"succeeded"`
+	Responses []jsonTxnOpResult `json:"responses"`
+}
+
+type jsonTxnOpResult struct {
+	Get    *jsonTxnRead   `json:"get,omitempty"`
+	Put    *struct{}      `json:"put,omitempty"`
+	Delete *jsonTxnDelete `json:"delete,omitempty"`
+	Scan   *jsonTxnRead   `json:"scan,omitempty"`
+}
+
+type jsonTxnRead struct {
+	KVs   []jsonKV `json:"kvs"`
+	Count int      `json:"count"`
+	More  *bool    `json:"more,omitempty"` // scan only
+}
+
+type jsonTxnDelete struct {
+	Deleted int64 `json:"deleted"`
+}
+
+func toJSONTxn(resp *client.TxnResponse) jsonTxn {
+	j := jsonTxn{Header: toJSONHeader(resp.Header), Succeeded: resp.Succeeded, Responses: []jsonTxnOpResult{}}
+	for _, r := range resp.Responses {
+		var o jsonTxnOpResult
+		switch r.Kind {
+		case client.KindGet:
+			o.Get = &jsonTxnRead{KVs: toJSONKVs(r.KVs, false), Count: len(r.KVs)}
+		case client.KindPut:
+			o.Put = &struct{}{}
+		case client.KindDelete:
+			o.Delete = &jsonTxnDelete{Deleted: r.Deleted}
+		case client.KindScan:
+			more := r.More
+			o.Scan = &jsonTxnRead{KVs: toJSONKVs(r.KVs, false), Count: len(r.KVs), More: &more}
+		}
+		j.Responses = append(j.Responses, o)
+	}
+	return j
+}
+
 type jsonMember struct {
 	ID          string `json:"id"`
 	RaftID      uint64 `json:"raft_id"`

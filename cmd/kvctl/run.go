@@ -20,6 +20,7 @@ const (
 	exitUsage       = 2
 	exitUnavailable = 3
 	exitUnknown     = 4
+	exitConflict    = 5 // txn: kept conflicting until the deadline
 )
 
 const (
@@ -56,6 +57,7 @@ type globals struct {
 	output      string
 	timeout     time.Duration
 	dialTimeout time.Duration
+	maxTxnOps   int // txn --max-ops; 0: the client's default
 
 	getenv func(string) string
 	stdin  io.Reader
@@ -85,7 +87,8 @@ func newRootCmd(g *globals) *cobra.Command {
 		Long: `kvctl reads and writes keys of a cutkv cluster and shows its state.
 
 Endpoints come from --endpoints, else from $` + envEndpoints + `, else ` + defaultEndpoints + `.
-Exit codes: 0 ok, 1 not found (or other error), 2 usage, 3 cluster unavailable, 4 write outcome unknown.`,
+Exit codes: 0 ok, 1 not found (or other error), 2 usage, 3 cluster unavailable, 4 write outcome unknown,
+5 transaction kept conflicting (not applied).`,
 		Args:          cobra.NoArgs,
 		SilenceErrors: true,
 		SilenceUsage:  true,
@@ -100,7 +103,7 @@ Exit codes: 0 ok, 1 not found (or other error), 2 usage, 3 cluster unavailable, 
 	f.StringVarP(&g.output, "output", "o", "text", "output format: text or json")
 	f.DurationVar(&g.timeout, "timeout", 5*time.Second, "time limit for the whole command, retries included")
 	f.DurationVar(&g.dialTimeout, "dial-timeout", 2*time.Second, "time limit for reaching a first node, and for connecting to any node")
-	root.AddCommand(newPutCmd(g), newGetCmd(g), newDelCmd(g), newScanCmd(g), newMembersCmd(g), newStatusCmd(g))
+	root.AddCommand(newPutCmd(g), newGetCmd(g), newDelCmd(g), newScanCmd(g), newTxnCmd(g), newMembersCmd(g), newStatusCmd(g))
 	return root
 }
 
@@ -144,7 +147,7 @@ func (g *globals) withClient(cmd *cobra.Command, fn func(ctx context.Context, c 
 	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
 	defer cancel()
-	c, err := client.NewWithConfig(ctx, client.Config{Endpoints: eps, DialTimeout: g.dialTimeout})
+	c, err := client.NewWithConfig(ctx, client.Config{Endpoints: eps, DialTimeout: g.dialTimeout, MaxTxnOps: g.maxTxnOps})
 	if err != nil {
 		return &runError{err}
 	}
@@ -168,13 +171,20 @@ func describe(err error, cmd *cobra.Command, g *globals) (int, string) {
 	}
 	switch {
 	case errors.Is(err, client.ErrOutcomeUnknown):
+		if isTxn(cmd) {
+			return exitUnknown, fmt.Sprintf("%v\nThe transaction may or may not have been applied: read its keys back before retrying it.", err)
+		}
 		return exitUnknown, fmt.Sprintf("%v\nThe write may or may not have been applied: read the key back before retrying it.", err)
+	case errors.Is(err, client.ErrConflict):
+		return exitConflict, fmt.Sprintf("%v\nThe transaction kept conflicting with other transactions until --timeout and was not applied: run it again, or raise --timeout.", err)
 	case errors.Is(err, client.ErrNotFound):
 		var oe *client.OpError
 		if errors.As(err, &oe) && oe.Key != nil {
 			return exitNotFound, fmt.Sprintf("key %s not found", client.QuoteKey(oe.Key))
 		}
 		return exitNotFound, "not found"
+	case errors.Is(err, client.ErrInvalidArgument) && isTxn(cmd):
+		return exitUsage, fmt.Sprintf("%v\nA transaction has at most --max-ops compares and ops per branch; a branch writes a key at most once and reads no key it writes; keys are 1 to %d bytes, values at most %d bytes.", err, client.MaxKeySize, client.MaxValueSize)
 	case errors.Is(err, client.ErrInvalidArgument):
 		return exitUsage, fmt.Sprintf("%v\nKeys must be 1 to %d bytes and values at most %d bytes.", err, client.MaxKeySize, client.MaxValueSize)
 	case errors.Is(err, client.ErrUnavailable):
@@ -184,3 +194,5 @@ func describe(err error, cmd *cobra.Command, g *globals) (int, string) {
 		return exitNotFound, err.Error()
 	}
 }
+
+func isTxn(cmd *cobra.Command) bool { return cmd != nil && cmd.Name() == "txn" }
