@@ -54,6 +54,9 @@ type Partition struct {
 	locks   *txn.LockTable
 	intents map[string]*Intent
 	records map[string]*internalpb.TxnDecideOp
+	// finished remembers transactions finished here, so a prepare that
+	// arrives after its Finish (a delayed proposal) cannot lock again.
+	finished map[string]struct{}
 }
 
 // New returns an empty partition.
@@ -64,6 +67,8 @@ func New(id uint64) *Partition {
 		locks:   txn.NewLockTable(),
 		intents: map[string]*Intent{},
 		records: map[string]*internalpb.TxnDecideOp{},
+
+		finished: map[string]struct{}{},
 	}
 }
 

@@ -76,6 +76,9 @@ func (p *Partition) prepareLocked(index uint64, op *internalpb.TxnPrepareOp) Vot
 	if in := p.intents[id]; in != nil {
 		return in.Vote
 	}
+	if _, done := p.finished[id]; done {
+		return Vote{} // finished already (a late prepare): never lock again
+	}
 	if c := p.locks.Acquire(id, txn.Wants(op.GetShare())); len(c) > 0 {
 		return Vote{Conflicts: c}
 	}
@@ -94,6 +97,7 @@ func (p *Partition) prepareLocked(index uint64, op *internalpb.TxnPrepareOp) Vot
 // prepared here) changes nothing.
 func (p *Partition) finishLocked(index uint64, op *internalpb.TxnFinishOp) {
 	id := string(op.GetTxnId())
+	p.finished[id] = struct{}{}
 	in := p.intents[id]
 	if in == nil {
 		return
