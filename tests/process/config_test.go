@@ -28,14 +28,14 @@ func runKvnodeToExit(t testing.TB, args ...string) (code int, output string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin.kvnode, args...)
-	cmd.Env = childEnv()
+	cmd := exec.CommandContext(ctx, bin.Kvnode, args...)
+	cmd.Env = ChildEnv()
 	cmd.SysProcAttr = sysProcAttr()
 	out, err := cmd.CombinedOutput()
 	var ee *exec.ExitError
 	switch {
 	case ctx.Err() != nil:
-		t.Fatalf("kvnode %v still running after 20s; output:\n%s", args, tail(string(out), 20))
+		t.Fatalf("kvnode %v still running after 20s; output:\n%s", args, Tail(string(out), 20))
 	case err == nil:
 	case errors.As(err, &ee) && ee.Exited():
 		code = ee.ExitCode()
@@ -55,7 +55,7 @@ func newSingle(t testing.TB) single {
 	t.Helper()
 	return single{
 		dir:  filepath.Join(t.TempDir(), "n1"),
-		grpc: freeAddr(t), gossip: freeAddr(t), http: freeAddr(t),
+		grpc: FreeAddr(t), gossip: FreeAddr(t), http: FreeAddr(t),
 	}
 }
 
@@ -75,9 +75,9 @@ func startReady(t testing.TB, name string, args ...string) *proc {
 	t.Helper()
 	log := filepath.Join(t.TempDir(), name+".stderr")
 	logTailOnFailure(t, name, log)
-	p := startProc(t, bin.kvnode, args, childEnv(), log)
+	p := startProc(t, bin.Kvnode, args, ChildEnv(), log)
 	if ok, why := p.waitReady(readyTimeout); !ok {
-		t.Fatalf("%s: %s; stderr:\n%s", name, why, tail(p.stderr(), 20))
+		t.Fatalf("%s: %s; stderr:\n%s", name, why, Tail(p.stderr(), 20))
 	}
 	return p
 }
@@ -111,7 +111,7 @@ func TestKvnodeHelp(t *testing.T) {
 func TestKvnodeConfigFile(t *testing.T) {
 	s := newSingle(t)
 	flagGRPC := s.grpc      // given on the command line: it must win
-	fileGRPC := freeAddr(t) // given in the file only
+	fileGRPC := FreeAddr(t) // given in the file only
 	cfg := filepath.Join(t.TempDir(), "node.yaml")
 	yaml := fmt.Sprintf(`# every key is a kvnode flag name
 id: n1

@@ -4,6 +4,11 @@
 // their data under t.TempDir(), and a test kills them with SIGKILL, stops
 // them with SIGTERM and restarts them on the same data.
 //
+// The harness itself (harness.go: Build, NewCluster, Node, FreeAddr,
+// SoakDuration, NewRand, WaitFor) is exported for the other end-to-end
+// test packages under tests/, such as tests/bank; it is the package's only
+// non-test code.
+//
 // What the tests check (DESIGN.md, "Invariants that tests must check",
 // and README.md):
 //

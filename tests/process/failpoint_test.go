@@ -26,9 +26,9 @@ type failpointRun struct {
 // (at most 60 s), then writes on for a moment with the two others.
 func runUntilVictimExits(t *testing.T, victim int, spec, prefix string) *failpointRun {
 	t.Helper()
-	c := newCluster(t, Spec{Configure: func(n *Node) {
+	c := NewCluster(t, Spec{Bin: bin.Kvnode, Configure: func(n *Node) {
 		if n.ID == fmt.Sprintf("n%d", victim+1) {
-			n.Bin = bin.kvnodeFP
+			n.Bin = bin.KvnodeFailpoints
 			n.Env = []string{"CUTKV_FAILPOINTS=" + spec}
 		}
 	}})
@@ -41,7 +41,7 @@ func runUntilVictimExits(t *testing.T, victim int, spec, prefix string) *failpoi
 	r.code, r.desc = r.victim.WaitExit(60 * time.Second)
 	exitAcked, _, _ := r.log.counts()
 	// The two others keep the quorum: writes go on without the victim.
-	ok, _ := waitFor(10*time.Second, func() (bool, string) {
+	ok, _ := WaitFor(10*time.Second, func() (bool, string) {
 		a, _, _ := r.log.counts()
 		return a >= exitAcked+50, ""
 	})
@@ -63,7 +63,7 @@ func runUntilVictimExits(t *testing.T, victim int, spec, prefix string) *failpoi
 func (r *failpointRun) checkAfterRestart(t *testing.T, prefix string, rng *rand.Rand) {
 	t.Helper()
 	checkWrites(t, r.c, prefix, r.log, rng, 0)
-	r.victim.Bin, r.victim.Env = bin.kvnode, nil
+	r.victim.Bin, r.victim.Env = bin.Kvnode, nil
 	r.victim.Restart()
 	for _, n := range r.c.Nodes {
 		if n != r.victim {
@@ -81,23 +81,23 @@ func (r *failpointRun) checkAfterRestart(t *testing.T, prefix string, rng *rand.
 // log is part of the quorum.
 func TestWALSyncFailureIsSticky(t *testing.T) {
 	// Enough fsyncs pass for the node to bootstrap and serve a while.
-	rng := newRand(t)
+	rng := NewRand(t)
 	after := 200 + rng.IntN(200)
 	r := runUntilVictimExits(t, 1, fmt.Sprintf("walBeforeSync=error@%d", after), "walfail")
 	stderr := r.victim.Stderr()
 	if r.code != 1 {
-		t.Errorf("%s: %s after a failed WAL fsync, want exit status 1; stderr:\n%s", r.victim.ID, r.desc, tail(stderr, 20))
+		t.Errorf("%s: %s after a failed WAL fsync, want exit status 1; stderr:\n%s", r.victim.ID, r.desc, Tail(stderr, 20))
 	}
 	// The last words name a segment file in the node's WAL directory.
 	walDir := filepath.Join(r.victim.DataDir, "wal") + string(filepath.Separator)
 	fatal := regexp.MustCompile(`(?m)^kvnode: .*` + regexp.QuoteMeta(walDir) + `\S+`)
 	if m := fatal.FindString(stderr); m == "" {
-		t.Errorf("%s: no \"kvnode: ...\" line naming a file under %s; stderr:\n%s", r.victim.ID, walDir, tail(stderr, 20))
+		t.Errorf("%s: no \"kvnode: ...\" line naming a file under %s; stderr:\n%s", r.victim.ID, walDir, Tail(stderr, 20))
 	} else {
 		t.Logf("%s said: %s", r.victim.ID, m)
 	}
 	if !strings.Contains(stderr, "failpoint: injected error") {
-		t.Errorf("%s: the error does not carry the injected cause; stderr:\n%s", r.victim.ID, tail(stderr, 20))
+		t.Errorf("%s: the error does not carry the injected cause; stderr:\n%s", r.victim.ID, Tail(stderr, 20))
 	}
 	r.checkAfterRestart(t, "walfail", rng)
 }
@@ -106,11 +106,11 @@ func TestWALSyncFailureIsSticky(t *testing.T) {
 // a batch is durable and before anything is sent or applied; restarted,
 // it recovers and no acknowledged write is lost.
 func TestCrashAfterSave(t *testing.T) {
-	rng := newRand(t)
+	rng := NewRand(t)
 	after := 200 + rng.IntN(200)
 	r := runUntilVictimExits(t, 0, fmt.Sprintf("raftAfterSave=exit@%d", after), "aftersave")
 	if r.code != 86 || !strings.Contains(r.victim.Stderr(), "failpoint raftAfterSave: exiting") {
-		t.Errorf("%s: %s, want exit status 86 from the failpoint; stderr:\n%s", r.victim.ID, r.desc, tail(r.victim.Stderr(), 20))
+		t.Errorf("%s: %s, want exit status 86 from the failpoint; stderr:\n%s", r.victim.ID, r.desc, Tail(r.victim.Stderr(), 20))
 	}
 	r.checkAfterRestart(t, "aftersave", rng)
 }

@@ -175,7 +175,7 @@ func memberStates(t testing.TB, endpoint string) (map[string]string, kvctlResult
 func waitState(t testing.TB, endpoint, id, state string, d time.Duration) time.Duration {
 	t.Helper()
 	began := time.Now()
-	ok, last := waitFor(d, func() (bool, string) {
+	ok, last := WaitFor(d, func() (bool, string) {
 		states, r := memberStates(t, endpoint)
 		return states[id] == state, r.String()
 	})
@@ -188,7 +188,7 @@ func waitState(t testing.TB, endpoint, id, state string, d time.Duration) time.D
 // TestKvctl drives every kvctl command against a 3-process cluster and
 // checks outputs, JSON fields and exit codes against docs/cli.md.
 func TestKvctl(t *testing.T) {
-	c := newCluster(t, Spec{})
+	c := NewCluster(t, Spec{Bin: bin.Kvnode})
 	all := strings.Join(c.Endpoints(), ",")
 	eps := []string{"--endpoints", all}
 	ctl := func(t testing.TB, args ...string) kvctlResult { t.Helper(); return c.Kvctl(t, args...) }
@@ -358,7 +358,7 @@ func TestKvctl(t *testing.T) {
 	})
 
 	t.Run("unavailable", func(t *testing.T) {
-		closed := freeAddr(t) + "," + freeAddr(t)
+		closed := FreeAddr(t) + "," + FreeAddr(t)
 		for _, args := range [][]string{{"get", "alpha"}, {"put", "never", "x"}, {"members"}} {
 			r := runKvctl(t, nil, nil, append([]string{"--endpoints", closed, "--timeout", "2s", "--dial-timeout", "300ms"}, args...)...)
 			if r.code != 3 || !strings.HasPrefix(r.stderr, "Error: ") {
@@ -370,7 +370,7 @@ func TestKvctl(t *testing.T) {
 	})
 
 	t.Run("CUTKV_ENDPOINTS", func(t *testing.T) {
-		closed := "CUTKV_ENDPOINTS=" + freeAddr(t)
+		closed := "CUTKV_ENDPOINTS=" + FreeAddr(t)
 		good := "CUTKV_ENDPOINTS=" + all
 		// The environment replaces the default...
 		want(t, runKvctl(t, []string{good}, nil, "get", "alpha"), 0, ptr("v-alpha\n"))

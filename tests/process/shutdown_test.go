@@ -81,14 +81,14 @@ func getKeys(t testing.TB, c *Cluster, keys []string) {
 // those written while it was away included.
 func TestGracefulShutdown(t *testing.T) {
 	const shutdownTimeout = 5 * time.Second
-	c := newCluster(t, Spec{ShutdownTimeout: shutdownTimeout})
+	c := NewCluster(t, Spec{Bin: bin.Kvnode, ShutdownTimeout: shutdownTimeout})
 	n1, n2, n3 := c.Nodes[0], c.Nodes[1], c.Nodes[2]
 	before := putKeys(t, c, "before", 40)
 
 	code, took := n1.Term(shutdownTimeout + 10*time.Second)
 	t.Logf("n1 exited with status %d %v after SIGTERM", code, took.Round(time.Millisecond))
 	if code != 0 {
-		t.Fatalf("n1: exit status %d after SIGTERM, want 0; stderr:\n%s", code, tail(n1.Stderr(), 20))
+		t.Fatalf("n1: exit status %d after SIGTERM, want 0; stderr:\n%s", code, Tail(n1.Stderr(), 20))
 	}
 	if took > shutdownTimeout {
 		t.Errorf("n1 took %v to shut down, more than --shutdown-timeout %v", took, shutdownTimeout)
@@ -113,7 +113,7 @@ func TestGracefulShutdown(t *testing.T) {
 	// caught up on.
 	cc := dial(t, n1.GRPC)
 	wantKeys := uint64(len(before) + len(during))
-	ok, last := waitFor(10*time.Second, func() (bool, string) {
+	ok, last := WaitFor(10*time.Second, func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		n, err := localKeys(ctx, cc)
@@ -133,7 +133,7 @@ func TestGracefulShutdown(t *testing.T) {
 // waits for --shutdown-timeout) exits at once, with status 1, on a second
 // SIGTERM.
 func TestSecondSignalExitsAtOnce(t *testing.T) {
-	c := newCluster(t, Spec{Configure: func(n *Node) {
+	c := NewCluster(t, Spec{Bin: bin.Kvnode, Configure: func(n *Node) {
 		if n.ID == "n3" {
 			n.Flags = append(n.Flags, "--shutdown-timeout", "60s") // the last value wins
 		}
@@ -143,7 +143,7 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 
 	// A key of a partition that n3 does not lead, as n3 sees it.
 	var key string
-	ok, last := waitFor(10*time.Second, func() (bool, string) {
+	ok, last := WaitFor(10*time.Second, func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		rt, err := kvpb.NewClusterClient(cc).Routing(ctx, &kvpb.RoutingRequest{})
@@ -200,7 +200,7 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 		t.Errorf("n3 took %v to exit after the second SIGTERM; want at once", took)
 	}
 	if s := n3.Stderr(); !strings.Contains(s, "second signal") {
-		t.Errorf("n3 stderr does not mention the second signal:\n%s", tail(s, 10))
+		t.Errorf("n3 stderr does not mention the second signal:\n%s", Tail(s, 10))
 	}
 	// The put was never answered by n3 with success.
 	select {

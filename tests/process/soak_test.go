@@ -208,9 +208,9 @@ func checkWrites(t *testing.T, c *Cluster, prefix string, log *writeLog, rng *ra
 // and restarts it (at most one down at a time), and once SIGKILLs all three
 // and restarts them. Every acknowledged write must read back afterwards.
 func TestNoAckedWriteLostAcrossKill9(t *testing.T) {
-	soak := soakDuration(t)
-	rng := newRand(t)
-	c := newCluster(t, Spec{})
+	soak := SoakDuration(t)
+	rng := NewRand(t)
+	c := NewCluster(t, Spec{Bin: bin.Kvnode})
 
 	log := newWriteLog()
 	ctx, stop := context.WithCancel(context.Background())
@@ -250,7 +250,7 @@ func TestNoAckedWriteLostAcrossKill9(t *testing.T) {
 	}
 	// The cluster serves again after the last restart.
 	lastAcked, _, _ := log.counts()
-	if ok, _ := waitFor(10*time.Second, func() (bool, string) {
+	if ok, _ := WaitFor(10*time.Second, func() (bool, string) {
 		a, _, _ := log.counts()
 		return a >= lastAcked+20, ""
 	}); !ok {
