@@ -29,9 +29,17 @@ type runner struct {
 	workers []*worker // the first Config.Clients are the measured ones
 	pacer   *pacer    // nil without --rate
 	stderr  io.Writer
-	// ctx ends when the run is interrupted; operations in flight are then
-	// cancelled and not counted.
-	ctx context.Context
+	// ctx ends when the run is interrupted or fails (fail); operations in
+	// flight are then cancelled and not counted.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	// pairs picks the txn workload's keys; bank is the bank workload's
+	// state. nil for other workloads.
+	pairs *keyPairs
+	bank  *bank
+
+	mu      sync.Mutex
+	failure error // REQUIRES mu; see fail
 }
 
 // worker is one client: at most one operation in flight.
@@ -39,8 +47,23 @@ type worker struct {
 	conn  Conn
 	rng   *rand.Rand
 	key   []byte // reused for every operation
+	key2  []byte // the second key of txn and bank
 	value []byte
+	// bal1 and bal2 hold a bank transfer's new balances.
+	bal1, bal2 []byte
 }
+
+// outcome is how an operation that returned no error ended.
+type outcome int
+
+const (
+	outcomeOK outcome = iota
+	// outcomeNotFound: a Get found no value (a success).
+	outcomeNotFound
+	// outcomeAborted: a transaction's compare failed; nothing was
+	// written. Counted as an abort, not an error.
+	outcomeAborted
+)
 
 // phase is one stretch of load.
 type phase struct {
@@ -62,7 +85,12 @@ type phase struct {
 type opStats struct {
 	hist     *histogram // latencies of successful operations
 	notFound int64      // successful Gets of a missing key
-	errs     [numErrKinds]int64
+	// aborts counts transactions that were not applied because of
+	// concurrent ones: a failed compare, or ErrConflict.
+	aborts int64
+	// conflicts counts the aborts that were ErrConflict.
+	conflicts int64
+	errs      [numErrKinds]int64
 	// sample is the first error of each kind, as text.
 	sample [numErrKinds]string
 }
@@ -72,6 +100,8 @@ func newOpStats() *opStats { return &opStats{hist: newHistogram()} }
 func (s *opStats) merge(o *opStats) {
 	s.hist.merge(o.hist)
 	s.notFound += o.notFound
+	s.aborts += o.aborts
+	s.conflicts += o.conflicts
 	for k := range s.errs {
 		s.errs[k] += o.errs[k]
 		if s.sample[k] == "" {
@@ -109,12 +139,14 @@ func (p *phaseResult) all() *opStats {
 type counters struct {
 	claimed atomic.Int64
 	done    atomic.Int64
+	aborts  atomic.Int64
 	errs    atomic.Int64
 	stop    atomic.Bool
 }
 
 func newRunner(ctx context.Context, cfg *Config, drv Driver, conns []Conn, stderr io.Writer) *runner {
-	r := &runner{cfg: cfg, drv: drv, conns: conns, stderr: stderr, ctx: ctx}
+	r := &runner{cfg: cfg, drv: drv, conns: conns, stderr: stderr}
+	r.ctx, r.cancel = context.WithCancelCause(ctx)
 	if cfg.Rate > 0 {
 		r.pacer = &pacer{interval: time.Duration(float64(time.Second) / cfg.Rate)}
 	}
@@ -124,6 +156,7 @@ func newRunner(ctx context.Context, cfg *Config, drv Driver, conns []Conn, stder
 			conn:  conns[i%len(conns)],
 			rng:   rng,
 			key:   make([]byte, cfg.KeySize),
+			key2:  make([]byte, cfg.KeySize),
 			value: make([]byte, cfg.ValueSize),
 		}
 		for j := range w.value {
@@ -134,6 +167,24 @@ func newRunner(ctx context.Context, cfg *Config, drv Driver, conns []Conn, stder
 	return r
 }
 
+// fail stops the run at once: a check failed (the bank audit). The first
+// error is kept.
+func (r *runner) fail(err error) {
+	r.mu.Lock()
+	if r.failure == nil {
+		r.failure = err
+	}
+	r.mu.Unlock()
+	r.cancel(err)
+}
+
+// failed returns the error given to fail, if any.
+func (r *runner) failed() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.failure
+}
+
 // randomPick is the pick function of warmup and measured phases.
 func (r *runner) randomPick(w *worker, _ int64) (opKind, int64) {
 	k := workloads[r.cfg.Workload].next(r.cfg, w.rng)
@@ -142,6 +193,9 @@ func (r *runner) randomPick(w *worker, _ int64) (opKind, int64) {
 
 // preloadPick writes key seq.
 func preloadPick(_ *worker, seq int64) (opKind, int64) { return opPut, seq }
+
+// initPick writes account seq's initial balance.
+func initPick(_ *worker, seq int64) (opKind, int64) { return opInit, seq }
 
 // runPhase runs the workers until the phase ends and merges their stats.
 func (r *runner) runPhase(p phase) *phaseResult {
@@ -170,6 +224,8 @@ func (r *runner) runPhase(p phase) *phaseResult {
 		}
 	}
 	switch {
+	case r.failed() != nil:
+		res.stopped = r.failed()
 	case r.ctx.Err() != nil:
 		res.stopped = fmt.Errorf("interrupted: %w", context.Cause(r.ctx))
 	case r.cfg.MaxErrors > 0 && c.errs.Load() >= r.cfg.MaxErrors:
@@ -194,17 +250,9 @@ func (r *runner) work(w *worker, p *phase, c *counters, stats *[numOps]*opStats)
 			return
 		}
 		kind, idx := p.pick(w, seq)
-		putKey(w.key, idx)
 		ctx, cancel := context.WithTimeout(r.ctx, r.cfg.OpTimeout)
-		found := true
-		var err error
 		start := time.Now()
-		switch kind {
-		case opPut:
-			err = w.conn.Put(ctx, w.key, w.value)
-		case opGet:
-			found, err = w.conn.Get(ctx, w.key)
-		}
+		out, err := r.execute(ctx, w, kind, idx)
 		took := time.Since(start)
 		cancel()
 		if err != nil && r.ctx.Err() != nil {
@@ -213,21 +261,59 @@ func (r *runner) work(w *worker, p *phase, c *counters, stats *[numOps]*opStats)
 		s := stats[kind]
 		if err != nil {
 			k := r.drv.Classify(err)
-			s.errs[k]++
-			if s.sample[k] == "" {
-				s.sample[k] = err.Error()
+			if k == errConflict {
+				out = outcomeAborted
+				s.conflicts++
+			} else {
+				s.errs[k]++
+				if s.sample[k] == "" {
+					s.sample[k] = err.Error()
+				}
+				if n := c.errs.Add(1); r.cfg.MaxErrors > 0 && n >= r.cfg.MaxErrors {
+					c.stop.Store(true)
+				}
+				continue
 			}
-			if n := c.errs.Add(1); r.cfg.MaxErrors > 0 && n >= r.cfg.MaxErrors {
-				c.stop.Store(true)
-			}
-			continue
 		}
-		s.hist.record(int64(took))
-		if !found {
+		switch out {
+		case outcomeAborted:
+			s.aborts++
+			c.aborts.Add(1)
+			continue
+		case outcomeNotFound:
 			s.notFound++
 		}
+		s.hist.record(int64(took))
 		c.done.Add(1)
 	}
+}
+
+// execute sends one operation of the given kind; idx is the key index
+// for put, get and init (txn and bank pick their own keys).
+func (r *runner) execute(ctx context.Context, w *worker, kind opKind, idx int64) (outcome, error) {
+	switch kind {
+	case opPut:
+		putKey(w.key, idx)
+		return outcomeOK, w.conn.Put(ctx, w.key, w.value)
+	case opGet:
+		putKey(w.key, idx)
+		found, err := w.conn.Get(ctx, w.key)
+		if err == nil && !found {
+			return outcomeNotFound, nil
+		}
+		return outcomeOK, err
+	case opTxn:
+		if err := r.pairs.pick(w.rng, w.key, w.key2); err != nil {
+			return outcomeOK, err
+		}
+		return outcomeOK, w.conn.PutPair(ctx, w.key, w.value, w.key2, w.value)
+	case opTransfer:
+		return r.bank.transfer(ctx, w)
+	case opInit:
+		accountKey(w.key, idx)
+		return outcomeOK, w.conn.Put(ctx, w.key, r.bank.init)
+	}
+	return outcomeOK, fmt.Errorf("unknown operation kind %d", kind)
 }
 
 // startProgress prints a progress line every cfg.Progress until the
@@ -250,8 +336,12 @@ func (r *runner) startProgress(name string, start time.Time, c *counters) func()
 			case now := <-t.C:
 				ops := c.done.Load()
 				rate := float64(ops-lastOps) / now.Sub(last).Seconds()
-				fmt.Fprintf(r.stderr, "kvbench: %-7s elapsed=%-6s ops=%-9d ops/s=%-8.0f errors=%d\n",
-					name, now.Sub(start).Round(100*time.Millisecond), ops, rate, c.errs.Load())
+				aborts := ""
+				if workloads[r.cfg.Workload].transactional {
+					aborts = fmt.Sprintf(" aborts=%d", c.aborts.Load())
+				}
+				fmt.Fprintf(r.stderr, "kvbench: %-7s elapsed=%-6s ops=%-9d ops/s=%-8.0f errors=%d%s\n",
+					name, now.Sub(start).Round(100*time.Millisecond), ops, rate, c.errs.Load(), aborts)
 				last, lastOps = now, ops
 			}
 		}
@@ -321,7 +411,28 @@ func benchmark(ctx context.Context, cfg *Config, stderr io.Writer) (*Result, err
 	}
 	defer closeAll(conns)
 	r := newRunner(ctx, cfg, drv, conns, stderr)
+	defer r.cancel(nil)
 	res := newResult(cfg)
+
+	var auditConn Conn
+	switch cfg.Workload {
+	case "txn":
+		if r.pairs, err = newKeyPairs(r.ctx, cfg, conns[0]); err != nil {
+			return nil, err
+		}
+		res.Txn = &TxnInfo{Keys: cfg.TxnKeys, Partitions: r.pairs.partitions}
+	case "bank":
+		r.bank = newBank(cfg)
+		if err := r.initBank(res); err != nil {
+			return nil, err
+		}
+		// The auditor has a connection of its own, so that its reads are
+		// not queued behind the workers' requests in a client.
+		if auditConn, err = drv.Connect(r.ctx, cfg.Endpoints, ConnectOptions{DialTimeout: cfg.DialTimeout}); err != nil {
+			return nil, fmt.Errorf("auditor: %w", err)
+		}
+		defer auditConn.Close()
+	}
 
 	if wl.preload {
 		fmt.Fprintf(stderr, "kvbench: preloading %d keys\n", cfg.Keyspace)
@@ -359,11 +470,34 @@ func benchmark(ctx context.Context, cfg *Config, stderr io.Writer) (*Result, err
 	if cfg.Duration > 0 {
 		m.end = time.Now().Add(cfg.Duration)
 	}
+	var aud *auditor
+	if auditConn != nil {
+		aud = r.startAuditor(auditConn)
+	}
 	p := r.runPhase(m)
 	res.fill(p)
+	if aud != nil {
+		aud.halt()
+		res.Bank.Audits = summarize(aud.stats, p.elapsed)
+		// A last audit once every transfer has returned.
+		if r.ctx.Err() == nil {
+			if err := aud.once(); err != nil {
+				res.Bank.FinalAudit = "failed: " + err.Error()
+			} else {
+				res.Bank.FinalAudit = "ok"
+			}
+		}
+		if err := r.failed(); err != nil {
+			res.Bank.Violation = err.Error()
+			if p.stopped == nil {
+				p.stopped = err
+			}
+		}
+	}
 
 	if len(cfg.MetricsURLs) > 0 {
 		var nodes []WALNode
+		var befores, afters []walSample
 		for i, u := range cfg.MetricsURLs {
 			// A fresh context: an interrupted run still reports the WAL.
 			after, err := scrapeWAL(context.WithoutCancel(ctx), hc, u)
@@ -372,9 +506,13 @@ func benchmark(ctx context.Context, cfg *Config, stderr io.Writer) (*Result, err
 				continue
 			}
 			nodes = append(nodes, walDelta(u, before[i], after))
+			befores, afters = append(befores, before[i]), append(afters, after)
 		}
 		if len(nodes) > 0 {
 			res.WAL = sumWAL(nodes, p.elapsed)
+			if wl.transactional {
+				res.TxnRPCs = txnDelta(befores, afters)
+			}
 		}
 	}
 	if p.stopped != nil {
@@ -382,6 +520,34 @@ func benchmark(ctx context.Context, cfg *Config, stderr io.Writer) (*Result, err
 		return res, p.stopped
 	}
 	return res, nil
+}
+
+// initBank writes every account's initial balance (unmeasured) and checks
+// the total with one audit.
+func (r *runner) initBank(res *Result) error {
+	cfg := r.cfg
+	fmt.Fprintf(r.stderr, "kvbench: initialising %d accounts to %d each\n", cfg.Accounts, initialBalance)
+	p := r.runPhase(phase{name: "init", total: cfg.Accounts, pick: initPick, workers: max(cfg.Clients, preloadWorkers)})
+	all := p.all()
+	res.Preload = &Preload{Keys: cfg.Accounts, Seconds: p.elapsed.Seconds(), Errors: all.errors()}
+	if p.stopped != nil {
+		return fmt.Errorf("init: %w", p.stopped)
+	}
+	if n := all.errors(); n > 0 {
+		return fmt.Errorf("init: %d of %d account writes failed (first: %s)", n, cfg.Accounts, firstSample(all))
+	}
+	ctx, cancel := context.WithTimeout(r.ctx, cfg.OpTimeout)
+	defer cancel()
+	violation, err := r.bank.audit(ctx, r.conns[0])
+	switch {
+	case err != nil:
+		return fmt.Errorf("init: reading the accounts back: %w", err)
+	case violation != "":
+		// A transaction of an earlier run that finished late could do this.
+		return fmt.Errorf("init: after writing every account: %s", violation)
+	}
+	res.Bank = &BankResult{Accounts: cfg.Accounts, Total: r.bank.total}
+	return nil
 }
 
 func firstSample(s *opStats) string {

@@ -20,6 +20,19 @@ const (
 	defaultDialTimeout = 5 * time.Second
 	defaultMaxErrors   = 1000
 
+	defaultTxnKeys       = txnKeysCross
+	defaultAccounts      = 1000
+	defaultAuditInterval = time.Second
+	// initialBalance is every bank account's balance after the
+	// (unmeasured) initialisation: the total is accounts × initialBalance.
+	initialBalance = 1000
+	// maxAccounts: the audit reads every account with one Scan in one
+	// transaction, and cutkv returns at most 10000 keys per Scan.
+	maxAccounts = 10000
+	// accountPrefix starts every account key, so that the audit's range
+	// holds no key of the other workloads.
+	accountPrefix = "bank/"
+
 	maxKeySize   = 4 << 10 // cutkv's limit (client.MaxKeySize)
 	maxValueSize = 1 << 20 // cutkv's limit (client.MaxValueSize)
 )
@@ -54,7 +67,8 @@ type Config struct {
 	Rate float64
 
 	// KeySize is the length of every key: the key's index in decimal,
-	// zero-padded. It must hold the largest index. Default 16.
+	// zero-padded (bank: accountPrefix, then the account's index). It
+	// must hold the largest index. Default 16.
 	KeySize int
 	// ValueSize is the length of every written value (random bytes).
 	// Default 256; 0 is allowed with ValueSizeSet.
@@ -62,11 +76,29 @@ type Config struct {
 	ValueSizeSet bool
 	// Keyspace is the number of distinct keys; operations pick keys
 	// uniformly at random. Default 10000.
-	Keyspace int64
+	Keyspace    int64
+	KeyspaceSet bool
 	// ReadRatio is the fraction of Gets in the mixed workload (0..1).
 	// Default 0.5; set only for mixed.
 	ReadRatio    float64
 	ReadRatioSet bool
+
+	// TxnKeys is where the txn workload's two keys live: txnKeysCross
+	// (different partitions: 2PC) or txnKeysSame (one partition: 1PC).
+	// Default cross; set only for txn on cutkv.
+	TxnKeys    string
+	TxnKeysSet bool
+	// Partitions is the cutkv cluster's partition count, used to place
+	// the txn workload's keys; 0 asks the cluster (Status). Only for txn
+	// on cutkv.
+	Partitions int
+	// Accounts is the number of bank accounts (bank only). Default 1000.
+	Accounts    int64
+	AccountsSet bool
+	// AuditInterval is the time between two audits of the bank total
+	// (bank only). Default 1 s.
+	AuditInterval    time.Duration
+	AuditIntervalSet bool
 
 	// Seed seeds the key choice and the values; 0 picks one from the
 	// clock. The seed used is reported.
@@ -90,12 +122,8 @@ type Config struct {
 
 // Validate checks c and fills in defaults. Its errors are usage errors.
 func (c *Config) Validate() error {
-	w, ok := workloads[c.Workload]
-	if !ok {
+	if _, ok := workloads[c.Workload]; !ok {
 		return fmt.Errorf("unknown workload %q: want one of %s", c.Workload, workloadNames())
-	}
-	if w.unavailable != "" {
-		return fmt.Errorf("workload %s: not available yet: %s", c.Workload, w.unavailable)
 	}
 	if c.Target == "" {
 		c.Target = "cutkv"
@@ -151,7 +179,7 @@ func (c *Config) Validate() error {
 	if c.KeySize > maxKeySize {
 		return fmt.Errorf("invalid --key-size %d: at most %d", c.KeySize, maxKeySize)
 	}
-	if d := len(strconv.FormatInt(c.Keyspace-1, 10)); c.KeySize < d {
+	if d := len(strconv.FormatInt(c.Keyspace-1, 10)); c.KeySize < d && c.Workload != "bank" {
 		return fmt.Errorf("--key-size %d is too small for --keyspace %d: keys need %d digits", c.KeySize, c.Keyspace, d)
 	}
 	switch {
@@ -170,6 +198,9 @@ func (c *Config) Validate() error {
 		if !(c.ReadRatio >= 0 && c.ReadRatio <= 1) {
 			return fmt.Errorf("invalid --read-ratio %v: want 0 to 1", c.ReadRatio)
 		}
+	}
+	if err := c.validateTxn(); err != nil {
+		return err
 	}
 	durations := []struct {
 		name string
@@ -192,6 +223,78 @@ func (c *Config) Validate() error {
 	}
 	if c.Progress < 0 {
 		return fmt.Errorf("invalid --progress %v: must not be negative (0 turns it off)", c.Progress)
+	}
+	return nil
+}
+
+// The values of --txn-keys.
+const (
+	txnKeysCross = "cross"
+	txnKeysSame  = "same"
+)
+
+// validateTxn checks the flags of the txn and bank workloads, which the
+// other workloads refuse. It runs after the keyspace and key size are
+// known.
+func (c *Config) validateTxn() error {
+	if c.TxnKeysSet && c.Workload != "txn" {
+		return fmt.Errorf("--txn-keys applies only to the txn workload, not %s", c.Workload)
+	}
+	if c.Partitions != 0 && c.Workload != "txn" {
+		return fmt.Errorf("--partitions applies only to the txn workload, not %s", c.Workload)
+	}
+	if c.AccountsSet && c.Workload != "bank" {
+		return fmt.Errorf("--accounts applies only to the bank workload, not %s", c.Workload)
+	}
+	if c.AuditIntervalSet && c.Workload != "bank" {
+		return fmt.Errorf("--audit-interval applies only to the bank workload, not %s", c.Workload)
+	}
+	switch c.Workload {
+	case "txn":
+		if c.Target != "cutkv" {
+			if c.TxnKeysSet || c.Partitions != 0 {
+				return fmt.Errorf("--txn-keys and --partitions apply only to --target cutkv (%s has no partitions)", c.Target)
+			}
+			c.TxnKeys = ""
+		} else {
+			if !c.TxnKeysSet {
+				c.TxnKeys = defaultTxnKeys
+			}
+			if c.TxnKeys != txnKeysCross && c.TxnKeys != txnKeysSame {
+				return fmt.Errorf("invalid --txn-keys %q: want %s or %s", c.TxnKeys, txnKeysCross, txnKeysSame)
+			}
+			if c.Partitions < 0 {
+				return fmt.Errorf("invalid --partitions %d: must be positive (0 asks the cluster)", c.Partitions)
+			}
+			if c.Partitions == 1 && c.TxnKeys == txnKeysCross {
+				return errors.New("--txn-keys cross needs at least 2 partitions, --partitions is 1")
+			}
+		}
+		if c.Keyspace < 2 {
+			return fmt.Errorf("invalid --keyspace %d: the txn workload writes two different keys", c.Keyspace)
+		}
+	case "bank":
+		if c.KeyspaceSet {
+			return errors.New("--keyspace does not apply to the bank workload: use --accounts")
+		}
+		if c.ValueSizeSet {
+			return errors.New("--value-size does not apply to the bank workload: values are balances in decimal")
+		}
+		switch {
+		case !c.AccountsSet:
+			c.Accounts = defaultAccounts
+		case c.Accounts < 2 || c.Accounts > maxAccounts:
+			return fmt.Errorf("invalid --accounts %d: want 2 to %d", c.Accounts, maxAccounts)
+		}
+		if d := len(accountPrefix) + len(strconv.FormatInt(c.Accounts-1, 10)); c.KeySize < d {
+			return fmt.Errorf("--key-size %d is too small for --accounts %d: account keys need %d bytes (%q and the index)", c.KeySize, c.Accounts, d, accountPrefix)
+		}
+		switch {
+		case !c.AuditIntervalSet:
+			c.AuditInterval = defaultAuditInterval
+		case c.AuditInterval <= 0:
+			return fmt.Errorf("invalid --audit-interval %v: must be positive", c.AuditInterval)
+		}
 	}
 	return nil
 }

@@ -32,17 +32,45 @@ type ConnectOptions struct {
 // several workers at once, so it must be safe for concurrent use. Key and
 // value slices belong to the caller and are reused once a call returns: a
 // Conn must not keep them.
-//
-// Transactions (workloads txn and bank) will add a method here when
-// cutkv has them (issue 3); see workloads.
 type Conn interface {
 	// Put writes value under key and returns once the write is committed.
 	Put(ctx context.Context, key, value []byte) error
 	// Get reads key; found is false when the key does not exist, which is
 	// not an error.
 	Get(ctx context.Context, key []byte) (found bool, err error)
+	// PutPair writes two keys in one transaction with no compares (the
+	// txn workload).
+	PutPair(ctx context.Context, k1, v1, k2, v2 []byte) error
+	// GetVersion reads key's value and a version that changes with every
+	// write to it (cutkv: Version; etcd: ModRevision); version 0 means
+	// the key does not exist, which is not an error.
+	GetVersion(ctx context.Context, key []byte) (value []byte, version int64, err error)
+	// SwapPair writes n1 under k1 and n2 under k2 in one transaction if
+	// both versions are still v1 and v2; swapped is false, and nothing
+	// was written, when a compare failed (the bank workload's transfer).
+	SwapPair(ctx context.Context, k1 []byte, v1 int64, n1 []byte, k2 []byte, v2 int64, n2 []byte) (swapped bool, err error)
+	// ReadRange reads every key k with start ≤ k < end in one
+	// transaction, so that the result is one consistent state (the bank
+	// audit). more is true when the range held more keys than one
+	// transaction returns (cutkv: 10000).
+	ReadRange(ctx context.Context, start, end []byte) (kvs []KV, more bool, err error)
 	// Close releases the connection.
 	Close() error
+}
+
+// KV is one key-value read by ReadRange.
+type KV struct {
+	Key, Value []byte
+}
+
+// partitioned is implemented by Conns of databases with partitions: the
+// txn workload picks its two keys in the same partition or in different
+// ones.
+type partitioned interface {
+	// Partitions returns the cluster's partition count.
+	Partitions(ctx context.Context) (uint32, error)
+	// PartitionOf returns the partition of key among n.
+	PartitionOf(key []byte, n uint32) uint64
 }
 
 // errKind is how kvbench counts a failed operation. The kinds follow the
@@ -58,8 +86,14 @@ const (
 	errUnavailable
 	// errOther: anything else (a refusal, a bug).
 	errOther
+	// numErrKinds is the number of kinds counted as errors.
 	numErrKinds
 )
+
+// errConflict: a transaction kept losing to concurrent ones and was not
+// applied (cutkv's ErrConflict). It is counted as an abort, not as an
+// error, and is not one of the numErrKinds.
+const errConflict = numErrKinds
 
 // String returns the name used in the output.
 func (k errKind) String() string {
@@ -68,6 +102,8 @@ func (k errKind) String() string {
 		return "outcome_unknown"
 	case errUnavailable:
 		return "unavailable"
+	case errConflict:
+		return "conflict"
 	}
 	return "other"
 }

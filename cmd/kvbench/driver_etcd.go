@@ -129,4 +129,54 @@ func (c etcdConn) Get(ctx context.Context, key []byte) (bool, error) {
 	return r.Count > 0, nil
 }
 
+// PutPair is a Txn of two Puts (etcd has no partitions).
+func (c etcdConn) PutPair(ctx context.Context, k1, v1, k2, v2 []byte) error {
+	_, err := c.c.Txn(ctx).Then(clientv3.OpPut(string(k1), string(v1)), clientv3.OpPut(string(k2), string(v2))).Commit()
+	if err != nil {
+		return &etcdOpError{write: true, err: err}
+	}
+	return nil
+}
+
+// GetVersion returns the key's ModRevision as its version.
+func (c etcdConn) GetVersion(ctx context.Context, key []byte) ([]byte, int64, error) {
+	r, err := c.c.Get(ctx, string(key))
+	if err != nil {
+		return nil, 0, &etcdOpError{err: err}
+	}
+	if len(r.Kvs) == 0 {
+		return nil, 0, nil
+	}
+	return r.Kvs[0].Value, r.Kvs[0].ModRevision, nil
+}
+
+func (c etcdConn) SwapPair(ctx context.Context, k1 []byte, v1 int64, n1 []byte, k2 []byte, v2 int64, n2 []byte) (bool, error) {
+	s1, s2 := string(k1), string(k2)
+	r, err := c.c.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(s1), "=", v1), clientv3.Compare(clientv3.ModRevision(s2), "=", v2)).
+		Then(clientv3.OpPut(s1, string(n1)), clientv3.OpPut(s2, string(n2))).
+		Commit()
+	if err != nil {
+		return false, &etcdOpError{write: true, err: err}
+	}
+	return r.Succeeded, nil
+}
+
+// ReadRange is a Txn of one ranged Get.
+func (c etcdConn) ReadRange(ctx context.Context, start, end []byte) ([]KV, bool, error) {
+	r, err := c.c.Txn(ctx).Then(clientv3.OpGet(string(start), clientv3.WithRange(string(end)))).Commit()
+	if err != nil {
+		return nil, false, &etcdOpError{err: err}
+	}
+	if len(r.Responses) != 1 || r.Responses[0].GetResponseRange() == nil {
+		return nil, false, fmt.Errorf("txn of one range read: unexpected responses %v", r.Responses)
+	}
+	rr := r.Responses[0].GetResponseRange()
+	kvs := make([]KV, len(rr.Kvs))
+	for i, kv := range rr.Kvs {
+		kvs[i] = KV{Key: kv.Key, Value: kv.Value}
+	}
+	return kvs, rr.More, nil
+}
+
 func (c etcdConn) Close() error { return c.c.Close() }

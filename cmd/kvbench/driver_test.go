@@ -18,6 +18,7 @@ func TestClassify(t *testing.T) {
 		&client.OpError{Op: "put", Kind: client.ErrOutcomeUnknown, Err: context.DeadlineExceeded}: errOutcomeUnknown,
 		&client.OpError{Op: "get", Kind: client.ErrUnavailable}:                                   errUnavailable,
 		&client.OpError{Op: "put", Kind: client.ErrInvalidArgument}:                               errOther,
+		&client.OpError{Op: "txn", Kind: client.ErrConflict}:                                      errConflict,
 		errors.New("boom"): errOther,
 	} {
 		if got := cut.Classify(err); got != want {

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cutkv/cutkv/internal/clustertest"
 	"github.com/cutkv/cutkv/server"
@@ -101,5 +103,90 @@ func TestAgainstCluster(t *testing.T) {
 	// put --duration and put --total share a row: same key.
 	if n := strings.Count(string(b), "| cutkv |"); n != 3 {
 		t.Errorf("report has %d rows, want 3:\n%s", n, b)
+	}
+}
+
+// TestTransactionsAgainstCluster runs txn (keys in different partitions,
+// then in one) and bank for about a second each against a real
+// in-process 3-node cluster of 4 partitions. It checks that transactions
+// complete and that the bank total holds in every audit, never how fast.
+func TestTransactionsAgainstCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a cluster")
+	}
+	c := clustertest.Start(t, 3, clustertest.Options{Partitions: 4})
+	dir := t.TempDir()
+	md := filepath.Join(dir, "bench.md")
+	base := []string{
+		"--endpoints", strings.Join(c.Endpoints(), ","),
+		"--clients", "4", "--conns", "2", "--progress", "300ms", "--seed", "11",
+		"--report-md", md, "--report-section", "test",
+	}
+	runJSON := func(args ...string) Result {
+		t.Helper()
+		out := filepath.Join(dir, "out.json")
+		r := kvbench(t, nil, append(append(append([]string{}, base...), "--out", out), args...)...)
+		if r.code != exitOK {
+			t.Fatalf("kvbench %q: exit %d\nstdout:\n%s\nstderr:\n%s", args, r.code, r.stdout, r.stderr)
+		}
+		var res Result
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(b, &res); err != nil {
+			t.Fatalf("bad JSON %s: %v", b, err)
+		}
+		t.Logf("kvbench %q:\n%s%s", args, r.stdout, r.stderr)
+		return res
+	}
+
+	for _, keys := range []string{"cross", "same"} {
+		res := runJSON("txn", "--txn-keys", keys, "--duration", "1s", "--keyspace", "200", "--value-size", "32")
+		s := res.ByOp["txn"]
+		if res.Ops == 0 || s.Ops != res.Ops || res.Errors.Total != 0 || res.Latency.P50 <= 0 {
+			t.Errorf("txn %s: ops %d (txn %d), errors %+v, latency %+v", keys, res.Ops, s.Ops, res.Errors, res.Latency)
+		}
+		if res.Txn == nil || res.Txn.Keys != keys || res.Txn.Partitions != 4 {
+			t.Errorf("txn %s: %+v", keys, res.Txn)
+		}
+	}
+
+	bank := runJSON("bank", "--accounts", "50", "--duration", "1s", "--audit-interval", "200ms")
+	b := bank.Bank
+	if bank.Ops == 0 || bank.ByOp["transfer"].Ops != bank.Ops || bank.Errors.Total != 0 {
+		t.Errorf("bank: ops %d, errors %+v", bank.Ops, bank.Errors)
+	}
+	if b == nil || b.Audits.Ops == 0 || b.FinalAudit != "ok" || b.Violation != "" || b.Total != 50*initialBalance {
+		t.Fatalf("bank audits: %+v", b)
+	}
+	if bank.AbortRate < 0 || bank.AbortRate >= 1 || bank.Preload == nil || bank.Preload.Keys != 50 {
+		t.Errorf("bank: abort rate %v, init %+v", bank.AbortRate, bank.Preload)
+	}
+
+	// Read the accounts back: the total is intact after the run too.
+	conn, err := cutkvDriver{}.Connect(context.Background(), c.Endpoints(), ConnectOptions{DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	bk := newBank(&Config{Accounts: 50, KeySize: defaultKeySize})
+	if violation, err := bk.audit(ctx, conn); err != nil || violation != "" {
+		t.Errorf("after the run: %s %v", violation, err)
+	}
+
+	doc, err := os.ReadFile(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, row := range []string{"| cutkv | txn cross | 4 | 2 | 32 |", "| cutkv | txn same | 4 | 2 | 32 |", "| cutkv | bank n=50 | 4 | 2 | - |"} {
+		if !strings.Contains(string(doc), row) {
+			t.Errorf("report lacks %q:\n%s", row, doc)
+		}
+	}
+	if !strings.Contains(string(doc), "| errors | aborts |") {
+		t.Errorf("report lacks the aborts column:\n%s", doc)
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/cutkv/cutkv/internal/clustertest"
 )
 
-// TestAgainstEtcd runs put and get against a one-member etcd on loopback,
+// TestAgainstEtcd runs put, get, txn and bank against a one-member etcd on loopback,
 // when an etcd binary is installed (Debian: etcd-server); else it skips.
 func TestAgainstEtcd(t *testing.T) {
 	if testing.Short() {
@@ -39,9 +39,15 @@ func TestAgainstEtcd(t *testing.T) {
 		return c.Close()
 	})
 
-	for _, wl := range []string{"put", "get"} {
-		r := kvbench(t, nil, wl, "--target", "etcd", "--endpoints", client, "--clients", "4", "--conns", "2",
-			"--keyspace", "200", "--duration", "1s", "--progress", "0", "-o", "json")
+	for _, args := range [][]string{
+		{"put", "--keyspace", "200"},
+		{"get", "--keyspace", "200"},
+		{"txn", "--keyspace", "200"},
+		{"bank", "--accounts", "50", "--audit-interval", "200ms"},
+	} {
+		wl := args[0]
+		r := kvbench(t, nil, append(args, "--target", "etcd", "--endpoints", client, "--clients", "4", "--conns", "2",
+			"--duration", "1s", "--progress", "0", "-o", "json")...)
 		if r.code != exitOK {
 			t.Fatalf("%s: exit %d\n%s%s", wl, r.code, r.stdout, r.stderr)
 		}
@@ -49,9 +55,12 @@ func TestAgainstEtcd(t *testing.T) {
 		if err := json.Unmarshal([]byte(r.stdout), &res); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("etcd %s: %d ops, %.0f ops/s, p99 %.2f ms", wl, res.Ops, res.OpsPerSec, res.Latency.P99)
+		t.Logf("etcd %s: %d ops, %.0f ops/s, p99 %.2f ms, %d aborts", wl, res.Ops, res.OpsPerSec, res.Latency.P99, res.Aborts)
 		if res.Ops == 0 || res.Errors.Total != 0 || res.NotFound != 0 {
 			t.Errorf("etcd %s: ops %d, errors %+v, not found %d", wl, res.Ops, res.Errors, res.NotFound)
+		}
+		if wl == "bank" && (res.Bank == nil || res.Bank.Audits.Ops == 0 || res.Bank.FinalAudit != "ok") {
+			t.Errorf("etcd bank: %+v", res.Bank)
 		}
 	}
 }

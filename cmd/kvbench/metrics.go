@@ -24,6 +24,17 @@ const (
 
 var walMetricNames = []string{metricFsyncs, metricRecordsSum, metricRecordsCount, metricFsyncSecSum, metricFsyncSecCount, metricWALBytes}
 
+// The Txn RPCs a node answered, by code (server/metrics.go): Aborted is a
+// conflict the client retries by itself, so the txn and bank workloads
+// see it only as latency. Optional: a node that served no Txn has no such
+// series.
+const (
+	metricTxnOK      = `cutkv_grpc_requests_total{code="OK",method="/cutkv.kv.v1.KV/Txn"}`
+	metricTxnAborted = `cutkv_grpc_requests_total{code="Aborted",method="/cutkv.kv.v1.KV/Txn"}`
+)
+
+var txnMetricNames = []string{metricTxnOK, metricTxnAborted}
+
 // walSample is one scrape of one node: metric name → value.
 type walSample map[string]float64
 
@@ -90,18 +101,19 @@ func scrapeWAL(ctx context.Context, hc *http.Client, u string) (walSample, error
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("scrape %s: %s", u, resp.Status)
 	}
-	s, err := parseMetrics(resp.Body, walMetricNames)
+	s, err := parseMetrics(resp.Body, walMetricNames, txnMetricNames...)
 	if err != nil {
 		return nil, fmt.Errorf("scrape %s: %w", u, err)
 	}
 	return s, nil
 }
 
-// parseMetrics reads the unlabelled samples named in names from the
-// Prometheus text format.
-func parseMetrics(r io.Reader, names []string) (walSample, error) {
-	want := make(map[string]bool, len(names))
-	for _, n := range names {
+// parseMetrics reads the samples named in names, which must all be
+// there, and in optional from the Prometheus text format. A labelled
+// series is named as the format prints it: name{label="value",...}.
+func parseMetrics(r io.Reader, names []string, optional ...string) (walSample, error) {
+	want := make(map[string]bool, len(names)+len(optional))
+	for _, n := range append(append([]string{}, names...), optional...) {
 		want[n] = true
 	}
 	s := make(walSample)
@@ -148,6 +160,30 @@ func walDelta(u string, before, after walSample) WALNode {
 		n.FsyncMeanMs = d(metricFsyncSecSum) / c * 1000
 	}
 	return n
+}
+
+// TxnRPCs counts the Txn RPCs all nodes answered during the measured
+// phase (with --metrics-url): each is one attempt of a transaction (the
+// workers' and the auditor's), and Aborted ones were retried by the
+// client.
+type TxnRPCs struct {
+	OK      float64 `json:"ok"`
+	Aborted float64 `json:"aborted"`
+	// AbortedShare is Aborted / (OK + Aborted).
+	AbortedShare float64 `json:"aborted_share"`
+}
+
+// txnDelta sums what the nodes' Txn RPC counters did between the scrapes.
+func txnDelta(before, after []walSample) *TxnRPCs {
+	t := &TxnRPCs{}
+	for i := range before {
+		t.OK += after[i][metricTxnOK] - before[i][metricTxnOK]
+		t.Aborted += after[i][metricTxnAborted] - before[i][metricTxnAborted]
+	}
+	if n := t.OK + t.Aborted; n > 0 {
+		t.AbortedShare = t.Aborted / n
+	}
+	return t
 }
 
 // sumWAL adds the nodes up over a measured phase of the given length.

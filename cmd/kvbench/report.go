@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -23,8 +24,19 @@ import (
 // A run replaces the row with the same target, workload, clients, conns
 // and value size, or appends one. Everything outside the markers is left
 // as it is; a missing section is appended at the end of the file.
+//
+// A table that holds a transactional run (txn, bank) has one more column,
+// aborts (count and rate), after errors; the rows of other runs show "-"
+// there. Tables without one keep the original columns, so that tables
+// written before the column existed read as they did.
 
 var reportHeader = []string{"target", "workload", "clients", "conns", "value B", "ops/s", "p50 ms", "p99 ms", "p99.9 ms", "errors", "records/fsync"}
+
+// reportTxnHeader is reportHeader with the aborts column, at
+// reportAbortsCell.
+var reportTxnHeader = []string{"target", "workload", "clients", "conns", "value B", "ops/s", "p50 ms", "p99 ms", "p99.9 ms", "errors", "aborts", "records/fsync"}
+
+const reportAbortsCell = 10
 
 // reportKeyCells is how many leading cells identify a row.
 const reportKeyCells = 5
@@ -42,8 +54,15 @@ func checkSectionName(s string) error {
 func reportRow(r *Result) []string {
 	c := r.cfg
 	wl := r.Workload
-	if r.Workload == "mixed" {
+	valueSize := strconv.Itoa(c.ValueSize)
+	switch {
+	case r.Workload == "mixed":
 		wl = fmt.Sprintf("mixed r=%g", c.ReadRatio)
+	case r.Txn != nil && r.Txn.Keys != "":
+		wl = "txn " + r.Txn.Keys
+	case r.Workload == "bank":
+		wl = fmt.Sprintf("bank n=%d", c.Accounts)
+		valueSize = "-" // balances
 	}
 	wal := "-"
 	switch {
@@ -52,8 +71,8 @@ func reportRow(r *Result) []string {
 	case r.WAL != nil:
 		wal = strconv.FormatFloat(r.WAL.RecordsPerFsync, 'f', 1, 64)
 	}
-	return []string{
-		r.Target, wl, strconv.Itoa(c.Clients), strconv.Itoa(c.Conns), strconv.Itoa(c.ValueSize),
+	row := []string{
+		r.Target, wl, strconv.Itoa(c.Clients), strconv.Itoa(c.Conns), valueSize,
 		strconv.FormatFloat(r.OpsPerSec, 'f', 0, 64),
 		strconv.FormatFloat(r.Latency.P50, 'f', 2, 64),
 		strconv.FormatFloat(r.Latency.P99, 'f', 2, 64),
@@ -61,6 +80,11 @@ func reportRow(r *Result) []string {
 		strconv.FormatInt(r.Errors.Total, 10),
 		wal,
 	}
+	if workloads[r.Workload].transactional {
+		aborts := fmt.Sprintf("%d (%.1f %%)", r.Aborts, 100*r.AbortRate)
+		row = slices.Insert(row, reportAbortsCell, aborts)
+	}
+	return row
 }
 
 // updateReport writes row into section of the Markdown file at path,
@@ -135,11 +159,24 @@ func upsertRow(doc, section string, row []string) (string, error) {
 	if !replaced {
 		rows = append(rows, row)
 	}
+	header := reportHeader
+	for _, r := range rows {
+		if len(r) == len(reportTxnHeader) {
+			header = reportTxnHeader
+		}
+	}
+	if len(header) == len(reportTxnHeader) {
+		for i, r := range rows {
+			if len(r) == len(reportHeader) {
+				rows[i] = slices.Insert(r, reportAbortsCell, "-")
+			}
+		}
+	}
 	var b strings.Builder
 	b.WriteString(before)
 	b.WriteString(begin + "\n")
-	b.WriteString(joinRow(reportHeader))
-	rule := make([]string, len(reportHeader))
+	b.WriteString(joinRow(header))
+	rule := make([]string, len(header))
 	for i := range rule {
 		rule[i] = "---"
 		if i >= 2 {

@@ -51,11 +51,44 @@ More prose.
 	}
 }
 
+// TestUpsertTxnRow: a transactional row adds the aborts column to its
+// table, and the other rows show "-" there; tables without one keep their
+// columns.
+func TestUpsertTxnRow(t *testing.T) {
+	old := []string{"cutkv", "put", "16", "4", "256", "900", "1.00", "2.00", "3.00", "0", "5.9"}
+	doc, _ := upsertRow("", "t", old)
+	cfg := &Config{Workload: "bank", Target: "cutkv", Clients: 16, Conns: 4, Accounts: 1000}
+	res := newResult(cfg)
+	res.fill(emptyPhase())
+	res.Aborts, res.AbortRate = 25, 0.25
+	doc, err := upsertRow(doc, "t", reportRow(res))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg = &Config{Workload: "txn", Target: "cutkv", Clients: 64, Conns: 4, ValueSize: 256}
+	res = newResult(cfg)
+	res.fill(emptyPhase())
+	res.Txn = &TxnInfo{Keys: "same", Partitions: 16}
+	doc, _ = upsertRow(doc, "t", reportRow(res))
+	doc, _ = upsertRow(doc, "t", old) // replaces the put row, in the new layout
+	want := `<!-- kvbench:begin t -->
+| target | workload | clients | conns | value B | ops/s | p50 ms | p99 ms | p99.9 ms | errors | aborts | records/fsync |
+| --- | --- | --: | --: | --: | --: | --: | --: | --: | --: | --: | --: |
+| cutkv | put | 16 | 4 | 256 | 900 | 1.00 | 2.00 | 3.00 | 0 | - | 5.9 |
+| cutkv | bank n=1000 | 16 | 4 | - | 0 | 0.00 | 0.00 | 0.00 | 0 | 25 (25.0 %) | - |
+| cutkv | txn same | 64 | 4 | 256 | 0 | 0.00 | 0.00 | 0.00 | 0 | 0 (0.0 %) | - |
+<!-- kvbench:end t -->
+`
+	if doc != want {
+		t.Errorf("got:\n%s\nwant:\n%s", doc, want)
+	}
+}
+
 func TestUpdateReportFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "b.md")
 	cfg := &Config{Workload: "mixed", Target: "cutkv", Clients: 8, Conns: 2, ValueSize: 100, ReadRatio: 0.9}
 	res := newResult(cfg)
-	res.fill(&phaseResult{elapsed: time.Second, ops: [numOps]*opStats{newOpStats(), newOpStats()}})
+	res.fill(emptyPhase())
 	res.WAL = &WALResult{Fsyncs: 4, RecordsPerFsync: 3.25}
 	if err := updateReport(path, "s1", reportRow(res)); err != nil {
 		t.Fatal(err)
@@ -110,5 +143,40 @@ go_goroutines 42
 		if got, err := metricsURL(in); got != want || err != nil {
 			t.Errorf("metricsURL(%q) = %q, %v; want %q", in, got, err, want)
 		}
+	}
+}
+
+// emptyPhase is a measured phase of one second in which nothing happened.
+func emptyPhase() *phaseResult {
+	p := &phaseResult{elapsed: time.Second}
+	for k := range p.ops {
+		p.ops[k] = newOpStats()
+	}
+	return p
+}
+
+func TestTxnMetrics(t *testing.T) {
+	text := `cutkv_wal_fsyncs_total 1
+cutkv_wal_records_per_fsync_sum 1
+cutkv_wal_records_per_fsync_count 1
+cutkv_wal_fsync_duration_seconds_sum 1
+cutkv_wal_fsync_duration_seconds_count 1
+cutkv_wal_bytes_total 1
+cutkv_grpc_requests_total{code="Aborted",method="/cutkv.kv.v1.KV/Txn"} 10
+cutkv_grpc_requests_total{code="OK",method="/cutkv.kv.v1.KV/Txn"} 90
+cutkv_grpc_requests_total{code="OK",method="/cutkv.kv.v1.KV/Put"} 7
+`
+	after, err := parseMetrics(strings.NewReader(text), walMetricNames, txnMetricNames...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The optional series may be missing (a node that served no Txn).
+	before, err := parseMetrics(strings.NewReader(strings.Join(strings.Split(text, "\n")[:6], "\n")), walMetricNames, txnMetricNames...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := txnDelta([]walSample{before, before}, []walSample{after, after})
+	if d.OK != 180 || d.Aborted != 20 || d.AbortedShare != 0.1 {
+		t.Errorf("%+v", d)
 	}
 }

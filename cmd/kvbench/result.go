@@ -22,14 +22,22 @@ type Result struct {
 	// the last operation in flight returned.
 	ElapsedSec float64 `json:"elapsed_s"`
 	OpStats
-	// ByOp breaks the counts down by operation ("put", "get"); only kinds
-	// the workload sends are present.
+	// ByOp breaks the counts down by operation ("put", "get", "txn",
+	// "transfer"); only kinds the workload sends are present.
 	ByOp map[string]OpStats `json:"by_op"`
-	// Preload describes the unmeasured write of every key (get, mixed).
+	// Txn describes the txn workload's keys.
+	Txn *TxnInfo `json:"txn,omitempty"`
+	// Bank describes the bank workload's accounts and audits.
+	Bank *BankResult `json:"bank,omitempty"`
+	// Preload describes the unmeasured write of every key (get, mixed)
+	// or account (bank).
 	Preload *Preload `json:"preload,omitempty"`
 	// WAL is the cutkv nodes' group commit during the measured phase
 	// (with --metrics-url).
 	WAL *WALResult `json:"wal,omitempty"`
+	// TxnRPCs counts the nodes' Txn attempts during the measured phase
+	// (txn and bank, with --metrics-url).
+	TxnRPCs *TxnRPCs `json:"txn_rpcs,omitempty"`
 	// StoppedEarly says why the run ended before its duration or total.
 	StoppedEarly string    `json:"stopped_early,omitempty"`
 	Config       RunConfig `json:"config"`
@@ -54,10 +62,16 @@ type RunConfig struct {
 	ValueSize int      `json:"value_size"`
 	Keyspace  int64    `json:"keyspace"`
 	ReadRatio *float64 `json:"read_ratio,omitempty"`
-	Seed      uint64   `json:"seed"`
-	OpTimeout string   `json:"op_timeout"`
-	MaxErrors int64    `json:"max_errors"`
-	Metrics   []string `json:"metrics_urls,omitempty"`
+	// TxnKeys and Partitions: the txn workload's flags (cutkv).
+	TxnKeys    string `json:"txn_keys,omitempty"`
+	Partitions int    `json:"partitions,omitempty"`
+	// Accounts and AuditInterval: the bank workload's flags.
+	Accounts      int64    `json:"accounts,omitempty"`
+	AuditInterval string   `json:"audit_interval,omitempty"`
+	Seed          uint64   `json:"seed"`
+	OpTimeout     string   `json:"op_timeout"`
+	MaxErrors     int64    `json:"max_errors"`
+	Metrics       []string `json:"metrics_urls,omitempty"`
 }
 
 func runConfig(c *Config) RunConfig {
@@ -74,6 +88,13 @@ func runConfig(c *Config) RunConfig {
 		rr := c.ReadRatio
 		rc.ReadRatio = &rr
 	}
+	if c.Workload == "txn" {
+		rc.TxnKeys, rc.Partitions = c.TxnKeys, c.Partitions
+	}
+	if c.Workload == "bank" {
+		rc.Accounts, rc.AuditInterval = c.Accounts, c.AuditInterval.String()
+		rc.Keyspace, rc.ValueSize = 0, 0 // not used
+	}
 	return rc
 }
 
@@ -84,8 +105,17 @@ type OpStats struct {
 	Ops       int64   `json:"ops"`
 	OpsPerSec float64 `json:"ops_per_sec"`
 	// NotFound counts Gets that found no value.
-	NotFound int64       `json:"not_found"`
-	Errors   ErrorCounts `json:"errors"`
+	NotFound int64 `json:"not_found"`
+	// Aborts counts transactions that were not applied because of
+	// concurrent ones (a failed compare, or cutkv's ErrConflict); they
+	// are neither successes nor errors. AbortRate is Aborts over the
+	// operations attempted (Ops + Aborts + Errors.Total).
+	Aborts    int64   `json:"aborts"`
+	AbortRate float64 `json:"abort_rate"`
+	// Conflicts counts the Aborts that were cutkv's ErrConflict; the
+	// others are failed compares.
+	Conflicts int64       `json:"conflicts"`
+	Errors    ErrorCounts `json:"errors"`
 	// Latency of successful operations, in milliseconds.
 	Latency Latency `json:"latency_ms"`
 }
@@ -110,6 +140,33 @@ type Latency struct {
 	P99  float64 `json:"p99"`
 	P999 float64 `json:"p99_9"`
 	Max  float64 `json:"max"`
+}
+
+// TxnInfo describes the keys of the txn workload.
+type TxnInfo struct {
+	// Keys is "cross" (the two keys in different partitions) or "same"
+	// (in one partition); empty for a target without partitions.
+	Keys string `json:"keys,omitempty"`
+	// Partitions is the cutkv cluster's partition count (from --partitions
+	// or the cluster); 0 for a target without partitions.
+	Partitions uint32 `json:"partitions,omitempty"`
+}
+
+// BankResult describes the bank workload's accounts and audits.
+type BankResult struct {
+	Accounts int64 `json:"accounts"`
+	// Total is what the balances add up to, checked by every audit.
+	Total int64 `json:"total"`
+	// Audits are the audits during the measured phase: Ops counts those
+	// that completed and found Total, Latency is theirs; errors and
+	// aborts are audits that could not read the accounts.
+	Audits OpStats `json:"audits"`
+	// FinalAudit is the audit after the measured phase: "ok", or
+	// "failed: " and why; empty when the run was interrupted.
+	FinalAudit string `json:"final_audit,omitempty"`
+	// Violation is the first wrong total (or missing account) an audit
+	// found; the run then stopped at once and failed.
+	Violation string `json:"violation,omitempty"`
 }
 
 // Preload describes the preload phase.
@@ -182,7 +239,7 @@ func (r *Result) fill(p *phaseResult) {
 	r.Machine.LoadAvg = loadAvg()
 	r.OpStats = summarize(p.all(), p.elapsed)
 	for k, s := range p.ops {
-		if s.hist.count() > 0 || s.errors() > 0 {
+		if s.hist.count() > 0 || s.errors() > 0 || s.aborts > 0 {
 			r.ByOp[opKind(k).String()] = summarize(s, p.elapsed)
 		}
 	}
@@ -191,8 +248,10 @@ func (r *Result) fill(p *phaseResult) {
 func summarize(s *opStats, elapsed time.Duration) OpStats {
 	ms := func(ns int64) float64 { return float64(ns) / 1e6 }
 	o := OpStats{
-		Ops:      int64(s.hist.count()),
-		NotFound: s.notFound,
+		Ops:       int64(s.hist.count()),
+		NotFound:  s.notFound,
+		Aborts:    s.aborts,
+		Conflicts: s.conflicts,
 		Latency: Latency{
 			Min:  ms(s.hist.minimum()),
 			Mean: s.hist.mean() / 1e6,
@@ -208,6 +267,9 @@ func summarize(s *opStats, elapsed time.Duration) OpStats {
 	}
 	if sec := elapsed.Seconds(); sec > 0 {
 		o.OpsPerSec = float64(o.Ops) / sec
+	}
+	if attempted := o.Ops + s.aborts + s.errors(); attempted > 0 {
+		o.AbortRate = float64(s.aborts) / float64(attempted)
 	}
 	e := &o.Errors
 	e.OutcomeUnknown = s.errs[errOutcomeUnknown]
@@ -230,17 +292,35 @@ func (r *Result) writeText(w io.Writer) error {
 	c := r.cfg
 	bw := &errWriter{w: w}
 	fmt.Fprintf(bw, "kvbench %s on %s (%s)\n", r.Workload, r.Target, strings.Join(c.Endpoints, ","))
-	mix := ""
-	if r.Workload == "mixed" {
-		mix = fmt.Sprintf(", read ratio %g", c.ReadRatio)
+	switch r.Workload {
+	case "bank":
+		fmt.Fprintf(bw, "%d clients, %d conns, %d B keys, %d accounts, audit every %v, seed %d\n",
+			c.Clients, c.Conns, c.KeySize, c.Accounts, c.AuditInterval, c.Seed)
+	default:
+		mix := ""
+		if r.Workload == "mixed" {
+			mix = fmt.Sprintf(", read ratio %g", c.ReadRatio)
+		}
+		fmt.Fprintf(bw, "%d clients, %d conns, %d B keys, %d B values, keyspace %d%s, seed %d\n",
+			c.Clients, c.Conns, c.KeySize, c.ValueSize, c.Keyspace, mix, c.Seed)
 	}
-	fmt.Fprintf(bw, "%d clients, %d conns, %d B keys, %d B values, keyspace %d%s, seed %d\n",
-		c.Clients, c.Conns, c.KeySize, c.ValueSize, c.Keyspace, mix, c.Seed)
+	if t := r.Txn; t != nil {
+		switch {
+		case t.Partitions == 0:
+			fmt.Fprintf(bw, "two different keys per transaction\n")
+		case t.Keys == txnKeysSame:
+			fmt.Fprintf(bw, "two keys per transaction in the same partition of %d (1PC)\n", t.Partitions)
+		default:
+			fmt.Fprintf(bw, "two keys per transaction in different partitions of %d (2PC)\n", t.Partitions)
+		}
+	}
 	fmt.Fprintf(bw, "measured %.1fs", r.ElapsedSec)
 	if c.Warmup > 0 {
 		fmt.Fprintf(bw, " after %v warmup", c.Warmup)
 	}
-	if r.Preload != nil {
+	if r.Preload != nil && r.Bank != nil {
+		fmt.Fprintf(bw, " (initialised %d accounts in %.1fs)", r.Preload.Keys, r.Preload.Seconds)
+	} else if r.Preload != nil {
 		fmt.Fprintf(bw, " (preloaded %d keys in %.1fs)", r.Preload.Keys, r.Preload.Seconds)
 	}
 	fmt.Fprintf(bw, "; %s/%s, %d CPUs, %s", r.Machine.GOOS, r.Machine.GOARCH, r.Machine.NumCPU, r.Machine.GoVersion)
@@ -249,16 +329,27 @@ func (r *Result) writeText(w io.Writer) error {
 	}
 	fmt.Fprintf(bw, "\n\n")
 
+	txn := workloads[r.Workload].transactional
 	rows := [][]string{{"op", "ops", "ops/s", "p50", "p90", "p99", "p99.9", "max", "errors"}}
+	if txn {
+		rows[0] = append(rows[0], "aborts", "abort %")
+	}
 	row := func(name string, s OpStats) {
 		l := s.Latency
-		rows = append(rows, []string{name, strconv.FormatInt(s.Ops, 10), strconv.FormatFloat(s.OpsPerSec, 'f', 0, 64),
-			fmtMs(l.P50), fmtMs(l.P90), fmtMs(l.P99), fmtMs(l.P999), fmtMs(l.Max), strconv.FormatInt(s.Errors.Total, 10)})
-	}
-	for _, k := range []string{"put", "get"} {
-		if s, ok := r.ByOp[k]; ok {
-			row(k, s)
+		cells := []string{name, strconv.FormatInt(s.Ops, 10), strconv.FormatFloat(s.OpsPerSec, 'f', 0, 64),
+			fmtMs(l.P50), fmtMs(l.P90), fmtMs(l.P99), fmtMs(l.P999), fmtMs(l.Max), strconv.FormatInt(s.Errors.Total, 10)}
+		if txn {
+			cells = append(cells, strconv.FormatInt(s.Aborts, 10), strconv.FormatFloat(100*s.AbortRate, 'f', 2, 64))
 		}
+		rows = append(rows, cells)
+	}
+	for _, k := range opKinds {
+		if s, ok := r.ByOp[k.String()]; ok {
+			row(k.String(), s)
+		}
+	}
+	if b := r.Bank; b != nil {
+		row("audit", b.Audits)
 	}
 	if len(r.ByOp) != 1 {
 		row("all", r.OpStats)
@@ -269,6 +360,27 @@ func (r *Result) writeText(w io.Writer) error {
 	for _, k := range []string{"outcome_unknown", "unavailable", "other"} {
 		if msg, ok := e.Samples[k]; ok {
 			fmt.Fprintf(bw, "  first %s: %s\n", k, msg)
+		}
+	}
+	if txn {
+		fmt.Fprintf(bw, "aborts: %d of %d transactions attempted (%.2f %%): not applied because of concurrent ones (%d failed compares, %d conflicts); not errors\n",
+			r.Aborts, r.Ops+r.Aborts+r.Errors.Total, 100*r.AbortRate, r.Aborts-r.Conflicts, r.Conflicts)
+	}
+	if b := r.Bank; b != nil {
+		a := b.Audits
+		fmt.Fprintf(bw, "bank: %d accounts, total %d; %d audits during the run (every %v) found it intact, %d failed to read, %d kept conflicting",
+			b.Accounts, b.Total, a.Ops, c.AuditInterval, a.Errors.Total, a.Aborts)
+		if b.FinalAudit != "" {
+			fmt.Fprintf(bw, "; final audit: %s", b.FinalAudit)
+		}
+		fmt.Fprintln(bw)
+		for _, k := range []string{"outcome_unknown", "unavailable", "other"} {
+			if msg, ok := a.Errors.Samples[k]; ok {
+				fmt.Fprintf(bw, "  first audit %s: %s\n", k, msg)
+			}
+		}
+		if b.Violation != "" {
+			fmt.Fprintf(bw, "BANK INVARIANT VIOLATED: %s\n", b.Violation)
 		}
 	}
 	if r.NotFound > 0 {
@@ -282,6 +394,10 @@ func (r *Result) writeText(w io.Writer) error {
 			fmt.Fprintf(bw, "  %s: %.0f fsyncs, %.1f records/fsync, write+fsync mean %.3f ms, %.1f MB\n",
 				n.URL, n.Fsyncs, n.RecordsPerFsync, n.FsyncMeanMs, n.Bytes/1e6)
 		}
+	}
+	if t := r.TxnRPCs; t != nil {
+		fmt.Fprintf(bw, "Txn RPCs on the nodes: %.0f OK, %.0f Aborted (%.1f %% of attempts; conflicts the client retried)\n",
+			t.OK, t.Aborted, 100*t.AbortedShare)
 	}
 	if r.StoppedEarly != "" {
 		fmt.Fprintf(bw, "stopped early: %s\n", r.StoppedEarly)

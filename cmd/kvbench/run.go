@@ -64,9 +64,20 @@ latency percentiles (p50, p90, p99, p99.9, max) and errors by kind.
 Workloads:
 ` + workloadHelp() + `
 A run has up to three phases: preload (get and mixed write every key once,
-with at least 32 workers), warmup (--warmup, not measured), and the measured phase, which ends after
---duration or --total operations. Every run ends by itself, and sends load
-only to --endpoints (and reads --metrics-url).
+bank every account, with at least 32 workers), warmup (--warmup, not
+measured), and the measured phase, which ends after --duration or --total
+operations.
+
+txn and bank send transactions. One that was not applied because of
+concurrent ones (a failed compare, or cutkv's ErrConflict after the
+client's retries) is an abort, not an error: the output shows aborts and
+the abort rate (aborts / attempted). bank initialises --accounts accounts
+to a known total; during the measured phase an auditor (a connection of
+its own) reads every account in one transaction each --audit-interval and
+once at the end. A wrong total stops the run at once (exit 1).
+
+Every run ends by itself, and sends load only to --endpoints (and reads
+--metrics-url).
 
 Endpoints come from --endpoints, else from $` + envCutkvEndpoints + ` (cutkv) or $` + envEtcdEndpoints + ` (etcd),
 else ` + defaultCutkvEndpoints + ` (cutkv) or ` + defaultEtcdEndpoints + ` (etcd).
@@ -98,6 +109,10 @@ Exit codes: 0 ok, 1 the run failed or stopped early, 2 usage.`,
 	fl.IntVar(&c.ValueSize, "value-size", defaultValueSize, "value length in bytes")
 	fl.Int64Var(&c.Keyspace, "keyspace", defaultKeyspace, "number of distinct keys, chosen uniformly")
 	fl.Float64Var(&c.ReadRatio, "read-ratio", defaultReadRatio, "fraction of Gets in the mixed workload")
+	fl.StringVar(&c.TxnKeys, "txn-keys", defaultTxnKeys, "txn on cutkv: the two keys in different partitions (cross: 2PC) or in the same one (same: 1PC)")
+	fl.IntVar(&c.Partitions, "partitions", 0, "txn on cutkv: the cluster's partition count, to place the keys (0: ask the cluster)")
+	fl.Int64Var(&c.Accounts, "accounts", defaultAccounts, fmt.Sprintf("bank: number of accounts, %d each initially (at most %d)", initialBalance, maxAccounts))
+	fl.DurationVar(&c.AuditInterval, "audit-interval", defaultAuditInterval, "bank: time between two audits that read every account in one transaction and check the total")
 	fl.Uint64Var(&c.Seed, "seed", 0, "seed for keys and values (0: from the clock; the seed used is reported)")
 	fl.DurationVar(&c.OpTimeout, "op-timeout", defaultOpTimeout, "time limit of one operation, retries included")
 	fl.DurationVar(&c.DialTimeout, "dial-timeout", defaultDialTimeout, "time limit for connecting")
@@ -105,7 +120,7 @@ Exit codes: 0 ok, 1 the run failed or stopped early, 2 usage.`,
 	fl.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 	fl.StringVar(&f.out, "out", "", "also write the JSON result to this file")
 	fl.DurationVar(&c.Progress, "progress", 2*time.Second, "print a progress line on stderr this often: elapsed, ops, ops/s over the interval, errors (0: never)")
-	fl.StringVar(&f.metrics, "metrics-url", "", "comma-separated Prometheus URLs of cutkv nodes (e.g. 127.0.0.1:7201): report WAL records per fsync over the measured phase")
+	fl.StringVar(&f.metrics, "metrics-url", "", "comma-separated Prometheus URLs of cutkv nodes (e.g. 127.0.0.1:7201): report WAL records per fsync (and for txn and bank the Txn attempts answered OK and Aborted) over the measured phase")
 	fl.StringVar(&f.reportMD, "report-md", "", "Markdown file whose table --report-section gets this run's row (added or replaced)")
 	fl.StringVar(&f.reportSection, "report-section", "", "name of the table in --report-md")
 	root.SetArgs(args)
@@ -140,6 +155,10 @@ func (f *flags) run(cmd *cobra.Command, args []string, stdout, stderr io.Writer,
 	fl := cmd.Flags()
 	c.ValueSizeSet = fl.Changed("value-size")
 	c.ReadRatioSet = fl.Changed("read-ratio")
+	c.KeyspaceSet = fl.Changed("keyspace")
+	c.TxnKeysSet = fl.Changed("txn-keys")
+	c.AccountsSet = fl.Changed("accounts")
+	c.AuditIntervalSet = fl.Changed("audit-interval")
 	// A zero flag would mean "default" to Validate: refuse it here.
 	for _, name := range []string{"clients", "conns", "key-size", "keyspace", "op-timeout", "dial-timeout"} {
 		if fl.Changed(name) && fl.Lookup(name).Value.String() == zeroOf(fl.Lookup(name).Value.Type()) {

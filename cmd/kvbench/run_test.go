@@ -28,8 +28,24 @@ func TestUsageErrors(t *testing.T) {
 		{nil, "missing WORKLOAD"},
 		{[]string{"put", "get"}, "one WORKLOAD expected"},
 		{[]string{"scan"}, `unknown workload "scan"`},
-		{[]string{"txn"}, "workload txn: not available yet: needs transactions"},
-		{[]string{"bank"}, "workload bank: not available yet: needs transactions"},
+		{[]string{"txn", "--txn-keys", "diagonal"}, `invalid --txn-keys "diagonal"`},
+		{[]string{"put", "--txn-keys", "same"}, "--txn-keys applies only to the txn workload"},
+		{[]string{"txn", "--target", "etcd", "--txn-keys", "same"}, "apply only to --target cutkv"},
+		{[]string{"txn", "--target", "etcd", "--partitions", "4"}, "apply only to --target cutkv"},
+		{[]string{"txn", "--partitions", "-1"}, "invalid --partitions -1"},
+		{[]string{"txn", "--partitions", "1"}, "--txn-keys cross needs at least 2 partitions"},
+		{[]string{"bank", "--partitions", "4"}, "--partitions applies only to the txn workload"},
+		{[]string{"txn", "--keyspace", "1"}, "invalid --keyspace 1"},
+		{[]string{"txn", "--accounts", "10"}, "--accounts applies only to the bank workload"},
+		{[]string{"put", "--audit-interval", "1s"}, "--audit-interval applies only to the bank workload"},
+		{[]string{"bank", "--accounts", "0"}, "invalid --accounts 0"},
+		{[]string{"bank", "--accounts", "1"}, "invalid --accounts 1"},
+		{[]string{"bank", "--accounts", "10001"}, "invalid --accounts 10001"},
+		{[]string{"bank", "--audit-interval", "0"}, "invalid --audit-interval 0s"},
+		{[]string{"bank", "--audit-interval", "-1s"}, "invalid --audit-interval"},
+		{[]string{"bank", "--keyspace", "100"}, "--keyspace does not apply to the bank workload"},
+		{[]string{"bank", "--value-size", "10"}, "--value-size does not apply to the bank workload"},
+		{[]string{"bank", "--key-size", "7", "--accounts", "1000"}, "--key-size 7 is too small for --accounts 1000"},
 		{[]string{"put", "--target", "redis"}, `unknown --target "redis"`},
 		{[]string{"put", "--duration", "1s", "--total", "10"}, "--duration and --total exclude each other"},
 		{[]string{"put", "--duration", "0"}, "invalid --duration 0"},
@@ -103,6 +119,26 @@ func TestConfigDefaults(t *testing.T) {
 	c = Config{Workload: "put", Endpoints: []string{"a:1"}, ValueSizeSet: true}
 	if err := c.Validate(); err != nil || c.ValueSize != 0 {
 		t.Errorf("value size %d, err %v", c.ValueSize, err)
+	}
+}
+
+func TestTxnConfigDefaults(t *testing.T) {
+	c := Config{Workload: "txn", Endpoints: []string{"a:1"}}
+	if err := c.Validate(); err != nil || c.TxnKeys != txnKeysCross || c.Partitions != 0 {
+		t.Errorf("txn: keys %q, partitions %d, err %v", c.TxnKeys, c.Partitions, err)
+	}
+	c = Config{Workload: "txn", Target: "etcd", Endpoints: []string{"a:1"}}
+	if err := c.Validate(); err != nil || c.TxnKeys != "" {
+		t.Errorf("txn on etcd: keys %q, err %v", c.TxnKeys, err)
+	}
+	c = Config{Workload: "bank", Endpoints: []string{"a:1"}}
+	if err := c.Validate(); err != nil || c.Accounts != defaultAccounts || c.AuditInterval != defaultAuditInterval {
+		t.Errorf("bank: accounts %d, audit interval %v, err %v", c.Accounts, c.AuditInterval, err)
+	}
+	// Account keys are the prefix and the index: 5 + 4 digits.
+	c = Config{Workload: "bank", Endpoints: []string{"a:1"}, KeySize: 9, Accounts: 10000, AccountsSet: true}
+	if err := c.Validate(); err != nil {
+		t.Errorf("bank --key-size 9 --accounts 10000: %v", err)
 	}
 }
 

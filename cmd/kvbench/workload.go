@@ -12,12 +12,29 @@ type opKind int
 const (
 	opPut opKind = iota
 	opGet
+	// opTxn is one transaction writing two keys (workload txn).
+	opTxn
+	// opTransfer is one bank transfer: two Gets, then a transaction that
+	// compares both versions and writes both balances (workload bank).
+	opTransfer
+	// opInit writes one bank account's initial balance (unmeasured).
+	opInit
 	numOps
 )
 
+// opKinds lists the kinds in the order the text output shows them.
+var opKinds = []opKind{opPut, opGet, opTxn, opTransfer, opInit}
+
 func (k opKind) String() string {
-	if k == opGet {
+	switch k {
+	case opGet:
 		return "get"
+	case opTxn:
+		return "txn"
+	case opTransfer:
+		return "transfer"
+	case opInit:
+		return "init"
 	}
 	return "put"
 }
@@ -31,19 +48,13 @@ type workload struct {
 	preload bool
 	// next picks the next operation.
 	next func(cfg *Config, rng *rand.Rand) opKind
-	// unavailable, when set, says why the workload cannot run yet; it is
-	// refused with a usage error, never run with made-up results.
-	unavailable string
+	// transactional: the workload sends transactions, which may abort
+	// (the output then shows aborts).
+	transactional bool
 }
 
 // workloads are the WORKLOAD arguments. Keys are chosen uniformly from the
-// keyspace in every workload.
-//
-// txn and bank arrive with cross-partition transactions (issue 3): txn
-// writes two keys of different partitions in one transaction; bank moves
-// amounts between accounts in transactions and checks that the total is
-// kept. Both need a transaction method on Conn, for cutkv and for etcd
-// (a Txn of two puts, and compare-and-swap for bank).
+// keyspace (bank: from the accounts) in every workload.
 var workloads = map[string]workload{
 	"put": {
 		doc:  "Put of random keys",
@@ -65,12 +76,14 @@ var workloads = map[string]workload{
 		},
 	},
 	"txn": {
-		doc:         "two-key cross-partition transactions (not available yet)",
-		unavailable: "needs transactions (issue 3)",
+		doc:           "one transaction putting two random keys, in different partitions or one (--txn-keys)",
+		next:          func(*Config, *rand.Rand) opKind { return opTxn },
+		transactional: true,
 	},
 	"bank": {
-		doc:         "bank transfers between accounts, total checked (not available yet)",
-		unavailable: "needs transactions (issue 3)",
+		doc:           "transfers between --accounts accounts (read both, compare-and-swap both); an auditor checks the total",
+		next:          func(*Config, *rand.Rand) opKind { return opTransfer },
+		transactional: true,
 	},
 }
 

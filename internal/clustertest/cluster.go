@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -100,25 +102,57 @@ func Start(t testing.TB, n int, opts Options) *Cluster {
 	return c
 }
 
-// FreeAddr returns a loopback host:port that is free for TCP and UDP now.
+// FreeAddr returns 127.0.0.1:port with a port free for TCP and UDP now,
+// below the ephemeral port range (so no outgoing connection can take it
+// between this check and the node's bind, nor while a killed node is
+// down), and not handed out before by this process.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	for tries := 0; tries < 50; tries++ {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	lo := 32768 // Linux's default start of the ephemeral range
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil {
+				lo = v
+			}
 		}
-		addr := l.Addr().String()
+	}
+	first := max(lo-10000, 10000)
+	if lo-first < 1000 {
+		first, lo = 61000, 65535 // a low ephemeral range: use the top instead
+	}
+	ports.mu.Lock()
+	defer ports.mu.Unlock()
+	if ports.used == nil {
+		ports.used = map[int]bool{}
+		ports.rng = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(os.Getpid())))
+	}
+	for tries := 0; tries < 1000; tries++ {
+		p := first + ports.rng.IntN(lo-first)
+		if ports.used[p] {
+			continue
+		}
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			continue
+		}
 		u, err := net.ListenPacket("udp", addr)
 		l.Close()
 		if err != nil {
 			continue
 		}
 		u.Close()
+		ports.used[p] = true
 		return addr
 	}
-	t.Fatal("clustertest: no free port")
+	t.Fatalf("clustertest: no free port in [%d, %d)", first, lo)
 	return ""
+}
+
+var ports struct {
+	mu   sync.Mutex
+	used map[int]bool
+	rng  *rand.Rand
 }
 
 func (c *Cluster) logger(i int) *slog.Logger {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cutkv/cutkv/client"
+	"github.com/cutkv/cutkv/internal/clustertest"
 )
 
 // Time limits of the harness. They bound waits for conditions; none is a
@@ -107,61 +107,14 @@ func ChildEnv(extra ...string) []string {
 	return append(env, extra...)
 }
 
-// Ports. A node keeps its ports across restarts (the cluster's layout
-// names its gRPC address), and a port of a stopped node must not be
-// taken meanwhile by the outgoing connection of some process on the
-// machine. The kernel picks the local port of outgoing connections from
-// the ephemeral range, so the nodes' ports come from just below it.
-var ports struct {
-	mu   sync.Mutex
-	used map[int]bool
-	rng  *rand.Rand
-}
-
 // FreeAddr returns 127.0.0.1:port with a port free for TCP and UDP now,
-// below the ephemeral port range, and not handed out before by this
-// process.
+// below the ephemeral port range (see clustertest.FreeAddr). A node keeps
+// its ports across restarts (the layout names its gRPC address), and a
+// port of a stopped node must not be taken meanwhile by some process's
+// outgoing connection, which the kernel numbers from the ephemeral range.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	lo := 32768 // Linux's default start of the ephemeral range
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if v, err := strconv.Atoi(f[0]); err == nil {
-				lo = v
-			}
-		}
-	}
-	first := max(lo-10000, 10000)
-	if lo-first < 1000 {
-		first, lo = 61000, 65535 // a low ephemeral range: use the top instead
-	}
-	ports.mu.Lock()
-	defer ports.mu.Unlock()
-	if ports.used == nil {
-		ports.used = map[int]bool{}
-		ports.rng = rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(os.Getpid())))
-	}
-	for tries := 0; tries < 1000; tries++ {
-		p := first + ports.rng.IntN(lo-first)
-		if ports.used[p] {
-			continue
-		}
-		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(p))
-		l, err := net.Listen("tcp", addr)
-		if err != nil {
-			continue
-		}
-		u, err := net.ListenPacket("udp", addr)
-		l.Close()
-		if err != nil {
-			continue
-		}
-		u.Close()
-		ports.used[p] = true
-		return addr
-	}
-	t.Fatalf("no free port in [%d, %d)", first, lo)
-	return ""
+	return clustertest.FreeAddr(t)
 }
 
 // proc is one run of a kvnode process.
