@@ -9,6 +9,7 @@ import (
 	"github.com/tidwall/btree"
 
 	"github.com/cutkv/cutkv/proto/internalpb"
+	"github.com/cutkv/cutkv/proto/kvpb"
 	"github.com/cutkv/cutkv/txn"
 )
 
@@ -163,6 +164,11 @@ func (p *Partition) Get(key []byte) (*KV, bool) {
 func (p *Partition) Scan(start, end []byte, limit int) (kvs []*KV, more bool) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
+	return p.scanLocked(start, end, limit)
+}
+
+// scanLocked is Scan. REQUIRES: mu held.
+func (p *Partition) scanLocked(start, end []byte, limit int) (kvs []*KV, more bool) {
 	p.tree.Ascend(&KV{Key: start}, func(kv *KV) bool {
 		if end != nil && bytes.Compare(kv.Key, end) >= 0 {
 			return false
@@ -175,6 +181,16 @@ func (p *Partition) Scan(start, end []byte, limit int) (kvs []*KV, more bool) {
 		return true
 	})
 	return kvs, more
+}
+
+// Proto returns kv as the API's KeyValue, without the value when keysOnly.
+// The bytes are shared, not copied (a KV is never modified).
+func (kv *KV) Proto(keysOnly bool) *kvpb.KeyValue {
+	out := &kvpb.KeyValue{Key: kv.Key, Version: kv.Version, CreateIndex: kv.CreateIndex, ModIndex: kv.ModIndex}
+	if !keysOnly {
+		out.Value = kv.Value
+	}
+	return out
 }
 
 // ApplyCommand is Apply for the raft loop (raftstore.StateMachine). A

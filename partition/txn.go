@@ -1,7 +1,6 @@
 package partition
 
 import (
-	"bytes"
 	"sort"
 
 	"google.golang.org/protobuf/proto"
@@ -165,11 +164,10 @@ func (p *Partition) readsLocked(ops []*kvpb.RequestOp) []*kvpb.ResponseOp {
 		case *kvpb.RequestOp_Get:
 			resp := &kvpb.GetResponse{}
 			if kv, ok := p.tree.Get(&KV{Key: r.Get.GetKey()}); ok {
-				resp.Kv = kvProto(kv)
+				resp.Kv = kv.Proto(false)
 			}
 			out = append(out, &kvpb.ResponseOp{Response: &kvpb.ResponseOp_Get{Get: resp}})
 		case *kvpb.RequestOp_Scan:
-			resp := &kvpb.ScanResponse{}
 			limit := int(r.Scan.GetLimit())
 			if limit <= 0 || limit > MaxTxnScan {
 				limit = MaxTxnScan // a scan inside a transaction is bounded: it runs in the apply loop
@@ -178,21 +176,11 @@ func (p *Partition) readsLocked(ops []*kvpb.RequestOp) []*kvpb.ResponseOp {
 			if len(r.Scan.GetEnd()) > 0 {
 				end = r.Scan.GetEnd()
 			}
-			p.tree.Ascend(&KV{Key: r.Scan.GetStart()}, func(kv *KV) bool {
-				if end != nil && bytes.Compare(kv.Key, end) >= 0 {
-					return false
-				}
-				if limit > 0 && len(resp.Kvs) == limit {
-					resp.More = true
-					return false
-				}
-				kp := kvProto(kv)
-				if r.Scan.GetKeysOnly() {
-					kp.Value = nil
-				}
-				resp.Kvs = append(resp.Kvs, kp)
-				return true
-			})
+			kvs, more := p.scanLocked(r.Scan.GetStart(), end, limit)
+			resp := &kvpb.ScanResponse{More: more}
+			for _, kv := range kvs {
+				resp.Kvs = append(resp.Kvs, kv.Proto(r.Scan.GetKeysOnly()))
+			}
 			out = append(out, &kvpb.ResponseOp{Response: &kvpb.ResponseOp_Scan{Scan: resp}})
 		case *kvpb.RequestOp_Put:
 			out = append(out, &kvpb.ResponseOp{Response: &kvpb.ResponseOp_Put{Put: &kvpb.PutResponse{}}})
@@ -216,10 +204,6 @@ func (p *Partition) writeLocked(index uint64, ops []*kvpb.RequestOp) {
 			p.deleteLocked(r.Delete.GetKey())
 		}
 	}
-}
-
-func kvProto(kv *KV) *kvpb.KeyValue {
-	return &kvpb.KeyValue{Key: kv.Key, Value: kv.Value, Version: kv.Version, CreateIndex: kv.CreateIndex, ModIndex: kv.ModIndex}
 }
 
 // LockConflicts returns the transactions whose locks conflict with the

@@ -3,6 +3,7 @@ package rpc
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -203,20 +204,40 @@ const leaderWait = 2 * time.Second
 // waitLeader polls until partition p has a known leader, leaderWait or ctx
 // ends; it returns the leader's raft id or 0.
 func (s *KVServer) waitLeader(ctx context.Context, p uint64) uint64 {
-	deadline := time.Now().Add(leaderWait)
-	t := time.NewTicker(10 * time.Millisecond)
+	var lead uint64
+	_ = poll(ctx, leaderWait, func() (bool, error) {
+		st, _ := s.n.Store.Status(p)
+		lead = st.Leader
+		return lead != 0, nil
+	})
+	return lead
+}
+
+// errPollTimeout is poll's answer when the wait ran out.
+var errPollTimeout = errors.New("rpc: wait ran out")
+
+// poll calls check every 2 ms until it reports done or fails, ctx ends,
+// or within has passed (errPollTimeout). The waits of the request path
+// (for a leader, a lock, a prepared write) are short and bounded; polling
+// state the raft loop publishes keeps them off the loop.
+func poll(ctx context.Context, within time.Duration, check func() (done bool, err error)) error {
+	deadline := time.Now().Add(within)
+	t := time.NewTicker(2 * time.Millisecond)
 	defer t.Stop()
-	for time.Now().Before(deadline) {
+	for {
+		done, err := check()
+		if done || err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return errPollTimeout
+		}
 		select {
 		case <-ctx.Done():
-			return 0
+			return ctx.Err()
 		case <-t.C:
 		}
-		if st, _ := s.n.Store.Status(p); st.Leader != 0 {
-			return st.Leader
-		}
 	}
-	return 0
 }
 
 // forwardedHops returns how many times the request was forwarded.
@@ -296,7 +317,7 @@ func (s *KVServer) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResp
 		st, _ := s.n.Store.Status(p)
 		resp := &kvpb.GetResponse{Header: s.n.header(st.Term)}
 		if kv, ok := s.n.Partitions[p].Get(req.GetKey()); ok {
-			resp.Kv = toKV(kv, false)
+			resp.Kv = kv.Proto(false)
 		}
 		return resp, nil
 	})
@@ -325,7 +346,7 @@ func (s *KVServer) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutResp
 		}
 		resp := &kvpb.PutResponse{Header: s.n.header(term)}
 		if req.GetPrevKv() && r.Prev != nil {
-			resp.PrevKv = toKV(r.Prev, false)
+			resp.PrevKv = r.Prev.Proto(false)
 		}
 		return resp, nil
 	})
@@ -350,7 +371,7 @@ func (s *KVServer) Delete(ctx context.Context, req *kvpb.DeleteRequest) (*kvpb.D
 		}
 		resp := &kvpb.DeleteResponse{Header: s.n.header(term), Deleted: r.Deleted}
 		if req.GetPrevKv() && r.Prev != nil {
-			resp.PrevKv = toKV(r.Prev, false)
+			resp.PrevKv = r.Prev.Proto(false)
 		}
 		return resp, nil
 	})
@@ -449,21 +470,16 @@ func (s *KVServer) scanPartition(ctx context.Context, req *kvpb.ScanRequest) (*k
 // replaced. The read happens after: still linearizable, as the state only
 // moves forward past the read index.
 func waitUnlocked(ctx context.Context, part *partition.Partition, start, end []byte) error {
-	deadline := time.Now().Add(readLockWait)
-	for {
+	var holder string
+	err := poll(ctx, readLockWait, func() (bool, error) {
 		h, locked := part.ReadBlocker(start, end)
-		if !locked {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%w (transaction %x)", ErrLocked, h)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(2 * time.Millisecond):
-		}
+		holder = h
+		return !locked, nil
+	})
+	if errors.Is(err, errPollTimeout) {
+		return fmt.Errorf("%w (transaction %x)", ErrLocked, holder)
 	}
+	return err
 }
 
 // scanLocal answers p's share of a scan from this node's state.
@@ -487,17 +503,9 @@ func (s *KVServer) scanLocal(p uint64, req *kvpb.ScanRequest) *kvpb.ScanResponse
 			resp.More = true
 			break
 		}
-		resp.Kvs = append(resp.Kvs, toKV(kv, req.GetKeysOnly()))
+		resp.Kvs = append(resp.Kvs, kv.Proto(req.GetKeysOnly()))
 	}
 	return resp
-}
-
-func toKV(kv *partition.KV, keysOnly bool) *kvpb.KeyValue {
-	out := &kvpb.KeyValue{Key: kv.Key, Version: kv.Version, CreateIndex: kv.CreateIndex, ModIndex: kv.ModIndex}
-	if !keysOnly {
-		out.Value = kv.Value
-	}
-	return out
 }
 
 // ServerOptions returns the gRPC server options every node uses: the

@@ -138,27 +138,19 @@ func (s *ParticipantServer) Decide(ctx context.Context, req *internalpb.DecideRe
 // once when an older one holds one (the younger dies), or when the wait
 // runs out. The state machine re-checks: this only spares needless aborts.
 func waitDie(ctx context.Context, part *partition.Partition, id string, prio int64, share *internalpb.TxnShare) error {
-	deadline := time.Now().Add(dieWait)
-	for {
+	err := poll(ctx, dieWait, func() (bool, error) {
 		holders := part.LockConflicts(id, share)
-		if len(holders) == 0 {
-			return nil
-		}
 		for _, h := range holders {
-			in, ok := part.IntentOf(h)
-			if ok && !txn.Older(prio, id, in.Op.GetPriority(), h) {
-				return ErrConflict
+			if in, ok := part.IntentOf(h); ok && !txn.Older(prio, id, in.Op.GetPriority(), h) {
+				return false, ErrConflict // an older holder: die
 			}
 		}
-		if time.Now().After(deadline) {
-			return ErrConflict
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(2 * time.Millisecond):
-		}
+		return len(holders) == 0, nil
+	})
+	if errors.Is(err, errPollTimeout) {
+		return ErrConflict
 	}
+	return err
 }
 
 // --- coordinator side -------------------------------------------------
