@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/txn"
 	"google.golang.org/grpc"
 )
 
@@ -308,25 +309,12 @@ func (t *Txn) Commit() (*TxnResponse, error) {
 	if err := validateTxn(t.cmps, t.thenOps, t.elseOps, t.c.cfg.MaxTxnOps); err != nil {
 		return nil, &OpError{Op: "txn", Kind: ErrInvalidArgument, Err: err}
 	}
-	req := &kvpb.TxnRequest{
-		Compare: make([]*kvpb.Compare, 0, len(t.cmps)),
-		Success: make([]*kvpb.RequestOp, 0, len(t.thenOps)),
-		Failure: make([]*kvpb.RequestOp, 0, len(t.elseOps)),
-	}
-	for _, c := range t.cmps {
-		req.Compare = append(req.Compare, c.toPB())
-	}
-	for _, o := range t.thenOps {
-		req.Success = append(req.Success, o.toPB())
-	}
-	for _, o := range t.elseOps {
-		req.Failure = append(req.Failure, o.toPB())
-	}
+	req := t.request()
 	// Every attempt keeps the priority of the first, so that a transaction
 	// that lost to older ones ages until it wins (wait-die).
 	priority := time.Now().UnixNano()
 	var resp *kvpb.TxnResponse
-	o := op{name: "txn", key: t.smallestKey(), write: true, conflicts: true}
+	o := op{name: "txn", key: routeKey(req), write: true, conflicts: true}
 	err := t.c.do(t.ctx, o, func(ctx context.Context, cc *grpc.ClientConn, h *kvpb.RequestHeader) (*kvpb.ResponseHeader, error) {
 		// Each attempt is a new transaction for the server: a fresh id, so
 		// that an attempt the server refused never blocks the next one.
@@ -348,27 +336,38 @@ func (t *Txn) Commit() (*TxnResponse, error) {
 	return txnResponseFromPB(resp), nil
 }
 
-// smallestKey is the key the transaction is routed by: the smallest key it
-// names (compares, gets, puts, deletes, scan starts, even empty), whose
-// partition holds the transaction record (DESIGN.md, Transactions; the
-// server's txn.Split). nil when it names none.
-func (t *Txn) smallestKey() []byte {
-	var min []byte
-	consider := func(k []byte) {
-		if min == nil || bytes.Compare(k, min) < 0 {
-			min = append([]byte{}, k...) // non-nil even when k is empty
-		}
+// request builds the transaction's request (without id and priority).
+func (t *Txn) request() *kvpb.TxnRequest {
+	req := &kvpb.TxnRequest{
+		Compare: make([]*kvpb.Compare, 0, len(t.cmps)),
+		Success: make([]*kvpb.RequestOp, 0, len(t.thenOps)),
+		Failure: make([]*kvpb.RequestOp, 0, len(t.elseOps)),
 	}
 	for _, c := range t.cmps {
-		consider(c.key)
+		req.Compare = append(req.Compare, c.toPB())
 	}
 	for _, o := range t.thenOps {
-		consider(o.key)
+		req.Success = append(req.Success, o.toPB())
 	}
 	for _, o := range t.elseOps {
-		consider(o.key)
+		req.Failure = append(req.Failure, o.toPB())
 	}
-	return min
+	return req
+}
+
+// smallestKey is routeKey of the transaction as built so far.
+func (t *Txn) smallestKey() []byte { return routeKey(t.request()) }
+
+// routeKey is the key a transaction is routed by: the smallest key it
+// names, whose partition holds the transaction record (txn.SmallestKey, as
+// the server splits it). Non-nil even when that key is empty (an empty scan
+// start); nil when it names none (any node).
+func routeKey(req *kvpb.TxnRequest) []byte {
+	k, ok := txn.SmallestKey(req)
+	if !ok {
+		return nil
+	}
+	return append([]byte{}, k...)
 }
 
 // newTxnID returns 16 random bytes.

@@ -130,15 +130,7 @@ func Split(req *kvpb.TxnRequest, partitions uint32) (shares map[uint64]*internal
 		}
 		return s
 	}
-	var smallest []byte
-	seen := false
-	note := func(k []byte) {
-		if !seen || bytes.Compare(k, smallest) < 0 {
-			smallest, seen = k, true
-		}
-	}
 	for _, c := range req.GetCompare() {
-		note(c.GetKey())
 		s := share(topology.PartitionOf(c.GetKey(), partitions))
 		s.Compares = append(s.Compares, c)
 	}
@@ -146,14 +138,11 @@ func Split(req *kvpb.TxnRequest, partitions uint32) (shares map[uint64]*internal
 		for i, op := range ops {
 			var targets []uint64
 			if sc := op.GetScan(); sc != nil {
-				note(sc.GetStart())
 				for p := uint64(1); p <= uint64(partitions); p++ {
 					targets = append(targets, p)
 				}
 			} else {
-				k := OpKey(op)
-				note(k)
-				targets = []uint64{topology.PartitionOf(k, partitions)}
+				targets = []uint64{topology.PartitionOf(OpKey(op), partitions)}
 			}
 			for _, p := range targets {
 				s := share(p)
@@ -169,7 +158,33 @@ func Split(req *kvpb.TxnRequest, partitions uint32) (shares map[uint64]*internal
 	}
 	addOps(req.GetSuccess(), true)
 	addOps(req.GetFailure(), false)
+	smallest, _ := SmallestKey(req)
 	return shares, topology.PartitionOf(smallest, partitions)
+}
+
+// SmallestKey returns the smallest key req names — compares, gets, puts,
+// deletes, scan starts (even empty) — whose partition holds the
+// transaction record; ok is false when it names none. Clients route a
+// transaction by it.
+func SmallestKey(req *kvpb.TxnRequest) (key []byte, ok bool) {
+	note := func(k []byte) {
+		if !ok || bytes.Compare(k, key) < 0 {
+			key, ok = k, true
+		}
+	}
+	for _, c := range req.GetCompare() {
+		note(c.GetKey())
+	}
+	for _, ops := range [][]*kvpb.RequestOp{req.GetSuccess(), req.GetFailure()} {
+		for _, op := range ops {
+			if sc := op.GetScan(); sc != nil {
+				note(sc.GetStart())
+			} else {
+				note(OpKey(op))
+			}
+		}
+	}
+	return key, ok
 }
 
 // OpKey returns the key of a point op (get, put, delete), nil for a scan.
