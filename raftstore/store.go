@@ -751,8 +751,10 @@ func (g *group) failReads(err error) {
 // locally durable ones over), and queues the storage appends for the
 // persister, which answers later through stepLocal. Loop only.
 func (s *Store) handleReady() error {
-	var reqs []appendReq
-	out := map[uint64][]*internalpb.GroupMessage{}
+	var (
+		reqs []appendReq
+		out  map[uint64][]*internalpb.GroupMessage // made on first use: most turns send nothing
+	)
 	for _, id := range s.order {
 		g := s.groups[id]
 		if len(g.readQueue) > 0 {
@@ -802,6 +804,9 @@ func (s *Store) handleReady() error {
 				data, err := proto.Marshal(m)
 				if err != nil {
 					return fmt.Errorf("raftstore: marshal message: %w", err)
+				}
+				if out == nil {
+					out = map[uint64][]*internalpb.GroupMessage{}
 				}
 				out[m.GetTo()] = append(out[m.GetTo()], &internalpb.GroupMessage{Group: g.id, Message: data})
 			}
