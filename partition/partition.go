@@ -8,6 +8,7 @@ import (
 
 	"github.com/tidwall/btree"
 
+	"github.com/cutkv/cutkv/cut"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/kvpb"
 	"github.com/cutkv/cutkv/txn"
@@ -58,6 +59,14 @@ type Partition struct {
 	// finished remembers transactions finished here, so a prepare that
 	// arrives after its Finish (a delayed proposal) cannot lock again.
 	finished map[string]struct{}
+	// cut is the consistent cut's progress (REQUIRES: mu held).
+	cut *cut.Progress
+	// onCutReady, when set, is called (under mu: it must not block) when a
+	// running cut's active set becomes empty, so the leader can propose
+	// CutFinish at once.
+	onCutReady func(partition uint64)
+
+	hashes hashes
 }
 
 // New returns an empty partition.
@@ -70,7 +79,16 @@ func New(id uint64) *Partition {
 		records: map[string]*internalpb.TxnDecideOp{},
 
 		finished: map[string]struct{}{},
+		cut:      cut.NewProgress(),
 	}
+}
+
+// SetCutReady sets the function called when a running cut can finish.
+// Set it before the partition applies entries.
+func (p *Partition) SetCutReady(f func(partition uint64)) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.onCutReady = f
 }
 
 // ID returns the partition id.
@@ -90,35 +108,14 @@ func (p *Partition) Len() int {
 	return p.tree.Len()
 }
 
-// Apply applies the command of the raft entry at index. Entries must come
-// in increasing index order; an index at or below Applied is ignored (it is
+// Apply applies a plain write (or a no-op) at index and returns its
+// Result; other commands go through ApplyCommand. Entries must come in
+// increasing index order; an index at or below Applied is ignored (it is
 // already in the state). Values stored are copies owned by the partition.
 func (p *Partition) Apply(index uint64, cmd *internalpb.Command) (Result, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if index <= p.applied {
-		return Result{}, nil
-	}
-	var res Result
-	switch op := cmd.GetOp().(type) {
-	case *internalpb.Command_Put:
-		if h, locked := p.locks.WriteBlocker(op.Put.GetKey()); locked {
-			res = Result{LockedBy: h}
-			break
-		}
-		res = p.putLocked(index, op.Put.GetKey(), op.Put.GetValue())
-	case *internalpb.Command_Delete:
-		if h, locked := p.locks.WriteBlocker(op.Delete.GetKey()); locked {
-			res = Result{LockedBy: h}
-			break
-		}
-		res = p.deleteLocked(op.Delete.GetKey())
-	case *internalpb.Command_Noop, nil:
-	default:
-		return Result{}, fmt.Errorf("%w %T at partition %d index %d", ErrUnknownCommand, op, p.id, index)
-	}
-	p.applied = index
-	return res, nil
+	res, err := p.ApplyCommand(index, cmd)
+	r, _ := res.(Result)
+	return r, err
 }
 
 // SetApplied records that index was applied when its entry changed no key
@@ -193,18 +190,58 @@ func (kv *KV) Proto(keysOnly bool) *kvpb.KeyValue {
 	return out
 }
 
-// ApplyCommand is Apply for the raft loop (raftstore.StateMachine). A
-// transaction command's result is its own type (Vote, OnePhaseResult or
-// *internalpb.TxnDecideOp), a plain write's a Result.
+// ApplyCommand applies the command of the raft entry at index
+// (raftstore.StateMachine). The result depends on the command: a Result
+// for a plain write, a Vote, OnePhaseResult or *internalpb.TxnDecideOp for
+// a transaction's, whether the cut closed (bool) for a CutFinish, the
+// entry's index (uint64) for a HashOp. Every
+// command first passes its cut version to the cut progress (DESIGN.md,
+// consistent cut rule 2).
 func (p *Partition) ApplyCommand(index uint64, cmd *internalpb.Command) (any, error) {
-	if !isTxnCommand(cmd) {
-		return p.Apply(index, cmd)
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if index <= p.applied {
-		return nil, nil
+		if isTxnCommand(cmd) {
+			return nil, nil
+		}
+		return Result{}, nil // already in the state
+	}
+	wasReady := p.cut.ReadyToFinish()
+	p.cut.Observe(index, cmd.GetCutVersion(), p.intentIDsLocked)
+	var res any
+	switch op := cmd.GetOp().(type) {
+	case *internalpb.Command_Put:
+		r := Result{}
+		if h, locked := p.locks.WriteBlocker(op.Put.GetKey()); locked {
+			r.LockedBy = h
+		} else {
+			r = p.putLocked(index, op.Put.GetKey(), op.Put.GetValue())
+		}
+		res = r
+	case *internalpb.Command_Delete:
+		r := Result{}
+		if h, locked := p.locks.WriteBlocker(op.Delete.GetKey()); locked {
+			r.LockedBy = h
+		} else {
+			r = p.deleteLocked(op.Delete.GetKey())
+		}
+		res = r
+	case *internalpb.Command_Noop, *internalpb.Command_CutStart, nil:
+		res = Result{}
+	case *internalpb.Command_CutFinish:
+		res = p.cut.ApplyFinish(index, op.CutFinish)
+	case *internalpb.Command_Hash:
+		p.hashLocked(index)
+		res = index
+	default:
+		if !isTxnCommand(cmd) {
+			return nil, fmt.Errorf("%w %T at partition %d index %d", ErrUnknownCommand, op, p.id, index)
+		}
+		res = p.applyTxnLocked(index, cmd)
 	}
 	p.applied = index
-	return p.applyTxnLocked(index, cmd), nil
+	if !wasReady && p.cut.ReadyToFinish() && p.onCutReady != nil {
+		p.onCutReady(p.id)
+	}
+	return res, nil
 }

@@ -101,6 +101,7 @@ func (p *Partition) finishLocked(index uint64, op *internalpb.TxnFinishOp) {
 	if in == nil {
 		return
 	}
+	p.cut.TxnFinished(id, op.GetCommit(), op.GetSucceeded(), op.GetStamp())
 	if op.GetCommit() {
 		ops := in.Op.GetShare().GetFailure()
 		if op.GetSucceeded() {

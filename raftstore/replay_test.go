@@ -150,12 +150,12 @@ func TestReplayOverwrite(t *testing.T) {
 				t.Fatalf("replay: %v", err)
 			}
 			for g, want := range tc.want {
-				if got := entryTags(logs[g].entries); got != want {
+				if got := entryTags(logs[g].Entries); got != want {
 					t.Errorf("group %d: replayed %q, want %q", g, got, want)
 				}
 			}
 			for g, term := range tc.hs {
-				if hs := logs[g].hs; hs == nil || hs.GetTerm() != term {
+				if hs := logs[g].HardState; hs == nil || hs.GetTerm() != term {
 					t.Errorf("group %d: hard state %v, want term %d", g, hs, term)
 				}
 			}

@@ -14,8 +14,10 @@ import (
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/cutkv/cutkv/cut"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/wal"
 )
@@ -77,6 +79,11 @@ type Config struct {
 	MaxSizePerMsg uint64
 	// Logger for the store; default slog.Default().
 	Logger *slog.Logger
+	// Clock is the node's known cut version (DESIGN.md, consistent cut
+	// rules 1-2): every proposal is stamped with it, raised to at least
+	// every version already in the group's log, and entries appended here
+	// raise it. Default: a clock of the store's own.
+	Clock *cut.Clock
 	// OnFatal is called once, from the loop, when the store cannot go on
 	// (a WAL write or fsync failed, an entry could not be applied). The
 	// store has already stopped acknowledging.
@@ -111,6 +118,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.Clock == nil {
+		c.Clock = cut.NewClock()
 	}
 	if c.OnFatal == nil {
 		c.OnFatal = func(error) {}
@@ -159,6 +169,10 @@ type group struct {
 	applied uint64
 	lead    uint64
 	state   raft.StateType
+	// logVersion is the highest cut version of any entry in this replica's
+	// log (appended or proposed): a proposal is stamped with at least it,
+	// so versions never decrease along the log (rule 2).
+	logVersion uint64
 
 	readQueue    []chan error          // waiting for a read index request
 	readInflight map[uint64]*readBatch // by request context
@@ -234,11 +248,31 @@ func Open(cfg Config) (*Store, error) {
 	return s, nil
 }
 
-// groupLog is what the WAL holds for one group.
-type groupLog struct {
-	hs      *raftpb.HardState
-	entries []*raftpb.Entry
+// GroupLog is what the WAL holds for one group: its last hard state and
+// its raft log (entries in index order, overwritten tails already cut).
+type GroupLog struct {
+	HardState *raftpb.HardState
+	Entries   []*raftpb.Entry
 }
+
+// ReadLogs reads every group's log from a node's WAL, as a restart does.
+// Tools that inspect a stopped node's history (the cut verifier) use it.
+func ReadLogs(w *wal.WAL) (map[uint64]*GroupLog, error) { return replay(w) }
+
+// DecodeCommand decodes the command of a normal entry; ok is false for an
+// entry without one (raft's empty entries, configuration changes).
+func DecodeCommand(e *raftpb.Entry) (cmd *internalpb.Command, ok bool, err error) {
+	if e.GetType() != raftpb.EntryNormal || len(e.GetData()) == 0 {
+		return nil, false, nil
+	}
+	cmd = &internalpb.Command{}
+	if err := proto.Unmarshal(e.GetData(), cmd); err != nil {
+		return nil, false, fmt.Errorf("raftstore: entry %d: decode command: %w", e.GetIndex(), err)
+	}
+	return cmd, true, nil
+}
+
+type groupLog = GroupLog
 
 // replay reads the whole WAL. A later entry record for index i truncates
 // the group's entries at >= i before being appended.
@@ -260,25 +294,25 @@ func replay(w *wal.WAL) (map[uint64]*groupLog, error) {
 				return fmt.Errorf("raftstore: wal record %d: group %d entry: %w", idx, r.Group, err)
 			}
 			l := get(r.Group)
-			if n := len(l.entries); n > 0 {
-				first := l.entries[0].GetIndex()
+			if n := len(l.Entries); n > 0 {
+				first := l.Entries[0].GetIndex()
 				switch {
 				case e.GetIndex() < first:
-					l.entries = l.entries[:0]
-				case e.GetIndex() <= l.entries[n-1].GetIndex():
-					l.entries = l.entries[:e.GetIndex()-first]
-				case e.GetIndex() != l.entries[n-1].GetIndex()+1:
+					l.Entries = l.Entries[:0]
+				case e.GetIndex() <= l.Entries[n-1].GetIndex():
+					l.Entries = l.Entries[:e.GetIndex()-first]
+				case e.GetIndex() != l.Entries[n-1].GetIndex()+1:
 					return fmt.Errorf("raftstore: wal record %d: group %d entry %d follows %d: gap in the log",
-						idx, r.Group, e.GetIndex(), l.entries[n-1].GetIndex())
+						idx, r.Group, e.GetIndex(), l.Entries[n-1].GetIndex())
 				}
 			}
-			l.entries = append(l.entries, e)
+			l.Entries = append(l.Entries, e)
 		case wal.RecordHardState:
 			hs := &raftpb.HardState{}
 			if err := proto.Unmarshal(r.Data, hs); err != nil {
 				return fmt.Errorf("raftstore: wal record %d: group %d hard state: %w", idx, r.Group, err)
 			}
-			get(r.Group).hs = hs
+			get(r.Group).HardState = hs
 		}
 		return nil
 	})
@@ -287,15 +321,15 @@ func replay(w *wal.WAL) (map[uint64]*groupLog, error) {
 
 func (s *Store) openGroup(gc GroupConfig, l *groupLog) (*group, error) {
 	st := raft.NewMemoryStorage()
-	empty := l == nil || (len(l.entries) == 0 && l.hs == nil)
+	empty := l == nil || (len(l.Entries) == 0 && l.HardState == nil)
 	if l != nil {
-		if len(l.entries) > 0 {
-			if err := st.Append(l.entries); err != nil {
+		if len(l.Entries) > 0 {
+			if err := st.Append(l.Entries); err != nil {
 				return nil, fmt.Errorf("raftstore: group %d: restore entries: %w", gc.ID, err)
 			}
 		}
-		if l.hs != nil {
-			if err := st.SetHardState(l.hs); err != nil {
+		if l.HardState != nil {
+			if err := st.SetHardState(l.HardState); err != nil {
 				return nil, fmt.Errorf("raftstore: group %d: restore hard state: %w", gc.ID, err)
 			}
 		}
@@ -327,7 +361,15 @@ func (s *Store) openGroup(gc GroupConfig, l *groupLog) (*group, error) {
 			return nil, fmt.Errorf("raftstore: group %d: bootstrap: %w", gc.ID, err)
 		}
 	}
+	var lv uint64
+	if l != nil {
+		for _, e := range l.Entries {
+			lv = max(lv, entryVersion(e))
+		}
+	}
+	s.cfg.Clock.Raise(lv)
 	return &group{
+		logVersion:   lv,
 		id:           gc.ID,
 		peers:        append([]uint64(nil), gc.Peers...),
 		rn:           rn,
@@ -393,6 +435,7 @@ func (s *Store) Propose(ctx context.Context, groupID uint64, cmd *internalpb.Com
 	}
 	id := s.nextID.Add(1)
 	cmd.Id = id
+	cmd.CutVersion = max(cmd.GetCutVersion(), s.cfg.Clock.Load())
 	data, err := proto.Marshal(cmd)
 	if err != nil {
 		return nil, fmt.Errorf("raftstore: marshal command: %w", err)
@@ -408,10 +451,23 @@ func (s *Store) Propose(ctx context.Context, groupID uint64, cmd *internalpb.Com
 			w.ch <- result{err: &NotLeaderError{Group: groupID, Leader: g.lead}}
 			return
 		}
+		if g.logVersion > cmd.GetCutVersion() {
+			// The log holds a newer version than this node knew when it
+			// marshaled (it just became leader over a newer tail).
+			cmd.CutVersion = g.logVersion
+			b, err := proto.Marshal(cmd)
+			if err != nil {
+				w.ch <- result{err: fmt.Errorf("raftstore: marshal command: %w", err)}
+				return
+			}
+			data = b
+		}
 		if err := g.rn.Propose(data); err != nil {
 			w.ch <- result{err: fmt.Errorf("%w: group %d: %v", ErrProposalDropped, groupID, err)}
 			return
 		}
+		g.logVersion = cmd.GetCutVersion()
+		s.cfg.Clock.Raise(g.logVersion)
 		s.waiters[id] = w
 	})
 	if err != nil {
@@ -786,6 +842,10 @@ func (s *Store) handleReady() error {
 		for _, m := range rd.Messages {
 			switch m.GetTo() {
 			case raft.LocalAppendThread:
+				for _, e := range m.GetEntries() {
+					g.logVersion = max(g.logVersion, entryVersion(e))
+				}
+				s.cfg.Clock.Raise(g.logVersion)
 				reqs = append(reqs, appendReq{g: g, m: m})
 			case raft.LocalApplyThread:
 				if err := s.apply(g, m.GetEntries()); err != nil {
@@ -928,6 +988,36 @@ func (s *Store) apply(g *group, ents []*raftpb.Entry) error {
 		g.applied = idx
 	}
 	return nil
+}
+
+// entryVersion reads the cut version of a normal entry's command without
+// decoding the rest (it runs for every appended entry); 0 for an entry
+// without a command.
+func entryVersion(e *raftpb.Entry) uint64 {
+	if e.GetType() != raftpb.EntryNormal {
+		return 0
+	}
+	b := e.GetData()
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return 0
+		}
+		b = b[n:]
+		if num == 2 && typ == protowire.VarintType {
+			v, n := protowire.ConsumeVarint(b)
+			if n < 0 {
+				return 0
+			}
+			return v
+		}
+		n = protowire.ConsumeFieldValue(num, typ, b)
+		if n < 0 {
+			return 0
+		}
+		b = b[n:]
+	}
+	return 0
 }
 
 func (s *Store) publishStatus(g *group) {

@@ -30,6 +30,9 @@ var (
 	ErrInvalidArgument = errors.New("rpc: invalid argument")
 	ErrWrongCluster    = errors.New("rpc: message from another cluster")
 	ErrShuttingDown    = errors.New("rpc: node is shutting down")
+	// ErrFailedPrecondition: the request cannot be served in the
+	// cluster's present state (not retried as it is).
+	ErrFailedPrecondition = errors.New("rpc: failed precondition")
 )
 
 // notApplied builds an Unavailable status that tells the client the
@@ -56,7 +59,7 @@ func toStatus(err error, leaderID string) error {
 	switch {
 	case errors.Is(err, ErrInvalidArgument):
 		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, ErrWrongCluster):
+	case errors.Is(err, ErrWrongCluster), errors.Is(err, ErrFailedPrecondition):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, ErrConflict):
 		return status.Error(codes.Aborted, "cutkv: "+err.Error()+"; not applied, retry")

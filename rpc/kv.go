@@ -14,6 +14,8 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/cutkv/cutkv/cut"
+	"github.com/cutkv/cutkv/meta"
 	"github.com/cutkv/cutkv/partition"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/kvpb"
@@ -75,10 +77,23 @@ type Node struct {
 	LocalStatus func() *kvpb.NodeStatus
 	// Draining is true once shutdown began: new requests are refused.
 	Draining func() bool
+
+	// Clock is the node's known cut version (DESIGN.md, consistent cut).
+	Clock *cut.Clock
+	// Meta is group 0's state, nil when this node holds no replica of it.
+	Meta *meta.State
+	// Cuts drives cuts while this node leads group 0; see NewCutEnv.
+	Cuts *cut.Driver
+	// Announce gossips a cut version to every node.
+	Announce func(v uint64)
+	// Background is the node's lifetime: cut runs end with it.
+	Background context.Context
+
+	cutPoke chan struct{} // wakes RunCutAgent; see PokeCuts
 }
 
 func (n *Node) header(term uint64) *kvpb.ResponseHeader {
-	return &kvpb.ResponseHeader{ClusterId: n.Layout.ClusterID, MemberId: n.Self.ID, RaftTerm: term}
+	return &kvpb.ResponseHeader{ClusterId: n.Layout.ClusterID, MemberId: n.Self.ID, RaftTerm: term, CutVersion: n.Clock.Load()}
 }
 
 func (n *Node) memberID(raftID uint64) string {
@@ -112,23 +127,23 @@ func (s *KVServer) checkKey(key []byte) error {
 const maxHops = 2
 
 // route decides where a request for partition p is served: locally (nil
-// client) or on another node. A request is forwarded at most maxHops times.
-func (s *KVServer) route(ctx context.Context, p uint64) (kvpb.KVClient, error) {
-	if s.n.Draining() {
+// connection) or on another node. A request is forwarded at most maxHops times.
+func (n *Node) route(ctx context.Context, p uint64) (*grpc.ClientConn, error) {
+	if n.Draining() {
 		return nil, ErrShuttingDown
 	}
 	hops := forwardedHops(ctx)
-	st, ok := s.n.Store.Status(p)
+	st, ok := n.Store.Status(p)
 	if !ok {
 		// No replica here: hand it to a replica, which knows the leader.
 		if hops >= maxHops-1 {
 			return nil, &raftstore.NotLeaderError{Group: p}
 		}
-		cli, err := s.clientFor(ctx, s.replicaToAsk(p))
+		conn, err := n.readyConn(ctx, n.replicaToAsk(p))
 		if err != nil {
 			return nil, &raftstore.NotLeaderError{Group: p}
 		}
-		return cli, nil
+		return conn, nil
 	}
 	if st.IsLeader {
 		return nil, nil
@@ -137,32 +152,32 @@ func (s *KVServer) route(ctx context.Context, p uint64) (kvpb.KVClient, error) {
 	if lead == 0 {
 		// An election or a leadership hand-off is under way: give it a
 		// moment rather than bouncing the client.
-		lead = s.waitLeader(ctx, p)
-		if st, _ := s.n.Store.Status(p); st.IsLeader {
+		lead = n.waitLeader(ctx, p)
+		if st, _ := n.Store.Status(p); st.IsLeader {
 			return nil, nil
 		}
 	}
-	if lead == 0 || lead == s.n.Self.RaftID || hops >= maxHops {
+	if lead == 0 || lead == n.Self.RaftID || hops >= maxHops {
 		return nil, &raftstore.NotLeaderError{Group: p, Leader: lead}
 	}
-	cli, err := s.clientFor(ctx, s.n.memberID(lead))
+	conn, err := n.readyConn(ctx, n.memberID(lead))
 	if err != nil {
 		// Nothing was sent: the client may resend, even a write.
 		return nil, &raftstore.NotLeaderError{Group: p, Leader: lead}
 	}
-	return cli, nil
+	return conn, nil
 }
 
 // connectWait bounds how long forwarding waits for a connection to the
 // target node before giving up (and saying nothing was sent).
 const connectWait = 500 * time.Millisecond
 
-// clientFor returns a client for node id once its connection is ready. A
+// readyConn returns the connection to node id once it is ready. A
 // request forwarded on a connection that was not ready could not be told
 // apart from one lost after sending; waiting first keeps "not sent"
 // answers honest (the leader died and its port is closed).
-func (s *KVServer) clientFor(ctx context.Context, id string) (kvpb.KVClient, error) {
-	conn, err := s.n.Pool.Conn(s.n.Addr(id))
+func (n *Node) readyConn(ctx context.Context, id string) (*grpc.ClientConn, error) {
+	conn, err := n.Pool.Conn(n.Addr(id))
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +186,7 @@ func (s *KVServer) clientFor(ctx context.Context, id string) (kvpb.KVClient, err
 	for {
 		st := conn.GetState()
 		if st == connectivity.Ready {
-			return kvpb.NewKVClient(conn), nil
+			return conn, nil
 		}
 		if st == connectivity.Idle {
 			conn.Connect()
@@ -184,18 +199,18 @@ func (s *KVServer) clientFor(ctx context.Context, id string) (kvpb.KVClient, err
 
 // replicaToAsk picks a replica of p that gossip reports alive, else the
 // first one.
-func (s *KVServer) replicaToAsk(p uint64) string {
-	reps := s.n.Layout.Groups[p]
+func (n *Node) replicaToAsk(p uint64) string {
+	reps := n.Layout.Groups[p]
 	alive := map[string]bool{}
-	for _, m := range s.n.Members() {
+	for _, m := range n.Members() {
 		alive[m.GetId()] = m.GetState() == kvpb.MemberState_MEMBER_STATE_ALIVE
 	}
 	for _, r := range reps {
-		if id := s.n.memberID(r); alive[id] {
+		if id := n.memberID(r); alive[id] {
 			return id
 		}
 	}
-	return s.n.memberID(reps[0])
+	return n.memberID(reps[0])
 }
 
 // leaderWait bounds how long a request waits for an unknown leader.
@@ -203,10 +218,10 @@ const leaderWait = 2 * time.Second
 
 // waitLeader polls until partition p has a known leader, leaderWait or ctx
 // ends; it returns the leader's raft id or 0.
-func (s *KVServer) waitLeader(ctx context.Context, p uint64) uint64 {
+func (n *Node) waitLeader(ctx context.Context, p uint64) uint64 {
 	var lead uint64
 	_ = poll(ctx, leaderWait, func() (bool, error) {
-		st, _ := s.n.Store.Status(p)
+		st, _ := n.Store.Status(p)
 		lead = st.Leader
 		return lead != 0, nil
 	})
@@ -273,12 +288,12 @@ func (s *KVServer) leaderHint(p uint64) string {
 func onLeader[R any](ctx context.Context, s *KVServer, p uint64,
 	forward func(kvpb.KVClient, context.Context) (R, error), local func() (R, error)) (R, error) {
 	var zero R
-	fwd, err := s.route(ctx, p)
+	conn, err := s.n.route(ctx, p)
 	if err != nil {
 		return zero, toStatus(err, s.leaderHint(p))
 	}
-	if fwd != nil {
-		return forward(fwd, forwardCtx(ctx))
+	if conn != nil {
+		return forward(kvpb.NewKVClient(conn), forwardCtx(ctx))
 	}
 	r, err := local()
 	if err != nil {

@@ -64,73 +64,91 @@ type ParticipantServer struct {
 // NewParticipantServer returns the participant service of node n.
 func NewParticipantServer(n *Node) *ParticipantServer { return &ParticipantServer{n: n} }
 
-func (s *ParticipantServer) leaderCheck(p uint64) error {
-	if p == 0 || p > uint64(s.n.Layout.Partitions) {
-		return fmt.Errorf("%w: partition %d not in 1..%d", ErrInvalidArgument, p, s.n.Layout.Partitions)
+// leaderCheck says why this node cannot serve a request for partition p
+// as its leader, nil when it can.
+func (n *Node) leaderCheck(p uint64) error {
+	if p == 0 || p > uint64(n.Layout.Partitions) {
+		return fmt.Errorf("%w: partition %d not in 1..%d", ErrInvalidArgument, p, n.Layout.Partitions)
 	}
-	if s.n.Draining() {
+	if n.Draining() {
 		return ErrShuttingDown
 	}
-	st, ok := s.n.Store.Status(p)
+	st, ok := n.Store.Status(p)
 	if !ok || !st.IsLeader {
 		return &raftstore.NotLeaderError{Group: p, Leader: st.Leader}
 	}
 	return nil
 }
 
-func (s *ParticipantServer) hint(p uint64) string {
-	st, _ := s.n.Store.Status(p)
-	return s.n.memberID(st.Leader)
+// leaderHintOf names the node this one believes leads p, "" if none.
+func (n *Node) leaderHintOf(p uint64) string {
+	st, _ := n.Store.Status(p)
+	return n.memberID(st.Leader)
 }
 
 // Prepare locks, evaluates and reads the share through raft and votes.
 func (s *ParticipantServer) Prepare(ctx context.Context, req *internalpb.PrepareRequest) (*internalpb.PrepareResponse, error) {
+	s.n.Clock.Raise(req.GetCutVersion()) // rule 1: the marker first
 	p, op := req.GetPartition(), req.GetOp()
-	if err := s.leaderCheck(p); err != nil {
-		return nil, toStatus(err, s.hint(p))
+	if err := s.n.leaderCheck(p); err != nil {
+		return nil, toStatus(err, s.n.leaderHintOf(p))
 	}
 	if err := waitDie(ctx, s.n.Partitions[p], string(op.GetTxnId()), op.GetPriority(), op.GetShare()); err != nil {
-		return &internalpb.PrepareResponse{Prepared: false}, nil
+		return &internalpb.PrepareResponse{Prepared: false, CutVersion: s.n.Clock.Load()}, nil
 	}
 	res, err := s.n.Store.Propose(ctx, p, &internalpb.Command{Op: &internalpb.Command_TxnPrepare{TxnPrepare: op}})
 	if err != nil {
-		return nil, toStatus(err, s.hint(p))
+		return nil, toStatus(err, s.n.leaderHintOf(p))
 	}
 	v, _ := res.(partition.Vote)
+	// The marker is read after the prepare entry applied: it is at least
+	// the entry's version, so a prepare after the cut's position raises
+	// the coordinator to the cut before it stamps its decision (rule 4).
 	return &internalpb.PrepareResponse{
 		Prepared: v.Prepared, ComparesHold: v.ComparesHold,
 		SuccessReads: v.SuccessReads, FailureReads: v.FailureReads,
+		CutVersion: s.n.Clock.Load(),
 	}, nil
 }
 
 // Finish applies or drops the prepared intent through raft.
 func (s *ParticipantServer) Finish(ctx context.Context, req *internalpb.FinishRequest) (*internalpb.FinishResponse, error) {
+	s.n.Clock.Raise(req.GetCutVersion())
 	p := req.GetPartition()
-	if err := s.leaderCheck(p); err != nil {
-		return nil, toStatus(err, s.hint(p))
+	if err := s.n.leaderCheck(p); err != nil {
+		return nil, toStatus(err, s.n.leaderHintOf(p))
 	}
-	if _, err := s.n.Store.Propose(ctx, p, &internalpb.Command{Op: &internalpb.Command_TxnFinish{TxnFinish: req.GetOp()}}); err != nil {
-		return nil, toStatus(err, s.hint(p))
+	if err := finishLocal(ctx, s.n, p, req.GetOp()); err != nil {
+		return nil, toStatus(err, s.n.leaderHintOf(p))
 	}
-	return &internalpb.FinishResponse{}, nil
+	return &internalpb.FinishResponse{CutVersion: s.n.Clock.Load()}, nil
+}
+
+// finishLocal proposes a Finish on partition p, led by this node. Its
+// entry's version is at least the decision's stamp, so a transaction
+// stamped at or after a cut finishes after the cut's position (rule 4).
+func finishLocal(ctx context.Context, n *Node, p uint64, op *internalpb.TxnFinishOp) error {
+	_, err := n.Store.Propose(ctx, p, &internalpb.Command{CutVersion: op.GetStamp(), Op: &internalpb.Command_TxnFinish{TxnFinish: op}})
+	return err
 }
 
 // Decide records a decision in the transaction record (first one wins)
 // and returns the recorded decision.
 func (s *ParticipantServer) Decide(ctx context.Context, req *internalpb.DecideRequest) (*internalpb.DecideResponse, error) {
+	s.n.Clock.Raise(req.GetCutVersion())
 	p := req.GetPartition()
-	if err := s.leaderCheck(p); err != nil {
-		return nil, toStatus(err, s.hint(p))
+	if err := s.n.leaderCheck(p); err != nil {
+		return nil, toStatus(err, s.n.leaderHintOf(p))
 	}
 	res, err := s.n.Store.Propose(ctx, p, &internalpb.Command{Op: &internalpb.Command_TxnDecide{TxnDecide: req.GetOp()}})
 	if err != nil {
-		return nil, toStatus(err, s.hint(p))
+		return nil, toStatus(err, s.n.leaderHintOf(p))
 	}
 	rec, _ := res.(*internalpb.TxnDecideOp)
 	if rec == nil {
 		return nil, toStatus(fmt.Errorf("rpc: partition %d applied a decision but returned %T", p, res), "")
 	}
-	return &internalpb.DecideResponse{Recorded: rec}, nil
+	return &internalpb.DecideResponse{Recorded: rec, CutVersion: s.n.Clock.Load()}, nil
 }
 
 // waitDie lets transaction id (priority prio) wait, bounded, while only
@@ -263,7 +281,7 @@ func (s *KVServer) twoPhase(ctx context.Context, req *kvpb.TxnRequest, shares ma
 			defer wg.Done()
 			op := &internalpb.TxnPrepareOp{TxnId: req.GetTxnId(), Priority: req.GetPriority(), RecordPartition: record, Share: shares[p], PreparedUnixMs: now}
 			votes[i], errs[i] = callParticipant(ctx, s.n, p, func(c internalpb.ParticipantClient, cctx context.Context) (*internalpb.PrepareResponse, error) {
-				return c.Prepare(cctx, &internalpb.PrepareRequest{Partition: p, Op: op})
+				return c.Prepare(cctx, &internalpb.PrepareRequest{Partition: p, Op: op, CutVersion: s.n.Clock.Load()})
 			})
 		}(i, p)
 	}
@@ -280,6 +298,10 @@ func (s *KVServer) twoPhase(ctx context.Context, req *kvpb.TxnRequest, shares ma
 		}
 	}
 	succeeded = succeeded && commit
+	// Every vote's marker is merged (callLeader), so the clock is now
+	// max(known, markers): the decision's stamp (rule 3). A retried
+	// decision keeps the first one recorded.
+	stamp := s.n.Clock.Load()
 	if err := failpoint.Inject(failpoint.TxnAfterPrepare); err != nil {
 		commit = false // an injected error aborts; "exit" kills the coordinator here
 	}
@@ -291,14 +313,14 @@ func (s *KVServer) twoPhase(ctx context.Context, req *kvpb.TxnRequest, shares ma
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), decideWait)
 	defer cancel()
 	rec, err := callParticipant(dctx, s.n, record, func(c internalpb.ParticipantClient, cctx context.Context) (*internalpb.DecideResponse, error) {
-		return c.Decide(cctx, &internalpb.DecideRequest{Partition: record, Op: &internalpb.TxnDecideOp{
-			TxnId: req.GetTxnId(), Commit: commit, Succeeded: succeeded, Participants: parts,
+		return c.Decide(cctx, &internalpb.DecideRequest{Partition: record, CutVersion: s.n.Clock.Load(), Op: &internalpb.TxnDecideOp{
+			TxnId: req.GetTxnId(), Commit: commit, Succeeded: succeeded, Participants: parts, Stamp: stamp,
 		}})
 	})
 	if err != nil {
 		if !commit {
 			// Only an abort could ever be recorded for it: not applied.
-			s.finishAll(req.GetTxnId(), parts, false, false)
+			s.finishAll(req.GetTxnId(), parts, false, false, stamp)
 			if conflict {
 				return nil, toStatus(ErrConflict, "")
 			}
@@ -313,7 +335,7 @@ func (s *KVServer) twoPhase(ctx context.Context, req *kvpb.TxnRequest, shares ma
 	}
 
 	// Phase 2: apply or drop everywhere, then answer.
-	s.finishAll(req.GetTxnId(), parts, d.GetCommit(), d.GetSucceeded())
+	s.finishAll(req.GetTxnId(), parts, d.GetCommit(), d.GetSucceeded(), d.GetStamp())
 	if !d.GetCommit() {
 		return nil, toStatus(ErrConflict, "")
 	}
@@ -345,7 +367,7 @@ func firstErr(errs []error) error {
 
 // finishAll sends Finish to every participant, each retried until it is
 // applied or finishWait passes (recovery finishes the rest).
-func (s *KVServer) finishAll(id []byte, parts []uint64, commit, succeeded bool) {
+func (s *KVServer) finishAll(id []byte, parts []uint64, commit, succeeded bool, stamp uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), finishWait)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -354,19 +376,33 @@ func (s *KVServer) finishAll(id []byte, parts []uint64, commit, succeeded bool) 
 		go func(p uint64) {
 			defer wg.Done()
 			_, _ = callParticipant(ctx, s.n, p, func(c internalpb.ParticipantClient, cctx context.Context) (*internalpb.FinishResponse, error) {
-				return c.Finish(cctx, &internalpb.FinishRequest{Partition: p, Op: &internalpb.TxnFinishOp{TxnId: id, Commit: commit, Succeeded: succeeded}})
+				return c.Finish(cctx, &internalpb.FinishRequest{Partition: p, CutVersion: s.n.Clock.Load(),
+					Op: &internalpb.TxnFinishOp{TxnId: id, Commit: commit, Succeeded: succeeded, Stamp: stamp}})
 			})
 		}(p)
 	}
 	wg.Wait()
 }
 
-// callParticipant calls the leader of partition p (in process when it is
-// this node), following NOT_LEADER hints and retrying while the request
-// was certainly not applied, until ctx ends. Every participant call is
-// idempotent (prepare returns the first vote, finish and decide the first
-// outcome), so a retry after an ambiguous failure is safe too.
+// callParticipant calls the participant service of partition p's leader;
+// see callLeader.
 func callParticipant[R any](ctx context.Context, n *Node, p uint64, call func(internalpb.ParticipantClient, context.Context) (R, error)) (R, error) {
+	return callLeader(ctx, n, p, func(cc *grpc.ClientConn, cctx context.Context) (R, error) {
+		if cc == nil {
+			return call(localParticipant{NewParticipantServer(n)}, cctx)
+		}
+		return call(internalpb.NewParticipantClient(cc), cctx)
+	})
+}
+
+// callLeader calls the leader of partition p (in process, with a nil
+// connection, when it is this node), following NOT_LEADER hints and
+// retrying while the request was certainly not applied, until ctx ends.
+// Every node-to-node call is idempotent (prepare returns the first vote,
+// finish and decide the first outcome, a cut start only raises a
+// version), so a retry after an ambiguous failure is safe too. The reply's
+// cut marker is merged into the clock before the caller sees it.
+func callLeader[R any](ctx context.Context, n *Node, p uint64, call func(*grpc.ClientConn, context.Context) (R, error)) (R, error) {
 	var zero R
 	backoff := 5 * time.Millisecond
 	target := ""
@@ -379,17 +415,18 @@ func callParticipant[R any](ctx context.Context, n *Node, p uint64, call func(in
 			err error
 		)
 		if target == n.Self.ID {
-			r, err = call(localParticipant{NewParticipantServer(n)}, ctx)
-		} else if cli, cerr := participantClient(n, target); cerr != nil {
+			r, err = call(nil, ctx)
+		} else if conn, cerr := n.Pool.Conn(n.Addr(target)); cerr != nil {
 			err = cerr
 		} else {
-			r, err = call(cli, ctx)
+			r, err = call(conn, ctx)
 		}
 		if err == nil {
+			n.merge(r)
 			return r, nil
 		}
 		target = leaderFromError(err)
-		if status.Code(err) == codes.InvalidArgument || ctx.Err() != nil {
+		if c := status.Code(err); c == codes.InvalidArgument || c == codes.FailedPrecondition || ctx.Err() != nil {
 			return zero, err
 		}
 		select {
@@ -409,14 +446,6 @@ func participantTarget(n *Node, p uint64, attempt int) string {
 	}
 	reps := n.Layout.Groups[p]
 	return n.memberID(reps[attempt%len(reps)])
-}
-
-func participantClient(n *Node, id string) (internalpb.ParticipantClient, error) {
-	conn, err := n.Pool.Conn(n.Addr(id))
-	if err != nil {
-		return nil, err
-	}
-	return internalpb.NewParticipantClient(conn), nil
 }
 
 // leaderFromError reads the NOT_LEADER hint of a status, "" if none.
@@ -467,15 +496,14 @@ func resolve(ctx context.Context, n *Node, p uint64, in *partition.Intent) {
 	defer cancel()
 	id := in.Op.GetTxnId()
 	rec, err := callParticipant(rctx, n, in.Op.GetRecordPartition(), func(c internalpb.ParticipantClient, cctx context.Context) (*internalpb.DecideResponse, error) {
-		return c.Decide(cctx, &internalpb.DecideRequest{Partition: in.Op.GetRecordPartition(), Op: &internalpb.TxnDecideOp{TxnId: id, Commit: false}})
+		return c.Decide(cctx, &internalpb.DecideRequest{Partition: in.Op.GetRecordPartition(), CutVersion: n.Clock.Load(),
+			Op: &internalpb.TxnDecideOp{TxnId: id, Commit: false, Stamp: n.Clock.Load()}})
 	})
 	if err != nil {
 		return // next round
 	}
 	d := rec.GetRecorded()
-	_, _ = n.Store.Propose(rctx, p, &internalpb.Command{Op: &internalpb.Command_TxnFinish{TxnFinish: &internalpb.TxnFinishOp{
-		TxnId: id, Commit: d.GetCommit(), Succeeded: d.GetSucceeded(), Stamp: d.GetStamp(),
-	}}})
+	_ = finishLocal(rctx, n, p, &internalpb.TxnFinishOp{TxnId: id, Commit: d.GetCommit(), Succeeded: d.GetSucceeded(), Stamp: d.GetStamp()})
 }
 
 // localParticipant calls this node's participant service in process.

@@ -54,6 +54,12 @@ type Config struct {
 	ElectionTicks int
 	// WALSegmentSize is the WAL segment file size; default 64 MiB.
 	WALSegmentSize int
+	// CutInterval takes a consistent cut this often while the node leads
+	// group 0; 0 (the default) takes cuts only on request.
+	CutInterval time.Duration
+	// CutTimeout fails a cut not finished in every partition by then;
+	// default rpc.DefaultCutTimeout.
+	CutTimeout time.Duration
 }
 
 // Validate checks the configuration and fills defaults.
@@ -90,6 +96,12 @@ func (c *Config) Validate() error {
 	c.Limits.Validate()
 	if c.Limits.MaxKeySize > 64<<10 || c.Limits.MaxValueSize > 64<<20 {
 		return fmt.Errorf("%w: key limit %d (max 64 KiB) or value limit %d (max 64 MiB) too large", ErrConfig, c.Limits.MaxKeySize, c.Limits.MaxValueSize)
+	}
+	if c.CutInterval < 0 {
+		return fmt.Errorf("%w: cut interval %v is negative", ErrConfig, c.CutInterval)
+	}
+	if c.CutTimeout <= 0 {
+		c.CutTimeout = rpc.DefaultCutTimeout
 	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = 10 * time.Second

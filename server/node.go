@@ -22,6 +22,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/cutkv/cutkv/cut"
 	"github.com/cutkv/cutkv/discovery"
 	"github.com/cutkv/cutkv/internal/failpoint"
 	"github.com/cutkv/cutkv/meta"
@@ -56,6 +57,7 @@ type Node struct {
 	wal        *wal.WAL
 	store      *raftstore.Store
 	meta       *meta.State
+	clock      *cut.Clock
 	partitions map[uint64]*partition.Partition
 	transport  *rpc.Transport
 	pool       *rpc.Pool
@@ -147,6 +149,7 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	cleanup = append(cleanup, func() { n.wal.Close() })
 
 	n.meta = meta.New()
+	n.clock = cut.NewClock()
 	var groups []raftstore.GroupConfig
 	for _, g := range n.layout.GroupsOf(n.self.RaftID) {
 		var sm raftstore.StateMachine = n.meta
@@ -171,6 +174,7 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 		Bootstrap:     true, // only groups with an empty log; bootstrap entries are identical on every replica
 		TickInterval:  cfg.TickInterval,
 		ElectionTicks: cfg.ElectionTicks,
+		Clock:         n.clock,
 		Logger:        n.log,
 		OnFatal:       n.onFatal,
 	})
@@ -179,7 +183,16 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	}
 	n.transport.SetReceiver(n.store)
 
+	pokeCuts := make(chan struct{}, 1) // set before gossip can deliver anything
 	n.disc, err = discovery.Start(discovery.Config{
+		OnMessage: func(msg []byte) {
+			if v, ok := rpc.DecodeCutGossip(msg); ok && n.clock.Raise(v) {
+				select {
+				case pokeCuts <- struct{}{}:
+				default:
+				}
+			}
+		},
 		BindAddr: cfg.GossipAddr,
 		Meta:     discovery.Meta{ID: cfg.ID, ClusterID: n.layout.ClusterID, GRPCAddr: n.addrs.GRPC, HTTPAddr: n.addrs.HTTP},
 		Join:     cfg.Join,
@@ -191,17 +204,32 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	cleanup = append(cleanup, func() { n.disc.Close() })
 	n.addrs.Gossip = n.disc.Addr()
 
+	bg, cancel := context.WithCancel(context.Background())
+	n.bgCancel = cancel
+	cleanup = append(cleanup, cancel)
 	rn := &rpc.Node{
 		Self: n.self, Layout: n.layout, Store: n.store, Partitions: n.partitions, Pool: n.pool, Limits: limits,
 		Addr: n.memberAddr, Members: n.members, LocalStatus: n.localStatus, Draining: n.draining.Load,
+		Clock: n.clock, Background: bg,
+		Announce: func(v uint64) { n.disc.BroadcastKeyed("cut", rpc.EncodeCutGossip(v)) },
+	}
+	rn.SetCutPoke(pokeCuts)
+	if _, ok := n.store.Status(0); ok {
+		rn.Meta = n.meta
+	}
+	cutLog := n.log.With("component", "cut")
+	rn.Cuts = cut.NewDriver(rpc.NewCutEnv(rn), cfg.CutTimeout, cutLog.Info)
+	for _, p := range n.partitions {
+		p.SetCutReady(func(uint64) { rn.PokeCuts() })
 	}
 	grpcMetrics := rpc.NewMetrics(n.reg)
 	n.grpcSrv = grpc.NewServer(append(rpc.ServerOptions(limits),
-		grpc.ChainUnaryInterceptor(n.inflight.interceptor(), grpcMetrics.UnaryInterceptor()))...)
+		grpc.ChainUnaryInterceptor(n.inflight.interceptor(), grpcMetrics.UnaryInterceptor(), rpc.MarkerInterceptor(rn)))...)
 	kvpb.RegisterKVServer(n.grpcSrv, rpc.NewKVServer(rn))
 	kvpb.RegisterClusterServer(n.grpcSrv, rpc.NewClusterServer(rn))
 	internalpb.RegisterRaftServer(n.grpcSrv, rpc.NewRaftServer(n.layout.ClusterID, n.self.RaftID, n.store, n.log))
 	internalpb.RegisterParticipantServer(n.grpcSrv, rpc.NewParticipantServer(rn))
+	internalpb.RegisterCutServiceServer(n.grpcSrv, rpc.NewCutServer(rn))
 	n.health = health.NewServer()
 	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(n.grpcSrv, n.health)
@@ -224,13 +252,19 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 		n.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = n.httpSrv.Serve(n.httpLis) }()
 	}
-	bg, cancel := context.WithCancel(context.Background())
-	n.bgCancel = cancel
-	n.bgWG.Add(2)
+	n.bgWG.Add(4)
 	go n.watchReady(bg)
 	go func() {
 		defer n.bgWG.Done()
 		rpc.RunRecovery(bg, rn)
+	}()
+	go func() {
+		defer n.bgWG.Done()
+		rpc.RunCutAgent(bg, rn)
+	}()
+	go func() {
+		defer n.bgWG.Done()
+		rpc.RunCuts(bg, rn, cfg.CutInterval)
 	}()
 	n.log.Info("node started", "cluster", topology.FormatClusterID(n.layout.ClusterID), "raft_id", n.self.RaftID,
 		"groups", len(groups), "new_cluster", fresh, "wal_records", n.wal.LastIndex(), "grpc", n.addrs.GRPC,

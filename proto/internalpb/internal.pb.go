@@ -200,6 +200,11 @@ type Command struct {
 	//	*Command_TxnFinish
 	//	*Command_TxnDecide
 	//	*Command_TxnOnePhase
+	//	*Command_CutStart
+	//	*Command_CutFinish
+	//	*Command_Hash
+	//	*Command_CutAllocate
+	//	*Command_CutRecord
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -328,6 +333,51 @@ func (x *Command) GetTxnOnePhase() *TxnOnePhaseOp {
 	return nil
 }
 
+func (x *Command) GetCutStart() *CutStartOp {
+	if x != nil {
+		if x, ok := x.Op.(*Command_CutStart); ok {
+			return x.CutStart
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetCutFinish() *CutFinishOp {
+	if x != nil {
+		if x, ok := x.Op.(*Command_CutFinish); ok {
+			return x.CutFinish
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetHash() *HashOp {
+	if x != nil {
+		if x, ok := x.Op.(*Command_Hash); ok {
+			return x.Hash
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetCutAllocate() *CutAllocateOp {
+	if x != nil {
+		if x, ok := x.Op.(*Command_CutAllocate); ok {
+			return x.CutAllocate
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetCutRecord() *CutRecordOp {
+	if x != nil {
+		if x, ok := x.Op.(*Command_CutRecord); ok {
+			return x.CutRecord
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -364,6 +414,26 @@ type Command_TxnOnePhase struct {
 	TxnOnePhase *TxnOnePhaseOp `protobuf:"bytes,10,opt,name=txn_one_phase,json=txnOnePhase,proto3,oneof"`
 }
 
+type Command_CutStart struct {
+	CutStart *CutStartOp `protobuf:"bytes,11,opt,name=cut_start,json=cutStart,proto3,oneof"`
+}
+
+type Command_CutFinish struct {
+	CutFinish *CutFinishOp `protobuf:"bytes,12,opt,name=cut_finish,json=cutFinish,proto3,oneof"`
+}
+
+type Command_Hash struct {
+	Hash *HashOp `protobuf:"bytes,13,opt,name=hash,proto3,oneof"`
+}
+
+type Command_CutAllocate struct {
+	CutAllocate *CutAllocateOp `protobuf:"bytes,14,opt,name=cut_allocate,json=cutAllocate,proto3,oneof"`
+}
+
+type Command_CutRecord struct {
+	CutRecord *CutRecordOp `protobuf:"bytes,15,opt,name=cut_record,json=cutRecord,proto3,oneof"`
+}
+
 func (*Command_Put) isCommand_Op() {}
 
 func (*Command_Delete) isCommand_Op() {}
@@ -379,6 +449,16 @@ func (*Command_TxnFinish) isCommand_Op() {}
 func (*Command_TxnDecide) isCommand_Op() {}
 
 func (*Command_TxnOnePhase) isCommand_Op() {}
+
+func (*Command_CutStart) isCommand_Op() {}
+
+func (*Command_CutFinish) isCommand_Op() {}
+
+func (*Command_Hash) isCommand_Op() {}
+
+func (*Command_CutAllocate) isCommand_Op() {}
+
+func (*Command_CutRecord) isCommand_Op() {}
 
 // TxnShare is one partition's share of a transaction: the compares on its
 // keys and the branches' ops on its keys (a scan op goes to every
@@ -1099,6 +1179,577 @@ func (x *DecideResponse) GetCutVersion() uint64 {
 	return 0
 }
 
+// CutStartOp makes pos_g(version) exist in the group's log (rule 2): its
+// entry carries cut_version >= version.
+type CutStartOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CutStartOp) Reset() {
+	*x = CutStartOp{}
+	mi := &file_internalpb_internal_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CutStartOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CutStartOp) ProtoMessage() {}
+
+func (x *CutStartOp) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CutStartOp.ProtoReflect.Descriptor instead.
+func (*CutStartOp) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *CutStartOp) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+// CutTxn is a transaction that was active at a cut's position.
+type CutTxn struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	TxnId []byte                 `protobuf:"bytes,1,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
+	// The branch that ran (true = success), for the before set's writes.
+	Succeeded     bool   `protobuf:"varint,2,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
+	Stamp         uint64 `protobuf:"varint,3,opt,name=stamp,proto3" json:"stamp,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CutTxn) Reset() {
+	*x = CutTxn{}
+	mi := &file_internalpb_internal_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CutTxn) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CutTxn) ProtoMessage() {}
+
+func (x *CutTxn) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CutTxn.ProtoReflect.Descriptor instead.
+func (*CutTxn) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *CutTxn) GetTxnId() []byte {
+	if x != nil {
+		return x.TxnId
+	}
+	return nil
+}
+
+func (x *CutTxn) GetSucceeded() bool {
+	if x != nil {
+		return x.Succeeded
+	}
+	return false
+}
+
+func (x *CutTxn) GetStamp() uint64 {
+	if x != nil {
+		return x.Stamp
+	}
+	return 0
+}
+
+// CutFinishOp closes a cut in a partition once every transaction active at
+// pos has finished (rule 6). Duplicates are ignored.
+type CutFinishOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	Pos           uint64                 `protobuf:"varint,2,opt,name=pos,proto3" json:"pos,omitempty"`
+	Before        []*CutTxn              `protobuf:"bytes,3,rep,name=before,proto3" json:"before,omitempty"`
+	After         []*CutTxn              `protobuf:"bytes,4,rep,name=after,proto3" json:"after,omitempty"`
+	Aborted       [][]byte               `protobuf:"bytes,5,rep,name=aborted,proto3" json:"aborted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CutFinishOp) Reset() {
+	*x = CutFinishOp{}
+	mi := &file_internalpb_internal_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CutFinishOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CutFinishOp) ProtoMessage() {}
+
+func (x *CutFinishOp) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CutFinishOp.ProtoReflect.Descriptor instead.
+func (*CutFinishOp) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *CutFinishOp) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *CutFinishOp) GetPos() uint64 {
+	if x != nil {
+		return x.Pos
+	}
+	return 0
+}
+
+func (x *CutFinishOp) GetBefore() []*CutTxn {
+	if x != nil {
+		return x.Before
+	}
+	return nil
+}
+
+func (x *CutFinishOp) GetAfter() []*CutTxn {
+	if x != nil {
+		return x.After
+	}
+	return nil
+}
+
+func (x *CutFinishOp) GetAborted() [][]byte {
+	if x != nil {
+		return x.Aborted
+	}
+	return nil
+}
+
+// HashOp asks every replica to hash its state at this entry's index.
+type HashOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HashOp) Reset() {
+	*x = HashOp{}
+	mi := &file_internalpb_internal_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HashOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HashOp) ProtoMessage() {}
+
+func (x *HashOp) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HashOp.ProtoReflect.Descriptor instead.
+func (*HashOp) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{18}
+}
+
+// CutAllocateOp (group 0) starts a new cut unless one is running; the
+// result is the running cut.
+type CutAllocateOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	StartedUnixMs int64                  `protobuf:"varint,1,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CutAllocateOp) Reset() {
+	*x = CutAllocateOp{}
+	mi := &file_internalpb_internal_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CutAllocateOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CutAllocateOp) ProtoMessage() {}
+
+func (x *CutAllocateOp) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CutAllocateOp.ProtoReflect.Descriptor instead.
+func (*CutAllocateOp) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *CutAllocateOp) GetStartedUnixMs() int64 {
+	if x != nil {
+		return x.StartedUnixMs
+	}
+	return 0
+}
+
+// CutRecordOp (group 0) records how a running cut ended.
+type CutRecordOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Cut           *kvpb.CutInfo          `protobuf:"bytes,1,opt,name=cut,proto3" json:"cut,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CutRecordOp) Reset() {
+	*x = CutRecordOp{}
+	mi := &file_internalpb_internal_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CutRecordOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CutRecordOp) ProtoMessage() {}
+
+func (x *CutRecordOp) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CutRecordOp.ProtoReflect.Descriptor instead.
+func (*CutRecordOp) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *CutRecordOp) GetCut() *kvpb.CutInfo {
+	if x != nil {
+		return x.Cut
+	}
+	return nil
+}
+
+type StartCutRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partition     uint64                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Version       uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	WaitMs        uint32                 `protobuf:"varint,3,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
+	CutVersion    uint64                 `protobuf:"varint,4,opt,name=cut_version,json=cutVersion,proto3" json:"cut_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartCutRequest) Reset() {
+	*x = StartCutRequest{}
+	mi := &file_internalpb_internal_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartCutRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartCutRequest) ProtoMessage() {}
+
+func (x *StartCutRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartCutRequest.ProtoReflect.Descriptor instead.
+func (*StartCutRequest) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *StartCutRequest) GetPartition() uint64 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *StartCutRequest) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *StartCutRequest) GetWaitMs() uint32 {
+	if x != nil {
+		return x.WaitMs
+	}
+	return 0
+}
+
+func (x *StartCutRequest) GetCutVersion() uint64 {
+	if x != nil {
+		return x.CutVersion
+	}
+	return 0
+}
+
+type StartCutResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Finished bool                   `protobuf:"varint,1,opt,name=finished,proto3" json:"finished,omitempty"`
+	// Set when finished: where the cut fell and how the active set ended.
+	Finish        *CutFinishOp `protobuf:"bytes,2,opt,name=finish,proto3" json:"finish,omitempty"`
+	FinishIndex   uint64       `protobuf:"varint,3,opt,name=finish_index,json=finishIndex,proto3" json:"finish_index,omitempty"`
+	CutVersion    uint64       `protobuf:"varint,4,opt,name=cut_version,json=cutVersion,proto3" json:"cut_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartCutResponse) Reset() {
+	*x = StartCutResponse{}
+	mi := &file_internalpb_internal_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartCutResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartCutResponse) ProtoMessage() {}
+
+func (x *StartCutResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartCutResponse.ProtoReflect.Descriptor instead.
+func (*StartCutResponse) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *StartCutResponse) GetFinished() bool {
+	if x != nil {
+		return x.Finished
+	}
+	return false
+}
+
+func (x *StartCutResponse) GetFinish() *CutFinishOp {
+	if x != nil {
+		return x.Finish
+	}
+	return nil
+}
+
+func (x *StartCutResponse) GetFinishIndex() uint64 {
+	if x != nil {
+		return x.FinishIndex
+	}
+	return 0
+}
+
+func (x *StartCutResponse) GetCutVersion() uint64 {
+	if x != nil {
+		return x.CutVersion
+	}
+	return 0
+}
+
+type PartitionHashRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partition     uint64                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Index         uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	WaitMs        uint32                 `protobuf:"varint,3,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionHashRequest) Reset() {
+	*x = PartitionHashRequest{}
+	mi := &file_internalpb_internal_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionHashRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionHashRequest) ProtoMessage() {}
+
+func (x *PartitionHashRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionHashRequest.ProtoReflect.Descriptor instead.
+func (*PartitionHashRequest) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *PartitionHashRequest) GetPartition() uint64 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PartitionHashRequest) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *PartitionHashRequest) GetWaitMs() uint32 {
+	if x != nil {
+		return x.WaitMs
+	}
+	return 0
+}
+
+type PartitionHashResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Hash          uint64                 `protobuf:"varint,2,opt,name=hash,proto3" json:"hash,omitempty"`
+	Keys          uint64                 `protobuf:"varint,3,opt,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionHashResponse) Reset() {
+	*x = PartitionHashResponse{}
+	mi := &file_internalpb_internal_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionHashResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionHashResponse) ProtoMessage() {}
+
+func (x *PartitionHashResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionHashResponse.ProtoReflect.Descriptor instead.
+func (*PartitionHashResponse) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *PartitionHashResponse) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *PartitionHashResponse) GetHash() uint64 {
+	if x != nil {
+		return x.Hash
+	}
+	return 0
+}
+
+func (x *PartitionHashResponse) GetKeys() uint64 {
+	if x != nil {
+		return x.Keys
+	}
+	return 0
+}
+
 type PutOp struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           []byte                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
@@ -1109,7 +1760,7 @@ type PutOp struct {
 
 func (x *PutOp) Reset() {
 	*x = PutOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[15]
+	mi := &file_internalpb_internal_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1772,7 @@ func (x *PutOp) String() string {
 func (*PutOp) ProtoMessage() {}
 
 func (x *PutOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[15]
+	mi := &file_internalpb_internal_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1785,7 @@ func (x *PutOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutOp.ProtoReflect.Descriptor instead.
 func (*PutOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{15}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *PutOp) GetKey() []byte {
@@ -1160,7 +1811,7 @@ type DeleteOp struct {
 
 func (x *DeleteOp) Reset() {
 	*x = DeleteOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[16]
+	mi := &file_internalpb_internal_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1172,7 +1823,7 @@ func (x *DeleteOp) String() string {
 func (*DeleteOp) ProtoMessage() {}
 
 func (x *DeleteOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[16]
+	mi := &file_internalpb_internal_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1185,7 +1836,7 @@ func (x *DeleteOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteOp.ProtoReflect.Descriptor instead.
 func (*DeleteOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{16}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DeleteOp) GetKey() []byte {
@@ -1203,7 +1854,7 @@ type NoopOp struct {
 
 func (x *NoopOp) Reset() {
 	*x = NoopOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[17]
+	mi := &file_internalpb_internal_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1215,7 +1866,7 @@ func (x *NoopOp) String() string {
 func (*NoopOp) ProtoMessage() {}
 
 func (x *NoopOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[17]
+	mi := &file_internalpb_internal_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1228,7 +1879,7 @@ func (x *NoopOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoopOp.ProtoReflect.Descriptor instead.
 func (*NoopOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{17}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{27}
 }
 
 // BootstrapOp is the first entry of group 0: the cluster's fixed layout.
@@ -1241,7 +1892,7 @@ type BootstrapOp struct {
 
 func (x *BootstrapOp) Reset() {
 	*x = BootstrapOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[18]
+	mi := &file_internalpb_internal_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1253,7 +1904,7 @@ func (x *BootstrapOp) String() string {
 func (*BootstrapOp) ProtoMessage() {}
 
 func (x *BootstrapOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[18]
+	mi := &file_internalpb_internal_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1266,7 +1917,7 @@ func (x *BootstrapOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BootstrapOp.ProtoReflect.Descriptor instead.
 func (*BootstrapOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{18}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *BootstrapOp) GetLayout() *ClusterLayout {
@@ -1287,7 +1938,7 @@ type MemberInfo struct {
 
 func (x *MemberInfo) Reset() {
 	*x = MemberInfo{}
-	mi := &file_internalpb_internal_proto_msgTypes[19]
+	mi := &file_internalpb_internal_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1299,7 +1950,7 @@ func (x *MemberInfo) String() string {
 func (*MemberInfo) ProtoMessage() {}
 
 func (x *MemberInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[19]
+	mi := &file_internalpb_internal_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1312,7 +1963,7 @@ func (x *MemberInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberInfo.ProtoReflect.Descriptor instead.
 func (*MemberInfo) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{19}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *MemberInfo) GetId() string {
@@ -1349,7 +2000,7 @@ type ClusterLayout struct {
 
 func (x *ClusterLayout) Reset() {
 	*x = ClusterLayout{}
-	mi := &file_internalpb_internal_proto_msgTypes[20]
+	mi := &file_internalpb_internal_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1361,7 +2012,7 @@ func (x *ClusterLayout) String() string {
 func (*ClusterLayout) ProtoMessage() {}
 
 func (x *ClusterLayout) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[20]
+	mi := &file_internalpb_internal_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1374,7 +2025,7 @@ func (x *ClusterLayout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterLayout.ProtoReflect.Descriptor instead.
 func (*ClusterLayout) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{20}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ClusterLayout) GetClusterId() uint64 {
@@ -1414,7 +2065,7 @@ type Replicas struct {
 
 func (x *Replicas) Reset() {
 	*x = Replicas{}
-	mi := &file_internalpb_internal_proto_msgTypes[21]
+	mi := &file_internalpb_internal_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1426,7 +2077,7 @@ func (x *Replicas) String() string {
 func (*Replicas) ProtoMessage() {}
 
 func (x *Replicas) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[21]
+	mi := &file_internalpb_internal_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1439,7 +2090,7 @@ func (x *Replicas) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replicas.ProtoReflect.Descriptor instead.
 func (*Replicas) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{21}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Replicas) GetRaftIds() []uint64 {
@@ -1460,7 +2111,7 @@ type NodeIdentity struct {
 
 func (x *NodeIdentity) Reset() {
 	*x = NodeIdentity{}
-	mi := &file_internalpb_internal_proto_msgTypes[22]
+	mi := &file_internalpb_internal_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1472,7 +2123,7 @@ func (x *NodeIdentity) String() string {
 func (*NodeIdentity) ProtoMessage() {}
 
 func (x *NodeIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[22]
+	mi := &file_internalpb_internal_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1485,7 +2136,7 @@ func (x *NodeIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeIdentity.ProtoReflect.Descriptor instead.
 func (*NodeIdentity) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{22}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *NodeIdentity) GetNodeId() string {
@@ -1516,7 +2167,7 @@ const file_internalpb_internal_proto_rawDesc = "" +
 	"\fGroupMessage\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\x04R\x05group\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\fR\amessage\"\t\n" +
-	"\aRaftAck\"\xa4\x04\n" +
+	"\aRaftAck\"\xdc\x06\n" +
 	"\aCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1f\n" +
 	"\vcut_version\x18\x02 \x01(\x04R\n" +
@@ -1532,7 +2183,14 @@ const file_internalpb_internal_proto_rawDesc = "" +
 	"\n" +
 	"txn_decide\x18\t \x01(\v2\x1e.cutkv.internal.v1.TxnDecideOpH\x00R\ttxnDecide\x12F\n" +
 	"\rtxn_one_phase\x18\n" +
-	" \x01(\v2 .cutkv.internal.v1.TxnOnePhaseOpH\x00R\vtxnOnePhaseB\x04\n" +
+	" \x01(\v2 .cutkv.internal.v1.TxnOnePhaseOpH\x00R\vtxnOnePhase\x12<\n" +
+	"\tcut_start\x18\v \x01(\v2\x1d.cutkv.internal.v1.CutStartOpH\x00R\bcutStart\x12?\n" +
+	"\n" +
+	"cut_finish\x18\f \x01(\v2\x1e.cutkv.internal.v1.CutFinishOpH\x00R\tcutFinish\x12/\n" +
+	"\x04hash\x18\r \x01(\v2\x19.cutkv.internal.v1.HashOpH\x00R\x04hash\x12E\n" +
+	"\fcut_allocate\x18\x0e \x01(\v2 .cutkv.internal.v1.CutAllocateOpH\x00R\vcutAllocate\x12?\n" +
+	"\n" +
+	"cut_record\x18\x0f \x01(\v2\x1e.cutkv.internal.v1.CutRecordOpH\x00R\tcutRecordB\x04\n" +
 	"\x02op\"\xea\x01\n" +
 	"\bTxnShare\x120\n" +
 	"\bcompares\x18\x01 \x03(\v2\x14.cutkv.kv.v1.CompareR\bcompares\x120\n" +
@@ -1588,7 +2246,45 @@ const file_internalpb_internal_proto_rawDesc = "" +
 	"\x0eDecideResponse\x12:\n" +
 	"\brecorded\x18\x01 \x01(\v2\x1e.cutkv.internal.v1.TxnDecideOpR\brecorded\x12\x1f\n" +
 	"\vcut_version\x18\x02 \x01(\x04R\n" +
-	"cutVersion\"/\n" +
+	"cutVersion\"&\n" +
+	"\n" +
+	"CutStartOp\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x04R\aversion\"S\n" +
+	"\x06CutTxn\x12\x15\n" +
+	"\x06txn_id\x18\x01 \x01(\fR\x05txnId\x12\x1c\n" +
+	"\tsucceeded\x18\x02 \x01(\bR\tsucceeded\x12\x14\n" +
+	"\x05stamp\x18\x03 \x01(\x04R\x05stamp\"\xb7\x01\n" +
+	"\vCutFinishOp\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x10\n" +
+	"\x03pos\x18\x02 \x01(\x04R\x03pos\x121\n" +
+	"\x06before\x18\x03 \x03(\v2\x19.cutkv.internal.v1.CutTxnR\x06before\x12/\n" +
+	"\x05after\x18\x04 \x03(\v2\x19.cutkv.internal.v1.CutTxnR\x05after\x12\x18\n" +
+	"\aaborted\x18\x05 \x03(\fR\aaborted\"\b\n" +
+	"\x06HashOp\"7\n" +
+	"\rCutAllocateOp\x12&\n" +
+	"\x0fstarted_unix_ms\x18\x01 \x01(\x03R\rstartedUnixMs\"5\n" +
+	"\vCutRecordOp\x12&\n" +
+	"\x03cut\x18\x01 \x01(\v2\x14.cutkv.kv.v1.CutInfoR\x03cut\"\x83\x01\n" +
+	"\x0fStartCutRequest\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x04R\tpartition\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x17\n" +
+	"\await_ms\x18\x03 \x01(\rR\x06waitMs\x12\x1f\n" +
+	"\vcut_version\x18\x04 \x01(\x04R\n" +
+	"cutVersion\"\xaa\x01\n" +
+	"\x10StartCutResponse\x12\x1a\n" +
+	"\bfinished\x18\x01 \x01(\bR\bfinished\x126\n" +
+	"\x06finish\x18\x02 \x01(\v2\x1e.cutkv.internal.v1.CutFinishOpR\x06finish\x12!\n" +
+	"\ffinish_index\x18\x03 \x01(\x04R\vfinishIndex\x12\x1f\n" +
+	"\vcut_version\x18\x04 \x01(\x04R\n" +
+	"cutVersion\"c\n" +
+	"\x14PartitionHashRequest\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x04R\tpartition\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x17\n" +
+	"\await_ms\x18\x03 \x01(\rR\x06waitMs\"U\n" +
+	"\x15PartitionHashResponse\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x12\n" +
+	"\x04hash\x18\x02 \x01(\x04R\x04hash\x12\x12\n" +
+	"\x04keys\x18\x03 \x01(\x04R\x04keys\"/\n" +
 	"\x05PutOp\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\"\x1c\n" +
@@ -1620,7 +2316,11 @@ const file_internalpb_internal_proto_rawDesc = "" +
 	"\vParticipant\x12P\n" +
 	"\aPrepare\x12!.cutkv.internal.v1.PrepareRequest\x1a\".cutkv.internal.v1.PrepareResponse\x12M\n" +
 	"\x06Finish\x12 .cutkv.internal.v1.FinishRequest\x1a!.cutkv.internal.v1.FinishResponse\x12M\n" +
-	"\x06Decide\x12 .cutkv.internal.v1.DecideRequest\x1a!.cutkv.internal.v1.DecideResponseB)Z'github.com/cutkv/cutkv/proto/internalpbb\x06proto3"
+	"\x06Decide\x12 .cutkv.internal.v1.DecideRequest\x1a!.cutkv.internal.v1.DecideResponse2\xc5\x01\n" +
+	"\n" +
+	"CutService\x12S\n" +
+	"\bStartCut\x12\".cutkv.internal.v1.StartCutRequest\x1a#.cutkv.internal.v1.StartCutResponse\x12b\n" +
+	"\rPartitionHash\x12'.cutkv.internal.v1.PartitionHashRequest\x1a(.cutkv.internal.v1.PartitionHashResponseB)Z'github.com/cutkv/cutkv/proto/internalpbb\x06proto3"
 
 var (
 	file_internalpb_internal_proto_rawDescOnce sync.Once
@@ -1634,73 +2334,97 @@ func file_internalpb_internal_proto_rawDescGZIP() []byte {
 	return file_internalpb_internal_proto_rawDescData
 }
 
-var file_internalpb_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_internalpb_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_internalpb_internal_proto_goTypes = []any{
-	(*RaftBatch)(nil),       // 0: cutkv.internal.v1.RaftBatch
-	(*GroupMessage)(nil),    // 1: cutkv.internal.v1.GroupMessage
-	(*RaftAck)(nil),         // 2: cutkv.internal.v1.RaftAck
-	(*Command)(nil),         // 3: cutkv.internal.v1.Command
-	(*TxnShare)(nil),        // 4: cutkv.internal.v1.TxnShare
-	(*TxnPrepareOp)(nil),    // 5: cutkv.internal.v1.TxnPrepareOp
-	(*TxnFinishOp)(nil),     // 6: cutkv.internal.v1.TxnFinishOp
-	(*TxnDecideOp)(nil),     // 7: cutkv.internal.v1.TxnDecideOp
-	(*TxnOnePhaseOp)(nil),   // 8: cutkv.internal.v1.TxnOnePhaseOp
-	(*PrepareRequest)(nil),  // 9: cutkv.internal.v1.PrepareRequest
-	(*PrepareResponse)(nil), // 10: cutkv.internal.v1.PrepareResponse
-	(*FinishRequest)(nil),   // 11: cutkv.internal.v1.FinishRequest
-	(*FinishResponse)(nil),  // 12: cutkv.internal.v1.FinishResponse
-	(*DecideRequest)(nil),   // 13: cutkv.internal.v1.DecideRequest
-	(*DecideResponse)(nil),  // 14: cutkv.internal.v1.DecideResponse
-	(*PutOp)(nil),           // 15: cutkv.internal.v1.PutOp
-	(*DeleteOp)(nil),        // 16: cutkv.internal.v1.DeleteOp
-	(*NoopOp)(nil),          // 17: cutkv.internal.v1.NoopOp
-	(*BootstrapOp)(nil),     // 18: cutkv.internal.v1.BootstrapOp
-	(*MemberInfo)(nil),      // 19: cutkv.internal.v1.MemberInfo
-	(*ClusterLayout)(nil),   // 20: cutkv.internal.v1.ClusterLayout
-	(*Replicas)(nil),        // 21: cutkv.internal.v1.Replicas
-	(*NodeIdentity)(nil),    // 22: cutkv.internal.v1.NodeIdentity
-	(*kvpb.Compare)(nil),    // 23: cutkv.kv.v1.Compare
-	(*kvpb.RequestOp)(nil),  // 24: cutkv.kv.v1.RequestOp
-	(*kvpb.ResponseOp)(nil), // 25: cutkv.kv.v1.ResponseOp
+	(*RaftBatch)(nil),             // 0: cutkv.internal.v1.RaftBatch
+	(*GroupMessage)(nil),          // 1: cutkv.internal.v1.GroupMessage
+	(*RaftAck)(nil),               // 2: cutkv.internal.v1.RaftAck
+	(*Command)(nil),               // 3: cutkv.internal.v1.Command
+	(*TxnShare)(nil),              // 4: cutkv.internal.v1.TxnShare
+	(*TxnPrepareOp)(nil),          // 5: cutkv.internal.v1.TxnPrepareOp
+	(*TxnFinishOp)(nil),           // 6: cutkv.internal.v1.TxnFinishOp
+	(*TxnDecideOp)(nil),           // 7: cutkv.internal.v1.TxnDecideOp
+	(*TxnOnePhaseOp)(nil),         // 8: cutkv.internal.v1.TxnOnePhaseOp
+	(*PrepareRequest)(nil),        // 9: cutkv.internal.v1.PrepareRequest
+	(*PrepareResponse)(nil),       // 10: cutkv.internal.v1.PrepareResponse
+	(*FinishRequest)(nil),         // 11: cutkv.internal.v1.FinishRequest
+	(*FinishResponse)(nil),        // 12: cutkv.internal.v1.FinishResponse
+	(*DecideRequest)(nil),         // 13: cutkv.internal.v1.DecideRequest
+	(*DecideResponse)(nil),        // 14: cutkv.internal.v1.DecideResponse
+	(*CutStartOp)(nil),            // 15: cutkv.internal.v1.CutStartOp
+	(*CutTxn)(nil),                // 16: cutkv.internal.v1.CutTxn
+	(*CutFinishOp)(nil),           // 17: cutkv.internal.v1.CutFinishOp
+	(*HashOp)(nil),                // 18: cutkv.internal.v1.HashOp
+	(*CutAllocateOp)(nil),         // 19: cutkv.internal.v1.CutAllocateOp
+	(*CutRecordOp)(nil),           // 20: cutkv.internal.v1.CutRecordOp
+	(*StartCutRequest)(nil),       // 21: cutkv.internal.v1.StartCutRequest
+	(*StartCutResponse)(nil),      // 22: cutkv.internal.v1.StartCutResponse
+	(*PartitionHashRequest)(nil),  // 23: cutkv.internal.v1.PartitionHashRequest
+	(*PartitionHashResponse)(nil), // 24: cutkv.internal.v1.PartitionHashResponse
+	(*PutOp)(nil),                 // 25: cutkv.internal.v1.PutOp
+	(*DeleteOp)(nil),              // 26: cutkv.internal.v1.DeleteOp
+	(*NoopOp)(nil),                // 27: cutkv.internal.v1.NoopOp
+	(*BootstrapOp)(nil),           // 28: cutkv.internal.v1.BootstrapOp
+	(*MemberInfo)(nil),            // 29: cutkv.internal.v1.MemberInfo
+	(*ClusterLayout)(nil),         // 30: cutkv.internal.v1.ClusterLayout
+	(*Replicas)(nil),              // 31: cutkv.internal.v1.Replicas
+	(*NodeIdentity)(nil),          // 32: cutkv.internal.v1.NodeIdentity
+	(*kvpb.Compare)(nil),          // 33: cutkv.kv.v1.Compare
+	(*kvpb.RequestOp)(nil),        // 34: cutkv.kv.v1.RequestOp
+	(*kvpb.ResponseOp)(nil),       // 35: cutkv.kv.v1.ResponseOp
+	(*kvpb.CutInfo)(nil),          // 36: cutkv.kv.v1.CutInfo
 }
 var file_internalpb_internal_proto_depIdxs = []int32{
 	1,  // 0: cutkv.internal.v1.RaftBatch.messages:type_name -> cutkv.internal.v1.GroupMessage
-	15, // 1: cutkv.internal.v1.Command.put:type_name -> cutkv.internal.v1.PutOp
-	16, // 2: cutkv.internal.v1.Command.delete:type_name -> cutkv.internal.v1.DeleteOp
-	18, // 3: cutkv.internal.v1.Command.bootstrap:type_name -> cutkv.internal.v1.BootstrapOp
-	17, // 4: cutkv.internal.v1.Command.noop:type_name -> cutkv.internal.v1.NoopOp
+	25, // 1: cutkv.internal.v1.Command.put:type_name -> cutkv.internal.v1.PutOp
+	26, // 2: cutkv.internal.v1.Command.delete:type_name -> cutkv.internal.v1.DeleteOp
+	28, // 3: cutkv.internal.v1.Command.bootstrap:type_name -> cutkv.internal.v1.BootstrapOp
+	27, // 4: cutkv.internal.v1.Command.noop:type_name -> cutkv.internal.v1.NoopOp
 	5,  // 5: cutkv.internal.v1.Command.txn_prepare:type_name -> cutkv.internal.v1.TxnPrepareOp
 	6,  // 6: cutkv.internal.v1.Command.txn_finish:type_name -> cutkv.internal.v1.TxnFinishOp
 	7,  // 7: cutkv.internal.v1.Command.txn_decide:type_name -> cutkv.internal.v1.TxnDecideOp
 	8,  // 8: cutkv.internal.v1.Command.txn_one_phase:type_name -> cutkv.internal.v1.TxnOnePhaseOp
-	23, // 9: cutkv.internal.v1.TxnShare.compares:type_name -> cutkv.kv.v1.Compare
-	24, // 10: cutkv.internal.v1.TxnShare.success:type_name -> cutkv.kv.v1.RequestOp
-	24, // 11: cutkv.internal.v1.TxnShare.failure:type_name -> cutkv.kv.v1.RequestOp
-	4,  // 12: cutkv.internal.v1.TxnPrepareOp.share:type_name -> cutkv.internal.v1.TxnShare
-	4,  // 13: cutkv.internal.v1.TxnOnePhaseOp.share:type_name -> cutkv.internal.v1.TxnShare
-	5,  // 14: cutkv.internal.v1.PrepareRequest.op:type_name -> cutkv.internal.v1.TxnPrepareOp
-	25, // 15: cutkv.internal.v1.PrepareResponse.success_reads:type_name -> cutkv.kv.v1.ResponseOp
-	25, // 16: cutkv.internal.v1.PrepareResponse.failure_reads:type_name -> cutkv.kv.v1.ResponseOp
-	6,  // 17: cutkv.internal.v1.FinishRequest.op:type_name -> cutkv.internal.v1.TxnFinishOp
-	7,  // 18: cutkv.internal.v1.DecideRequest.op:type_name -> cutkv.internal.v1.TxnDecideOp
-	7,  // 19: cutkv.internal.v1.DecideResponse.recorded:type_name -> cutkv.internal.v1.TxnDecideOp
-	20, // 20: cutkv.internal.v1.BootstrapOp.layout:type_name -> cutkv.internal.v1.ClusterLayout
-	19, // 21: cutkv.internal.v1.ClusterLayout.members:type_name -> cutkv.internal.v1.MemberInfo
-	21, // 22: cutkv.internal.v1.ClusterLayout.groups:type_name -> cutkv.internal.v1.Replicas
-	20, // 23: cutkv.internal.v1.NodeIdentity.layout:type_name -> cutkv.internal.v1.ClusterLayout
-	0,  // 24: cutkv.internal.v1.Raft.Send:input_type -> cutkv.internal.v1.RaftBatch
-	9,  // 25: cutkv.internal.v1.Participant.Prepare:input_type -> cutkv.internal.v1.PrepareRequest
-	11, // 26: cutkv.internal.v1.Participant.Finish:input_type -> cutkv.internal.v1.FinishRequest
-	13, // 27: cutkv.internal.v1.Participant.Decide:input_type -> cutkv.internal.v1.DecideRequest
-	2,  // 28: cutkv.internal.v1.Raft.Send:output_type -> cutkv.internal.v1.RaftAck
-	10, // 29: cutkv.internal.v1.Participant.Prepare:output_type -> cutkv.internal.v1.PrepareResponse
-	12, // 30: cutkv.internal.v1.Participant.Finish:output_type -> cutkv.internal.v1.FinishResponse
-	14, // 31: cutkv.internal.v1.Participant.Decide:output_type -> cutkv.internal.v1.DecideResponse
-	28, // [28:32] is the sub-list for method output_type
-	24, // [24:28] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	15, // 9: cutkv.internal.v1.Command.cut_start:type_name -> cutkv.internal.v1.CutStartOp
+	17, // 10: cutkv.internal.v1.Command.cut_finish:type_name -> cutkv.internal.v1.CutFinishOp
+	18, // 11: cutkv.internal.v1.Command.hash:type_name -> cutkv.internal.v1.HashOp
+	19, // 12: cutkv.internal.v1.Command.cut_allocate:type_name -> cutkv.internal.v1.CutAllocateOp
+	20, // 13: cutkv.internal.v1.Command.cut_record:type_name -> cutkv.internal.v1.CutRecordOp
+	33, // 14: cutkv.internal.v1.TxnShare.compares:type_name -> cutkv.kv.v1.Compare
+	34, // 15: cutkv.internal.v1.TxnShare.success:type_name -> cutkv.kv.v1.RequestOp
+	34, // 16: cutkv.internal.v1.TxnShare.failure:type_name -> cutkv.kv.v1.RequestOp
+	4,  // 17: cutkv.internal.v1.TxnPrepareOp.share:type_name -> cutkv.internal.v1.TxnShare
+	4,  // 18: cutkv.internal.v1.TxnOnePhaseOp.share:type_name -> cutkv.internal.v1.TxnShare
+	5,  // 19: cutkv.internal.v1.PrepareRequest.op:type_name -> cutkv.internal.v1.TxnPrepareOp
+	35, // 20: cutkv.internal.v1.PrepareResponse.success_reads:type_name -> cutkv.kv.v1.ResponseOp
+	35, // 21: cutkv.internal.v1.PrepareResponse.failure_reads:type_name -> cutkv.kv.v1.ResponseOp
+	6,  // 22: cutkv.internal.v1.FinishRequest.op:type_name -> cutkv.internal.v1.TxnFinishOp
+	7,  // 23: cutkv.internal.v1.DecideRequest.op:type_name -> cutkv.internal.v1.TxnDecideOp
+	7,  // 24: cutkv.internal.v1.DecideResponse.recorded:type_name -> cutkv.internal.v1.TxnDecideOp
+	16, // 25: cutkv.internal.v1.CutFinishOp.before:type_name -> cutkv.internal.v1.CutTxn
+	16, // 26: cutkv.internal.v1.CutFinishOp.after:type_name -> cutkv.internal.v1.CutTxn
+	36, // 27: cutkv.internal.v1.CutRecordOp.cut:type_name -> cutkv.kv.v1.CutInfo
+	17, // 28: cutkv.internal.v1.StartCutResponse.finish:type_name -> cutkv.internal.v1.CutFinishOp
+	30, // 29: cutkv.internal.v1.BootstrapOp.layout:type_name -> cutkv.internal.v1.ClusterLayout
+	29, // 30: cutkv.internal.v1.ClusterLayout.members:type_name -> cutkv.internal.v1.MemberInfo
+	31, // 31: cutkv.internal.v1.ClusterLayout.groups:type_name -> cutkv.internal.v1.Replicas
+	30, // 32: cutkv.internal.v1.NodeIdentity.layout:type_name -> cutkv.internal.v1.ClusterLayout
+	0,  // 33: cutkv.internal.v1.Raft.Send:input_type -> cutkv.internal.v1.RaftBatch
+	9,  // 34: cutkv.internal.v1.Participant.Prepare:input_type -> cutkv.internal.v1.PrepareRequest
+	11, // 35: cutkv.internal.v1.Participant.Finish:input_type -> cutkv.internal.v1.FinishRequest
+	13, // 36: cutkv.internal.v1.Participant.Decide:input_type -> cutkv.internal.v1.DecideRequest
+	21, // 37: cutkv.internal.v1.CutService.StartCut:input_type -> cutkv.internal.v1.StartCutRequest
+	23, // 38: cutkv.internal.v1.CutService.PartitionHash:input_type -> cutkv.internal.v1.PartitionHashRequest
+	2,  // 39: cutkv.internal.v1.Raft.Send:output_type -> cutkv.internal.v1.RaftAck
+	10, // 40: cutkv.internal.v1.Participant.Prepare:output_type -> cutkv.internal.v1.PrepareResponse
+	12, // 41: cutkv.internal.v1.Participant.Finish:output_type -> cutkv.internal.v1.FinishResponse
+	14, // 42: cutkv.internal.v1.Participant.Decide:output_type -> cutkv.internal.v1.DecideResponse
+	22, // 43: cutkv.internal.v1.CutService.StartCut:output_type -> cutkv.internal.v1.StartCutResponse
+	24, // 44: cutkv.internal.v1.CutService.PartitionHash:output_type -> cutkv.internal.v1.PartitionHashResponse
+	39, // [39:45] is the sub-list for method output_type
+	33, // [33:39] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_internalpb_internal_proto_init() }
@@ -1717,6 +2441,11 @@ func file_internalpb_internal_proto_init() {
 		(*Command_TxnFinish)(nil),
 		(*Command_TxnDecide)(nil),
 		(*Command_TxnOnePhase)(nil),
+		(*Command_CutStart)(nil),
+		(*Command_CutFinish)(nil),
+		(*Command_Hash)(nil),
+		(*Command_CutAllocate)(nil),
+		(*Command_CutRecord)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1724,9 +2453,9 @@ func file_internalpb_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internalpb_internal_proto_rawDesc), len(file_internalpb_internal_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   33,
 			NumExtensions: 0,
-			NumServices:   2,
+			NumServices:   3,
 		},
 		GoTypes:           file_internalpb_internal_proto_goTypes,
 		DependencyIndexes: file_internalpb_internal_proto_depIdxs,

@@ -306,3 +306,157 @@ var Participant_ServiceDesc = grpc.ServiceDesc{
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "internalpb/internal.proto",
 }
+
+const (
+	CutService_StartCut_FullMethodName      = "/cutkv.internal.v1.CutService/StartCut"
+	CutService_PartitionHash_FullMethodName = "/cutkv.internal.v1.CutService/PartitionHash"
+)
+
+// CutServiceClient is the client API for CutService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// CutService drives cuts node to node.
+type CutServiceClient interface {
+	// StartCut raises the partition leader's known version to version and
+	// waits (up to wait_ms) until the partition has committed
+	// CutFinish(version).
+	StartCut(ctx context.Context, in *StartCutRequest, opts ...grpc.CallOption) (*StartCutResponse, error)
+	// PartitionHash returns this replica's hash of the partition's state at
+	// an index a HashOp entry took it.
+	PartitionHash(ctx context.Context, in *PartitionHashRequest, opts ...grpc.CallOption) (*PartitionHashResponse, error)
+}
+
+type cutServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewCutServiceClient(cc grpc.ClientConnInterface) CutServiceClient {
+	return &cutServiceClient{cc}
+}
+
+func (c *cutServiceClient) StartCut(ctx context.Context, in *StartCutRequest, opts ...grpc.CallOption) (*StartCutResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(StartCutResponse)
+	err := c.cc.Invoke(ctx, CutService_StartCut_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *cutServiceClient) PartitionHash(ctx context.Context, in *PartitionHashRequest, opts ...grpc.CallOption) (*PartitionHashResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PartitionHashResponse)
+	err := c.cc.Invoke(ctx, CutService_PartitionHash_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// CutServiceServer is the server API for CutService service.
+// All implementations must embed UnimplementedCutServiceServer
+// for forward compatibility.
+//
+// CutService drives cuts node to node.
+type CutServiceServer interface {
+	// StartCut raises the partition leader's known version to version and
+	// waits (up to wait_ms) until the partition has committed
+	// CutFinish(version).
+	StartCut(context.Context, *StartCutRequest) (*StartCutResponse, error)
+	// PartitionHash returns this replica's hash of the partition's state at
+	// an index a HashOp entry took it.
+	PartitionHash(context.Context, *PartitionHashRequest) (*PartitionHashResponse, error)
+	mustEmbedUnimplementedCutServiceServer()
+}
+
+// UnimplementedCutServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedCutServiceServer struct{}
+
+func (UnimplementedCutServiceServer) StartCut(context.Context, *StartCutRequest) (*StartCutResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method StartCut not implemented")
+}
+func (UnimplementedCutServiceServer) PartitionHash(context.Context, *PartitionHashRequest) (*PartitionHashResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PartitionHash not implemented")
+}
+func (UnimplementedCutServiceServer) mustEmbedUnimplementedCutServiceServer() {}
+func (UnimplementedCutServiceServer) testEmbeddedByValue()                    {}
+
+// UnsafeCutServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to CutServiceServer will
+// result in compilation errors.
+type UnsafeCutServiceServer interface {
+	mustEmbedUnimplementedCutServiceServer()
+}
+
+func RegisterCutServiceServer(s grpc.ServiceRegistrar, srv CutServiceServer) {
+	// If the following call panics, it indicates UnimplementedCutServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&CutService_ServiceDesc, srv)
+}
+
+func _CutService_StartCut_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(StartCutRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CutServiceServer).StartCut(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CutService_StartCut_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CutServiceServer).StartCut(ctx, req.(*StartCutRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CutService_PartitionHash_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PartitionHashRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CutServiceServer).PartitionHash(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CutService_PartitionHash_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CutServiceServer).PartitionHash(ctx, req.(*PartitionHashRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// CutService_ServiceDesc is the grpc.ServiceDesc for CutService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var CutService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "cutkv.internal.v1.CutService",
+	HandlerType: (*CutServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "StartCut",
+			Handler:    _CutService_StartCut_Handler,
+		},
+		{
+			MethodName: "PartitionHash",
+			Handler:    _CutService_PartitionHash_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "internalpb/internal.proto",
+}

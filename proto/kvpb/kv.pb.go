@@ -79,6 +79,58 @@ func (MemberState) EnumDescriptor() ([]byte, []int) {
 	return file_kvpb_kv_proto_rawDescGZIP(), []int{0}
 }
 
+type CutState int32
+
+const (
+	CutState_CUT_STATE_UNSPECIFIED CutState = 0
+	CutState_CUT_STATE_RUNNING     CutState = 1
+	CutState_CUT_STATE_COMPLETED   CutState = 2
+	CutState_CUT_STATE_FAILED      CutState = 3
+)
+
+// Enum value maps for CutState.
+var (
+	CutState_name = map[int32]string{
+		0: "CUT_STATE_UNSPECIFIED",
+		1: "CUT_STATE_RUNNING",
+		2: "CUT_STATE_COMPLETED",
+		3: "CUT_STATE_FAILED",
+	}
+	CutState_value = map[string]int32{
+		"CUT_STATE_UNSPECIFIED": 0,
+		"CUT_STATE_RUNNING":     1,
+		"CUT_STATE_COMPLETED":   2,
+		"CUT_STATE_FAILED":      3,
+	}
+)
+
+func (x CutState) Enum() *CutState {
+	p := new(CutState)
+	*p = x
+	return p
+}
+
+func (x CutState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (CutState) Descriptor() protoreflect.EnumDescriptor {
+	return file_kvpb_kv_proto_enumTypes[1].Descriptor()
+}
+
+func (CutState) Type() protoreflect.EnumType {
+	return &file_kvpb_kv_proto_enumTypes[1]
+}
+
+func (x CutState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use CutState.Descriptor instead.
+func (CutState) EnumDescriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{1}
+}
+
 type Compare_Result int32
 
 const (
@@ -115,11 +167,11 @@ func (x Compare_Result) String() string {
 }
 
 func (Compare_Result) Descriptor() protoreflect.EnumDescriptor {
-	return file_kvpb_kv_proto_enumTypes[1].Descriptor()
+	return file_kvpb_kv_proto_enumTypes[2].Descriptor()
 }
 
 func (Compare_Result) Type() protoreflect.EnumType {
-	return &file_kvpb_kv_proto_enumTypes[1]
+	return &file_kvpb_kv_proto_enumTypes[2]
 }
 
 func (x Compare_Result) Number() protoreflect.EnumNumber {
@@ -163,11 +215,11 @@ func (x Compare_Target) String() string {
 }
 
 func (Compare_Target) Descriptor() protoreflect.EnumDescriptor {
-	return file_kvpb_kv_proto_enumTypes[2].Descriptor()
+	return file_kvpb_kv_proto_enumTypes[3].Descriptor()
 }
 
 func (Compare_Target) Type() protoreflect.EnumType {
-	return &file_kvpb_kv_proto_enumTypes[2]
+	return &file_kvpb_kv_proto_enumTypes[3]
 }
 
 func (x Compare_Target) Number() protoreflect.EnumNumber {
@@ -2025,6 +2077,728 @@ func (x *RoutingResponse) GetLeaders() []string {
 	return nil
 }
 
+// CutPartition is where a cut fell in one partition's log.
+type CutPartition struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Partition uint64                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	// pos: raft index of the first entry at or after the cut (rule 2).
+	Pos uint64 `protobuf:"varint,2,opt,name=pos,proto3" json:"pos,omitempty"`
+	// Index of the CutFinish entry.
+	FinishIndex uint64 `protobuf:"varint,3,opt,name=finish_index,json=finishIndex,proto3" json:"finish_index,omitempty"`
+	// Transactions active at pos, by how they ended: committed with a stamp
+	// below the cut (before), at or above it (after), aborted.
+	Before        uint32 `protobuf:"varint,4,opt,name=before,proto3" json:"before,omitempty"`
+	After         uint32 `protobuf:"varint,5,opt,name=after,proto3" json:"after,omitempty"`
+	Aborted       uint32 `protobuf:"varint,6,opt,name=aborted,proto3" json:"aborted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CutPartition) Reset() {
+	*x = CutPartition{}
+	mi := &file_kvpb_kv_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CutPartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CutPartition) ProtoMessage() {}
+
+func (x *CutPartition) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CutPartition.ProtoReflect.Descriptor instead.
+func (*CutPartition) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *CutPartition) GetPartition() uint64 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *CutPartition) GetPos() uint64 {
+	if x != nil {
+		return x.Pos
+	}
+	return 0
+}
+
+func (x *CutPartition) GetFinishIndex() uint64 {
+	if x != nil {
+		return x.FinishIndex
+	}
+	return 0
+}
+
+func (x *CutPartition) GetBefore() uint32 {
+	if x != nil {
+		return x.Before
+	}
+	return 0
+}
+
+func (x *CutPartition) GetAfter() uint32 {
+	if x != nil {
+		return x.After
+	}
+	return 0
+}
+
+func (x *CutPartition) GetAborted() uint32 {
+	if x != nil {
+		return x.Aborted
+	}
+	return 0
+}
+
+type CutInfo struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Version        uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	State          CutState               `protobuf:"varint,2,opt,name=state,proto3,enum=cutkv.kv.v1.CutState" json:"state,omitempty"`
+	StartedUnixMs  int64                  `protobuf:"varint,3,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
+	FinishedUnixMs int64                  `protobuf:"varint,4,opt,name=finished_unix_ms,json=finishedUnixMs,proto3" json:"finished_unix_ms,omitempty"`
+	Partitions     []*CutPartition        `protobuf:"bytes,5,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// Why a cut failed.
+	Error         string `protobuf:"bytes,6,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CutInfo) Reset() {
+	*x = CutInfo{}
+	mi := &file_kvpb_kv_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CutInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CutInfo) ProtoMessage() {}
+
+func (x *CutInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CutInfo.ProtoReflect.Descriptor instead.
+func (*CutInfo) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *CutInfo) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *CutInfo) GetState() CutState {
+	if x != nil {
+		return x.State
+	}
+	return CutState_CUT_STATE_UNSPECIFIED
+}
+
+func (x *CutInfo) GetStartedUnixMs() int64 {
+	if x != nil {
+		return x.StartedUnixMs
+	}
+	return 0
+}
+
+func (x *CutInfo) GetFinishedUnixMs() int64 {
+	if x != nil {
+		return x.FinishedUnixMs
+	}
+	return 0
+}
+
+func (x *CutInfo) GetPartitions() []*CutPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *CutInfo) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type CreateCutRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Header        *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateCutRequest) Reset() {
+	*x = CreateCutRequest{}
+	mi := &file_kvpb_kv_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateCutRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateCutRequest) ProtoMessage() {}
+
+func (x *CreateCutRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateCutRequest.ProtoReflect.Descriptor instead.
+func (*CreateCutRequest) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *CreateCutRequest) GetHeader() *RequestHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+type CreateCutResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Header        *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Cut           *CutInfo               `protobuf:"bytes,2,opt,name=cut,proto3" json:"cut,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateCutResponse) Reset() {
+	*x = CreateCutResponse{}
+	mi := &file_kvpb_kv_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateCutResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateCutResponse) ProtoMessage() {}
+
+func (x *CreateCutResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateCutResponse.ProtoReflect.Descriptor instead.
+func (*CreateCutResponse) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *CreateCutResponse) GetHeader() *ResponseHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *CreateCutResponse) GetCut() *CutInfo {
+	if x != nil {
+		return x.Cut
+	}
+	return nil
+}
+
+type ListCutsRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	// At most this many, newest first; 0 means all kept.
+	Limit         uint32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCutsRequest) Reset() {
+	*x = ListCutsRequest{}
+	mi := &file_kvpb_kv_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCutsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCutsRequest) ProtoMessage() {}
+
+func (x *ListCutsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCutsRequest.ProtoReflect.Descriptor instead.
+func (*ListCutsRequest) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *ListCutsRequest) GetHeader() *RequestHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *ListCutsRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+type ListCutsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Header        *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Cuts          []*CutInfo             `protobuf:"bytes,2,rep,name=cuts,proto3" json:"cuts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCutsResponse) Reset() {
+	*x = ListCutsResponse{}
+	mi := &file_kvpb_kv_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCutsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCutsResponse) ProtoMessage() {}
+
+func (x *ListCutsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCutsResponse.ProtoReflect.Descriptor instead.
+func (*ListCutsResponse) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ListCutsResponse) GetHeader() *ResponseHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *ListCutsResponse) GetCuts() []*CutInfo {
+	if x != nil {
+		return x.Cuts
+	}
+	return nil
+}
+
+type GetCutRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Header        *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Version       uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCutRequest) Reset() {
+	*x = GetCutRequest{}
+	mi := &file_kvpb_kv_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCutRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCutRequest) ProtoMessage() {}
+
+func (x *GetCutRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCutRequest.ProtoReflect.Descriptor instead.
+func (*GetCutRequest) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *GetCutRequest) GetHeader() *RequestHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *GetCutRequest) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+type GetCutResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Header        *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Cut           *CutInfo               `protobuf:"bytes,2,opt,name=cut,proto3" json:"cut,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetCutResponse) Reset() {
+	*x = GetCutResponse{}
+	mi := &file_kvpb_kv_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetCutResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetCutResponse) ProtoMessage() {}
+
+func (x *GetCutResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetCutResponse.ProtoReflect.Descriptor instead.
+func (*GetCutResponse) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *GetCutResponse) GetHeader() *ResponseHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *GetCutResponse) GetCut() *CutInfo {
+	if x != nil {
+		return x.Cut
+	}
+	return nil
+}
+
+type CheckRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Header        *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckRequest) Reset() {
+	*x = CheckRequest{}
+	mi := &file_kvpb_kv_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckRequest) ProtoMessage() {}
+
+func (x *CheckRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckRequest.ProtoReflect.Descriptor instead.
+func (*CheckRequest) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *CheckRequest) GetHeader() *RequestHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+type ReplicaHash struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Hash  uint64                 `protobuf:"varint,2,opt,name=hash,proto3" json:"hash,omitempty"`
+	Keys  uint64                 `protobuf:"varint,3,opt,name=keys,proto3" json:"keys,omitempty"`
+	// Set when the replica could not be asked.
+	Error         string `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReplicaHash) Reset() {
+	*x = ReplicaHash{}
+	mi := &file_kvpb_kv_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReplicaHash) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReplicaHash) ProtoMessage() {}
+
+func (x *ReplicaHash) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReplicaHash.ProtoReflect.Descriptor instead.
+func (*ReplicaHash) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *ReplicaHash) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ReplicaHash) GetHash() uint64 {
+	if x != nil {
+		return x.Hash
+	}
+	return 0
+}
+
+func (x *ReplicaHash) GetKeys() uint64 {
+	if x != nil {
+		return x.Keys
+	}
+	return 0
+}
+
+func (x *ReplicaHash) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type PartitionCheck struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Partition uint64                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	// Applied index at which every replica hashed its state.
+	Index    uint64         `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	Replicas []*ReplicaHash `protobuf:"bytes,3,rep,name=replicas,proto3" json:"replicas,omitempty"`
+	// Every replica answered with the same hash.
+	Consistent    bool   `protobuf:"varint,4,opt,name=consistent,proto3" json:"consistent,omitempty"`
+	Error         string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionCheck) Reset() {
+	*x = PartitionCheck{}
+	mi := &file_kvpb_kv_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionCheck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionCheck) ProtoMessage() {}
+
+func (x *PartitionCheck) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionCheck.ProtoReflect.Descriptor instead.
+func (*PartitionCheck) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *PartitionCheck) GetPartition() uint64 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PartitionCheck) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *PartitionCheck) GetReplicas() []*ReplicaHash {
+	if x != nil {
+		return x.Replicas
+	}
+	return nil
+}
+
+func (x *PartitionCheck) GetConsistent() bool {
+	if x != nil {
+		return x.Consistent
+	}
+	return false
+}
+
+func (x *PartitionCheck) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type CheckResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Header        *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Partitions    []*PartitionCheck      `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckResponse) Reset() {
+	*x = CheckResponse{}
+	mi := &file_kvpb_kv_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckResponse) ProtoMessage() {}
+
+func (x *CheckResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
+func (*CheckResponse) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *CheckResponse) GetHeader() *ResponseHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *CheckResponse) GetPartitions() []*PartitionCheck {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
 var File_kvpb_kv_proto protoreflect.FileDescriptor
 
 const file_kvpb_kv_proto_rawDesc = "" +
@@ -2179,23 +2953,85 @@ const file_kvpb_kv_proto_rawDesc = "" +
 	"partitions\x12\x12\n" +
 	"\x04hash\x18\x03 \x01(\tR\x04hash\x12-\n" +
 	"\amembers\x18\x04 \x03(\v2\x13.cutkv.kv.v1.MemberR\amembers\x12\x18\n" +
-	"\aleaders\x18\x05 \x03(\tR\aleaders*\x89\x01\n" +
+	"\aleaders\x18\x05 \x03(\tR\aleaders\"\xa9\x01\n" +
+	"\fCutPartition\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x04R\tpartition\x12\x10\n" +
+	"\x03pos\x18\x02 \x01(\x04R\x03pos\x12!\n" +
+	"\ffinish_index\x18\x03 \x01(\x04R\vfinishIndex\x12\x16\n" +
+	"\x06before\x18\x04 \x01(\rR\x06before\x12\x14\n" +
+	"\x05after\x18\x05 \x01(\rR\x05after\x12\x18\n" +
+	"\aaborted\x18\x06 \x01(\rR\aaborted\"\xf3\x01\n" +
+	"\aCutInfo\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x04R\aversion\x12+\n" +
+	"\x05state\x18\x02 \x01(\x0e2\x15.cutkv.kv.v1.CutStateR\x05state\x12&\n" +
+	"\x0fstarted_unix_ms\x18\x03 \x01(\x03R\rstartedUnixMs\x12(\n" +
+	"\x10finished_unix_ms\x18\x04 \x01(\x03R\x0efinishedUnixMs\x129\n" +
+	"\n" +
+	"partitions\x18\x05 \x03(\v2\x19.cutkv.kv.v1.CutPartitionR\n" +
+	"partitions\x12\x14\n" +
+	"\x05error\x18\x06 \x01(\tR\x05error\"F\n" +
+	"\x10CreateCutRequest\x122\n" +
+	"\x06header\x18\x01 \x01(\v2\x1a.cutkv.kv.v1.RequestHeaderR\x06header\"p\n" +
+	"\x11CreateCutResponse\x123\n" +
+	"\x06header\x18\x01 \x01(\v2\x1b.cutkv.kv.v1.ResponseHeaderR\x06header\x12&\n" +
+	"\x03cut\x18\x02 \x01(\v2\x14.cutkv.kv.v1.CutInfoR\x03cut\"[\n" +
+	"\x0fListCutsRequest\x122\n" +
+	"\x06header\x18\x01 \x01(\v2\x1a.cutkv.kv.v1.RequestHeaderR\x06header\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\rR\x05limit\"q\n" +
+	"\x10ListCutsResponse\x123\n" +
+	"\x06header\x18\x01 \x01(\v2\x1b.cutkv.kv.v1.ResponseHeaderR\x06header\x12(\n" +
+	"\x04cuts\x18\x02 \x03(\v2\x14.cutkv.kv.v1.CutInfoR\x04cuts\"]\n" +
+	"\rGetCutRequest\x122\n" +
+	"\x06header\x18\x01 \x01(\v2\x1a.cutkv.kv.v1.RequestHeaderR\x06header\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\"m\n" +
+	"\x0eGetCutResponse\x123\n" +
+	"\x06header\x18\x01 \x01(\v2\x1b.cutkv.kv.v1.ResponseHeaderR\x06header\x12&\n" +
+	"\x03cut\x18\x02 \x01(\v2\x14.cutkv.kv.v1.CutInfoR\x03cut\"B\n" +
+	"\fCheckRequest\x122\n" +
+	"\x06header\x18\x01 \x01(\v2\x1a.cutkv.kv.v1.RequestHeaderR\x06header\"_\n" +
+	"\vReplicaHash\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x12\n" +
+	"\x04hash\x18\x02 \x01(\x04R\x04hash\x12\x12\n" +
+	"\x04keys\x18\x03 \x01(\x04R\x04keys\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\xb0\x01\n" +
+	"\x0ePartitionCheck\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x04R\tpartition\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\x124\n" +
+	"\breplicas\x18\x03 \x03(\v2\x18.cutkv.kv.v1.ReplicaHashR\breplicas\x12\x1e\n" +
+	"\n" +
+	"consistent\x18\x04 \x01(\bR\n" +
+	"consistent\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"\x81\x01\n" +
+	"\rCheckResponse\x123\n" +
+	"\x06header\x18\x01 \x01(\v2\x1b.cutkv.kv.v1.ResponseHeaderR\x06header\x12;\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\v2\x1b.cutkv.kv.v1.PartitionCheckR\n" +
+	"partitions*\x89\x01\n" +
 	"\vMemberState\x12\x18\n" +
 	"\x14MEMBER_STATE_UNKNOWN\x10\x00\x12\x16\n" +
 	"\x12MEMBER_STATE_ALIVE\x10\x01\x12\x18\n" +
 	"\x14MEMBER_STATE_SUSPECT\x10\x02\x12\x17\n" +
 	"\x13MEMBER_STATE_FAILED\x10\x03\x12\x15\n" +
-	"\x11MEMBER_STATE_LEFT\x10\x042\xb2\x02\n" +
+	"\x11MEMBER_STATE_LEFT\x10\x04*k\n" +
+	"\bCutState\x12\x19\n" +
+	"\x15CUT_STATE_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11CUT_STATE_RUNNING\x10\x01\x12\x17\n" +
+	"\x13CUT_STATE_COMPLETED\x10\x02\x12\x14\n" +
+	"\x10CUT_STATE_FAILED\x10\x032\xb2\x02\n" +
 	"\x02KV\x128\n" +
 	"\x03Get\x12\x17.cutkv.kv.v1.GetRequest\x1a\x18.cutkv.kv.v1.GetResponse\x128\n" +
 	"\x03Put\x12\x17.cutkv.kv.v1.PutRequest\x1a\x18.cutkv.kv.v1.PutResponse\x12A\n" +
 	"\x06Delete\x12\x1a.cutkv.kv.v1.DeleteRequest\x1a\x1b.cutkv.kv.v1.DeleteResponse\x12;\n" +
 	"\x04Scan\x12\x18.cutkv.kv.v1.ScanRequest\x1a\x19.cutkv.kv.v1.ScanResponse\x128\n" +
-	"\x03Txn\x12\x17.cutkv.kv.v1.TxnRequest\x1a\x18.cutkv.kv.v1.TxnResponse2\xd8\x01\n" +
+	"\x03Txn\x12\x17.cutkv.kv.v1.TxnRequest\x1a\x18.cutkv.kv.v1.TxnResponse2\xf0\x03\n" +
 	"\aCluster\x12D\n" +
 	"\aMembers\x12\x1b.cutkv.kv.v1.MembersRequest\x1a\x1c.cutkv.kv.v1.MembersResponse\x12A\n" +
 	"\x06Status\x12\x1a.cutkv.kv.v1.StatusRequest\x1a\x1b.cutkv.kv.v1.StatusResponse\x12D\n" +
-	"\aRouting\x12\x1b.cutkv.kv.v1.RoutingRequest\x1a\x1c.cutkv.kv.v1.RoutingResponseB#Z!github.com/cutkv/cutkv/proto/kvpbb\x06proto3"
+	"\aRouting\x12\x1b.cutkv.kv.v1.RoutingRequest\x1a\x1c.cutkv.kv.v1.RoutingResponse\x12J\n" +
+	"\tCreateCut\x12\x1d.cutkv.kv.v1.CreateCutRequest\x1a\x1e.cutkv.kv.v1.CreateCutResponse\x12G\n" +
+	"\bListCuts\x12\x1c.cutkv.kv.v1.ListCutsRequest\x1a\x1d.cutkv.kv.v1.ListCutsResponse\x12A\n" +
+	"\x06GetCut\x12\x1a.cutkv.kv.v1.GetCutRequest\x1a\x1b.cutkv.kv.v1.GetCutResponse\x12>\n" +
+	"\x05Check\x12\x19.cutkv.kv.v1.CheckRequest\x1a\x1a.cutkv.kv.v1.CheckResponseB#Z!github.com/cutkv/cutkv/proto/kvpbb\x06proto3"
 
 var (
 	file_kvpb_kv_proto_rawDescOnce sync.Once
@@ -2209,99 +3045,135 @@ func file_kvpb_kv_proto_rawDescGZIP() []byte {
 	return file_kvpb_kv_proto_rawDescData
 }
 
-var file_kvpb_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_kvpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_kvpb_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_kvpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_kvpb_kv_proto_goTypes = []any{
-	(MemberState)(0),        // 0: cutkv.kv.v1.MemberState
-	(Compare_Result)(0),     // 1: cutkv.kv.v1.Compare.Result
-	(Compare_Target)(0),     // 2: cutkv.kv.v1.Compare.Target
-	(*RequestHeader)(nil),   // 3: cutkv.kv.v1.RequestHeader
-	(*ResponseHeader)(nil),  // 4: cutkv.kv.v1.ResponseHeader
-	(*KeyValue)(nil),        // 5: cutkv.kv.v1.KeyValue
-	(*GetRequest)(nil),      // 6: cutkv.kv.v1.GetRequest
-	(*GetResponse)(nil),     // 7: cutkv.kv.v1.GetResponse
-	(*PutRequest)(nil),      // 8: cutkv.kv.v1.PutRequest
-	(*PutResponse)(nil),     // 9: cutkv.kv.v1.PutResponse
-	(*DeleteRequest)(nil),   // 10: cutkv.kv.v1.DeleteRequest
-	(*DeleteResponse)(nil),  // 11: cutkv.kv.v1.DeleteResponse
-	(*ScanRequest)(nil),     // 12: cutkv.kv.v1.ScanRequest
-	(*ScanResponse)(nil),    // 13: cutkv.kv.v1.ScanResponse
-	(*Compare)(nil),         // 14: cutkv.kv.v1.Compare
-	(*RequestOp)(nil),       // 15: cutkv.kv.v1.RequestOp
-	(*ResponseOp)(nil),      // 16: cutkv.kv.v1.ResponseOp
-	(*TxnRequest)(nil),      // 17: cutkv.kv.v1.TxnRequest
-	(*TxnResponse)(nil),     // 18: cutkv.kv.v1.TxnResponse
-	(*Member)(nil),          // 19: cutkv.kv.v1.Member
-	(*MembersRequest)(nil),  // 20: cutkv.kv.v1.MembersRequest
-	(*MembersResponse)(nil), // 21: cutkv.kv.v1.MembersResponse
-	(*PartitionStatus)(nil), // 22: cutkv.kv.v1.PartitionStatus
-	(*NodeStatus)(nil),      // 23: cutkv.kv.v1.NodeStatus
-	(*StatusRequest)(nil),   // 24: cutkv.kv.v1.StatusRequest
-	(*StatusResponse)(nil),  // 25: cutkv.kv.v1.StatusResponse
-	(*RoutingRequest)(nil),  // 26: cutkv.kv.v1.RoutingRequest
-	(*RoutingResponse)(nil), // 27: cutkv.kv.v1.RoutingResponse
+	(MemberState)(0),          // 0: cutkv.kv.v1.MemberState
+	(CutState)(0),             // 1: cutkv.kv.v1.CutState
+	(Compare_Result)(0),       // 2: cutkv.kv.v1.Compare.Result
+	(Compare_Target)(0),       // 3: cutkv.kv.v1.Compare.Target
+	(*RequestHeader)(nil),     // 4: cutkv.kv.v1.RequestHeader
+	(*ResponseHeader)(nil),    // 5: cutkv.kv.v1.ResponseHeader
+	(*KeyValue)(nil),          // 6: cutkv.kv.v1.KeyValue
+	(*GetRequest)(nil),        // 7: cutkv.kv.v1.GetRequest
+	(*GetResponse)(nil),       // 8: cutkv.kv.v1.GetResponse
+	(*PutRequest)(nil),        // 9: cutkv.kv.v1.PutRequest
+	(*PutResponse)(nil),       // 10: cutkv.kv.v1.PutResponse
+	(*DeleteRequest)(nil),     // 11: cutkv.kv.v1.DeleteRequest
+	(*DeleteResponse)(nil),    // 12: cutkv.kv.v1.DeleteResponse
+	(*ScanRequest)(nil),       // 13: cutkv.kv.v1.ScanRequest
+	(*ScanResponse)(nil),      // 14: cutkv.kv.v1.ScanResponse
+	(*Compare)(nil),           // 15: cutkv.kv.v1.Compare
+	(*RequestOp)(nil),         // 16: cutkv.kv.v1.RequestOp
+	(*ResponseOp)(nil),        // 17: cutkv.kv.v1.ResponseOp
+	(*TxnRequest)(nil),        // 18: cutkv.kv.v1.TxnRequest
+	(*TxnResponse)(nil),       // 19: cutkv.kv.v1.TxnResponse
+	(*Member)(nil),            // 20: cutkv.kv.v1.Member
+	(*MembersRequest)(nil),    // 21: cutkv.kv.v1.MembersRequest
+	(*MembersResponse)(nil),   // 22: cutkv.kv.v1.MembersResponse
+	(*PartitionStatus)(nil),   // 23: cutkv.kv.v1.PartitionStatus
+	(*NodeStatus)(nil),        // 24: cutkv.kv.v1.NodeStatus
+	(*StatusRequest)(nil),     // 25: cutkv.kv.v1.StatusRequest
+	(*StatusResponse)(nil),    // 26: cutkv.kv.v1.StatusResponse
+	(*RoutingRequest)(nil),    // 27: cutkv.kv.v1.RoutingRequest
+	(*RoutingResponse)(nil),   // 28: cutkv.kv.v1.RoutingResponse
+	(*CutPartition)(nil),      // 29: cutkv.kv.v1.CutPartition
+	(*CutInfo)(nil),           // 30: cutkv.kv.v1.CutInfo
+	(*CreateCutRequest)(nil),  // 31: cutkv.kv.v1.CreateCutRequest
+	(*CreateCutResponse)(nil), // 32: cutkv.kv.v1.CreateCutResponse
+	(*ListCutsRequest)(nil),   // 33: cutkv.kv.v1.ListCutsRequest
+	(*ListCutsResponse)(nil),  // 34: cutkv.kv.v1.ListCutsResponse
+	(*GetCutRequest)(nil),     // 35: cutkv.kv.v1.GetCutRequest
+	(*GetCutResponse)(nil),    // 36: cutkv.kv.v1.GetCutResponse
+	(*CheckRequest)(nil),      // 37: cutkv.kv.v1.CheckRequest
+	(*ReplicaHash)(nil),       // 38: cutkv.kv.v1.ReplicaHash
+	(*PartitionCheck)(nil),    // 39: cutkv.kv.v1.PartitionCheck
+	(*CheckResponse)(nil),     // 40: cutkv.kv.v1.CheckResponse
 }
 var file_kvpb_kv_proto_depIdxs = []int32{
-	3,  // 0: cutkv.kv.v1.GetRequest.header:type_name -> cutkv.kv.v1.RequestHeader
-	4,  // 1: cutkv.kv.v1.GetResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
-	5,  // 2: cutkv.kv.v1.GetResponse.kv:type_name -> cutkv.kv.v1.KeyValue
-	3,  // 3: cutkv.kv.v1.PutRequest.header:type_name -> cutkv.kv.v1.RequestHeader
-	4,  // 4: cutkv.kv.v1.PutResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
-	5,  // 5: cutkv.kv.v1.PutResponse.prev_kv:type_name -> cutkv.kv.v1.KeyValue
-	3,  // 6: cutkv.kv.v1.DeleteRequest.header:type_name -> cutkv.kv.v1.RequestHeader
-	4,  // 7: cutkv.kv.v1.DeleteResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
-	5,  // 8: cutkv.kv.v1.DeleteResponse.prev_kv:type_name -> cutkv.kv.v1.KeyValue
-	3,  // 9: cutkv.kv.v1.ScanRequest.header:type_name -> cutkv.kv.v1.RequestHeader
-	4,  // 10: cutkv.kv.v1.ScanResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
-	5,  // 11: cutkv.kv.v1.ScanResponse.kvs:type_name -> cutkv.kv.v1.KeyValue
-	1,  // 12: cutkv.kv.v1.Compare.result:type_name -> cutkv.kv.v1.Compare.Result
-	2,  // 13: cutkv.kv.v1.Compare.target:type_name -> cutkv.kv.v1.Compare.Target
-	6,  // 14: cutkv.kv.v1.RequestOp.get:type_name -> cutkv.kv.v1.GetRequest
-	8,  // 15: cutkv.kv.v1.RequestOp.put:type_name -> cutkv.kv.v1.PutRequest
-	10, // 16: cutkv.kv.v1.RequestOp.delete:type_name -> cutkv.kv.v1.DeleteRequest
-	12, // 17: cutkv.kv.v1.RequestOp.scan:type_name -> cutkv.kv.v1.ScanRequest
-	7,  // 18: cutkv.kv.v1.ResponseOp.get:type_name -> cutkv.kv.v1.GetResponse
-	9,  // 19: cutkv.kv.v1.ResponseOp.put:type_name -> cutkv.kv.v1.PutResponse
-	11, // 20: cutkv.kv.v1.ResponseOp.delete:type_name -> cutkv.kv.v1.DeleteResponse
-	13, // 21: cutkv.kv.v1.ResponseOp.scan:type_name -> cutkv.kv.v1.ScanResponse
-	3,  // 22: cutkv.kv.v1.TxnRequest.header:type_name -> cutkv.kv.v1.RequestHeader
-	14, // 23: cutkv.kv.v1.TxnRequest.compare:type_name -> cutkv.kv.v1.Compare
-	15, // 24: cutkv.kv.v1.TxnRequest.success:type_name -> cutkv.kv.v1.RequestOp
-	15, // 25: cutkv.kv.v1.TxnRequest.failure:type_name -> cutkv.kv.v1.RequestOp
-	4,  // 26: cutkv.kv.v1.TxnResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
-	16, // 27: cutkv.kv.v1.TxnResponse.responses:type_name -> cutkv.kv.v1.ResponseOp
+	4,  // 0: cutkv.kv.v1.GetRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	5,  // 1: cutkv.kv.v1.GetResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	6,  // 2: cutkv.kv.v1.GetResponse.kv:type_name -> cutkv.kv.v1.KeyValue
+	4,  // 3: cutkv.kv.v1.PutRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	5,  // 4: cutkv.kv.v1.PutResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	6,  // 5: cutkv.kv.v1.PutResponse.prev_kv:type_name -> cutkv.kv.v1.KeyValue
+	4,  // 6: cutkv.kv.v1.DeleteRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	5,  // 7: cutkv.kv.v1.DeleteResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	6,  // 8: cutkv.kv.v1.DeleteResponse.prev_kv:type_name -> cutkv.kv.v1.KeyValue
+	4,  // 9: cutkv.kv.v1.ScanRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	5,  // 10: cutkv.kv.v1.ScanResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	6,  // 11: cutkv.kv.v1.ScanResponse.kvs:type_name -> cutkv.kv.v1.KeyValue
+	2,  // 12: cutkv.kv.v1.Compare.result:type_name -> cutkv.kv.v1.Compare.Result
+	3,  // 13: cutkv.kv.v1.Compare.target:type_name -> cutkv.kv.v1.Compare.Target
+	7,  // 14: cutkv.kv.v1.RequestOp.get:type_name -> cutkv.kv.v1.GetRequest
+	9,  // 15: cutkv.kv.v1.RequestOp.put:type_name -> cutkv.kv.v1.PutRequest
+	11, // 16: cutkv.kv.v1.RequestOp.delete:type_name -> cutkv.kv.v1.DeleteRequest
+	13, // 17: cutkv.kv.v1.RequestOp.scan:type_name -> cutkv.kv.v1.ScanRequest
+	8,  // 18: cutkv.kv.v1.ResponseOp.get:type_name -> cutkv.kv.v1.GetResponse
+	10, // 19: cutkv.kv.v1.ResponseOp.put:type_name -> cutkv.kv.v1.PutResponse
+	12, // 20: cutkv.kv.v1.ResponseOp.delete:type_name -> cutkv.kv.v1.DeleteResponse
+	14, // 21: cutkv.kv.v1.ResponseOp.scan:type_name -> cutkv.kv.v1.ScanResponse
+	4,  // 22: cutkv.kv.v1.TxnRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	15, // 23: cutkv.kv.v1.TxnRequest.compare:type_name -> cutkv.kv.v1.Compare
+	16, // 24: cutkv.kv.v1.TxnRequest.success:type_name -> cutkv.kv.v1.RequestOp
+	16, // 25: cutkv.kv.v1.TxnRequest.failure:type_name -> cutkv.kv.v1.RequestOp
+	5,  // 26: cutkv.kv.v1.TxnResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	17, // 27: cutkv.kv.v1.TxnResponse.responses:type_name -> cutkv.kv.v1.ResponseOp
 	0,  // 28: cutkv.kv.v1.Member.state:type_name -> cutkv.kv.v1.MemberState
-	3,  // 29: cutkv.kv.v1.MembersRequest.header:type_name -> cutkv.kv.v1.RequestHeader
-	4,  // 30: cutkv.kv.v1.MembersResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
-	19, // 31: cutkv.kv.v1.MembersResponse.members:type_name -> cutkv.kv.v1.Member
-	3,  // 32: cutkv.kv.v1.StatusRequest.header:type_name -> cutkv.kv.v1.RequestHeader
-	4,  // 33: cutkv.kv.v1.StatusResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
-	22, // 34: cutkv.kv.v1.StatusResponse.groups:type_name -> cutkv.kv.v1.PartitionStatus
-	23, // 35: cutkv.kv.v1.StatusResponse.nodes:type_name -> cutkv.kv.v1.NodeStatus
-	3,  // 36: cutkv.kv.v1.RoutingRequest.header:type_name -> cutkv.kv.v1.RequestHeader
-	4,  // 37: cutkv.kv.v1.RoutingResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
-	19, // 38: cutkv.kv.v1.RoutingResponse.members:type_name -> cutkv.kv.v1.Member
-	6,  // 39: cutkv.kv.v1.KV.Get:input_type -> cutkv.kv.v1.GetRequest
-	8,  // 40: cutkv.kv.v1.KV.Put:input_type -> cutkv.kv.v1.PutRequest
-	10, // 41: cutkv.kv.v1.KV.Delete:input_type -> cutkv.kv.v1.DeleteRequest
-	12, // 42: cutkv.kv.v1.KV.Scan:input_type -> cutkv.kv.v1.ScanRequest
-	17, // 43: cutkv.kv.v1.KV.Txn:input_type -> cutkv.kv.v1.TxnRequest
-	20, // 44: cutkv.kv.v1.Cluster.Members:input_type -> cutkv.kv.v1.MembersRequest
-	24, // 45: cutkv.kv.v1.Cluster.Status:input_type -> cutkv.kv.v1.StatusRequest
-	26, // 46: cutkv.kv.v1.Cluster.Routing:input_type -> cutkv.kv.v1.RoutingRequest
-	7,  // 47: cutkv.kv.v1.KV.Get:output_type -> cutkv.kv.v1.GetResponse
-	9,  // 48: cutkv.kv.v1.KV.Put:output_type -> cutkv.kv.v1.PutResponse
-	11, // 49: cutkv.kv.v1.KV.Delete:output_type -> cutkv.kv.v1.DeleteResponse
-	13, // 50: cutkv.kv.v1.KV.Scan:output_type -> cutkv.kv.v1.ScanResponse
-	18, // 51: cutkv.kv.v1.KV.Txn:output_type -> cutkv.kv.v1.TxnResponse
-	21, // 52: cutkv.kv.v1.Cluster.Members:output_type -> cutkv.kv.v1.MembersResponse
-	25, // 53: cutkv.kv.v1.Cluster.Status:output_type -> cutkv.kv.v1.StatusResponse
-	27, // 54: cutkv.kv.v1.Cluster.Routing:output_type -> cutkv.kv.v1.RoutingResponse
-	47, // [47:55] is the sub-list for method output_type
-	39, // [39:47] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	4,  // 29: cutkv.kv.v1.MembersRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	5,  // 30: cutkv.kv.v1.MembersResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	20, // 31: cutkv.kv.v1.MembersResponse.members:type_name -> cutkv.kv.v1.Member
+	4,  // 32: cutkv.kv.v1.StatusRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	5,  // 33: cutkv.kv.v1.StatusResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	23, // 34: cutkv.kv.v1.StatusResponse.groups:type_name -> cutkv.kv.v1.PartitionStatus
+	24, // 35: cutkv.kv.v1.StatusResponse.nodes:type_name -> cutkv.kv.v1.NodeStatus
+	4,  // 36: cutkv.kv.v1.RoutingRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	5,  // 37: cutkv.kv.v1.RoutingResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	20, // 38: cutkv.kv.v1.RoutingResponse.members:type_name -> cutkv.kv.v1.Member
+	1,  // 39: cutkv.kv.v1.CutInfo.state:type_name -> cutkv.kv.v1.CutState
+	29, // 40: cutkv.kv.v1.CutInfo.partitions:type_name -> cutkv.kv.v1.CutPartition
+	4,  // 41: cutkv.kv.v1.CreateCutRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	5,  // 42: cutkv.kv.v1.CreateCutResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	30, // 43: cutkv.kv.v1.CreateCutResponse.cut:type_name -> cutkv.kv.v1.CutInfo
+	4,  // 44: cutkv.kv.v1.ListCutsRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	5,  // 45: cutkv.kv.v1.ListCutsResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	30, // 46: cutkv.kv.v1.ListCutsResponse.cuts:type_name -> cutkv.kv.v1.CutInfo
+	4,  // 47: cutkv.kv.v1.GetCutRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	5,  // 48: cutkv.kv.v1.GetCutResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	30, // 49: cutkv.kv.v1.GetCutResponse.cut:type_name -> cutkv.kv.v1.CutInfo
+	4,  // 50: cutkv.kv.v1.CheckRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	38, // 51: cutkv.kv.v1.PartitionCheck.replicas:type_name -> cutkv.kv.v1.ReplicaHash
+	5,  // 52: cutkv.kv.v1.CheckResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	39, // 53: cutkv.kv.v1.CheckResponse.partitions:type_name -> cutkv.kv.v1.PartitionCheck
+	7,  // 54: cutkv.kv.v1.KV.Get:input_type -> cutkv.kv.v1.GetRequest
+	9,  // 55: cutkv.kv.v1.KV.Put:input_type -> cutkv.kv.v1.PutRequest
+	11, // 56: cutkv.kv.v1.KV.Delete:input_type -> cutkv.kv.v1.DeleteRequest
+	13, // 57: cutkv.kv.v1.KV.Scan:input_type -> cutkv.kv.v1.ScanRequest
+	18, // 58: cutkv.kv.v1.KV.Txn:input_type -> cutkv.kv.v1.TxnRequest
+	21, // 59: cutkv.kv.v1.Cluster.Members:input_type -> cutkv.kv.v1.MembersRequest
+	25, // 60: cutkv.kv.v1.Cluster.Status:input_type -> cutkv.kv.v1.StatusRequest
+	27, // 61: cutkv.kv.v1.Cluster.Routing:input_type -> cutkv.kv.v1.RoutingRequest
+	31, // 62: cutkv.kv.v1.Cluster.CreateCut:input_type -> cutkv.kv.v1.CreateCutRequest
+	33, // 63: cutkv.kv.v1.Cluster.ListCuts:input_type -> cutkv.kv.v1.ListCutsRequest
+	35, // 64: cutkv.kv.v1.Cluster.GetCut:input_type -> cutkv.kv.v1.GetCutRequest
+	37, // 65: cutkv.kv.v1.Cluster.Check:input_type -> cutkv.kv.v1.CheckRequest
+	8,  // 66: cutkv.kv.v1.KV.Get:output_type -> cutkv.kv.v1.GetResponse
+	10, // 67: cutkv.kv.v1.KV.Put:output_type -> cutkv.kv.v1.PutResponse
+	12, // 68: cutkv.kv.v1.KV.Delete:output_type -> cutkv.kv.v1.DeleteResponse
+	14, // 69: cutkv.kv.v1.KV.Scan:output_type -> cutkv.kv.v1.ScanResponse
+	19, // 70: cutkv.kv.v1.KV.Txn:output_type -> cutkv.kv.v1.TxnResponse
+	22, // 71: cutkv.kv.v1.Cluster.Members:output_type -> cutkv.kv.v1.MembersResponse
+	26, // 72: cutkv.kv.v1.Cluster.Status:output_type -> cutkv.kv.v1.StatusResponse
+	28, // 73: cutkv.kv.v1.Cluster.Routing:output_type -> cutkv.kv.v1.RoutingResponse
+	32, // 74: cutkv.kv.v1.Cluster.CreateCut:output_type -> cutkv.kv.v1.CreateCutResponse
+	34, // 75: cutkv.kv.v1.Cluster.ListCuts:output_type -> cutkv.kv.v1.ListCutsResponse
+	36, // 76: cutkv.kv.v1.Cluster.GetCut:output_type -> cutkv.kv.v1.GetCutResponse
+	40, // 77: cutkv.kv.v1.Cluster.Check:output_type -> cutkv.kv.v1.CheckResponse
+	66, // [66:78] is the sub-list for method output_type
+	54, // [54:66] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_kvpb_kv_proto_init() }
@@ -2330,8 +3202,8 @@ func file_kvpb_kv_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kvpb_kv_proto_rawDesc), len(file_kvpb_kv_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   25,
+			NumEnums:      4,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

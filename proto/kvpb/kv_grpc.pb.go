@@ -286,9 +286,13 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Cluster_Members_FullMethodName = "/cutkv.kv.v1.Cluster/Members"
-	Cluster_Status_FullMethodName  = "/cutkv.kv.v1.Cluster/Status"
-	Cluster_Routing_FullMethodName = "/cutkv.kv.v1.Cluster/Routing"
+	Cluster_Members_FullMethodName   = "/cutkv.kv.v1.Cluster/Members"
+	Cluster_Status_FullMethodName    = "/cutkv.kv.v1.Cluster/Status"
+	Cluster_Routing_FullMethodName   = "/cutkv.kv.v1.Cluster/Routing"
+	Cluster_CreateCut_FullMethodName = "/cutkv.kv.v1.Cluster/CreateCut"
+	Cluster_ListCuts_FullMethodName  = "/cutkv.kv.v1.Cluster/ListCuts"
+	Cluster_GetCut_FullMethodName    = "/cutkv.kv.v1.Cluster/GetCut"
+	Cluster_Check_FullMethodName     = "/cutkv.kv.v1.Cluster/Check"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -300,6 +304,14 @@ type ClusterClient interface {
 	Members(ctx context.Context, in *MembersRequest, opts ...grpc.CallOption) (*MembersResponse, error)
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
 	Routing(ctx context.Context, in *RoutingRequest, opts ...grpc.CallOption) (*RoutingResponse, error)
+	// CreateCut takes a consistent cut and waits until it completes or fails.
+	// While a cut is in flight a second call joins it and reports it.
+	CreateCut(ctx context.Context, in *CreateCutRequest, opts ...grpc.CallOption) (*CreateCutResponse, error)
+	ListCuts(ctx context.Context, in *ListCutsRequest, opts ...grpc.CallOption) (*ListCutsResponse, error)
+	GetCut(ctx context.Context, in *GetCutRequest, opts ...grpc.CallOption) (*GetCutResponse, error)
+	// Check compares a hash of every partition's state across its replicas
+	// at the same applied index.
+	Check(ctx context.Context, in *CheckRequest, opts ...grpc.CallOption) (*CheckResponse, error)
 }
 
 type clusterClient struct {
@@ -340,6 +352,46 @@ func (c *clusterClient) Routing(ctx context.Context, in *RoutingRequest, opts ..
 	return out, nil
 }
 
+func (c *clusterClient) CreateCut(ctx context.Context, in *CreateCutRequest, opts ...grpc.CallOption) (*CreateCutResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateCutResponse)
+	err := c.cc.Invoke(ctx, Cluster_CreateCut_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) ListCuts(ctx context.Context, in *ListCutsRequest, opts ...grpc.CallOption) (*ListCutsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListCutsResponse)
+	err := c.cc.Invoke(ctx, Cluster_ListCuts_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) GetCut(ctx context.Context, in *GetCutRequest, opts ...grpc.CallOption) (*GetCutResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetCutResponse)
+	err := c.cc.Invoke(ctx, Cluster_GetCut_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) Check(ctx context.Context, in *CheckRequest, opts ...grpc.CallOption) (*CheckResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckResponse)
+	err := c.cc.Invoke(ctx, Cluster_Check_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -349,6 +401,14 @@ type ClusterServer interface {
 	Members(context.Context, *MembersRequest) (*MembersResponse, error)
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
 	Routing(context.Context, *RoutingRequest) (*RoutingResponse, error)
+	// CreateCut takes a consistent cut and waits until it completes or fails.
+	// While a cut is in flight a second call joins it and reports it.
+	CreateCut(context.Context, *CreateCutRequest) (*CreateCutResponse, error)
+	ListCuts(context.Context, *ListCutsRequest) (*ListCutsResponse, error)
+	GetCut(context.Context, *GetCutRequest) (*GetCutResponse, error)
+	// Check compares a hash of every partition's state across its replicas
+	// at the same applied index.
+	Check(context.Context, *CheckRequest) (*CheckResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -367,6 +427,18 @@ func (UnimplementedClusterServer) Status(context.Context, *StatusRequest) (*Stat
 }
 func (UnimplementedClusterServer) Routing(context.Context, *RoutingRequest) (*RoutingResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Routing not implemented")
+}
+func (UnimplementedClusterServer) CreateCut(context.Context, *CreateCutRequest) (*CreateCutResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateCut not implemented")
+}
+func (UnimplementedClusterServer) ListCuts(context.Context, *ListCutsRequest) (*ListCutsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListCuts not implemented")
+}
+func (UnimplementedClusterServer) GetCut(context.Context, *GetCutRequest) (*GetCutResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetCut not implemented")
+}
+func (UnimplementedClusterServer) Check(context.Context, *CheckRequest) (*CheckResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Check not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -443,6 +515,78 @@ func _Cluster_Routing_Handler(srv interface{}, ctx context.Context, dec func(int
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_CreateCut_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateCutRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).CreateCut(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_CreateCut_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).CreateCut(ctx, req.(*CreateCutRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_ListCuts_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListCutsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).ListCuts(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_ListCuts_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).ListCuts(ctx, req.(*ListCutsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_GetCut_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetCutRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).GetCut(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_GetCut_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).GetCut(ctx, req.(*GetCutRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_Check_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).Check(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_Check_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).Check(ctx, req.(*CheckRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -461,6 +605,22 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Routing",
 			Handler:    _Cluster_Routing_Handler,
+		},
+		{
+			MethodName: "CreateCut",
+			Handler:    _Cluster_CreateCut_Handler,
+		},
+		{
+			MethodName: "ListCuts",
+			Handler:    _Cluster_ListCuts_Handler,
+		},
+		{
+			MethodName: "GetCut",
+			Handler:    _Cluster_GetCut_Handler,
+		},
+		{
+			MethodName: "Check",
+			Handler:    _Cluster_Check_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,171 @@
+package cut
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/cutkv/cutkv/proto/kvpb"
+)
+
+// Env is what the driver needs from its node. Calls may block on the
+// network; each honours ctx.
+type Env interface {
+	// Partitions lists the partitions a cut covers (1..N).
+	Partitions() []uint64
+	// Announce raises the node's clock to v and gossips it to every node.
+	Announce(v uint64)
+	// StartPartition asks the leader of partition p to start cut v and
+	// waits a little for its CutFinish. done reports whether the partition
+	// has committed CutFinish(v); res is then where the cut fell there.
+	StartPartition(ctx context.Context, p, v uint64) (res *kvpb.CutPartition, done bool, err error)
+	// Record makes the end of a cut durable in group 0.
+	Record(ctx context.Context, c *kvpb.CutInfo) error
+	// Now is the wall clock.
+	Now() time.Time
+}
+
+// ErrTimeout is the reason of a cut that did not finish in time.
+var ErrTimeout = errors.New("cut: not finished in every partition before the timeout")
+
+// Drive runs cut c (Running, as allocated in group 0) to its end: it
+// announces the version, asks every partition to start it until each has
+// committed CutFinish, and returns the cut Completed, or Failed once
+// timeout has passed since the cut started. It returns an error, and
+// nothing to record, only when ctx ends first (the node lost group 0's
+// leadership or stops; the next leader takes over).
+func Drive(ctx context.Context, env Env, c *kvpb.CutInfo, timeout time.Duration) (*kvpb.CutInfo, error) {
+	v := c.GetVersion()
+	deadline := time.UnixMilli(c.GetStartedUnixMs()).Add(timeout)
+	dctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	env.Announce(v)
+
+	parts := env.Partitions()
+	results := make([]*kvpb.CutPartition, len(parts))
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	for i, p := range parts {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i], errs[i] = startUntilDone(dctx, env, p, v)
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := proto.Clone(c).(*kvpb.CutInfo)
+	out.FinishedUnixMs = env.Now().UnixMilli()
+	var failed []string
+	for i, p := range parts {
+		if errs[i] != nil {
+			failed = append(failed, fmt.Sprintf("partition %d: %v", p, errs[i]))
+		}
+	}
+	if len(failed) > 0 {
+		out.State = kvpb.CutState_CUT_STATE_FAILED
+		out.Error = fmt.Sprintf("%v after %v: %s", ErrTimeout, timeout, strings.Join(failed, "; "))
+		return out, nil
+	}
+	sort.Slice(results, func(i, j int) bool { return results[i].GetPartition() < results[j].GetPartition() })
+	out.State = kvpb.CutState_CUT_STATE_COMPLETED
+	out.Partitions = results
+	return out, nil
+}
+
+// startUntilDone asks partition p to start cut v until it reports
+// CutFinish(v) committed or ctx ends; it returns the last error seen (or
+// "not finished") then.
+func startUntilDone(ctx context.Context, env Env, p, v uint64) (*kvpb.CutPartition, error) {
+	backoff := 5 * time.Millisecond
+	var last error
+	for {
+		res, done, err := env.StartPartition(ctx, p, v)
+		if done {
+			res.Partition = p
+			return res, nil
+		}
+		if err != nil {
+			last = err
+		}
+		if ctx.Err() != nil {
+			if last == nil {
+				last = errors.New("active transactions did not finish")
+			}
+			return nil, last
+		}
+		if err != nil {
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 200*time.Millisecond)
+		}
+	}
+}
+
+// Driver drives the cuts of one node, at most one run per version: a cut
+// created twice, or taken over while a run is under way, is driven once.
+type Driver struct {
+	env     Env
+	timeout time.Duration
+	log     func(msg string, args ...any)
+
+	mu      sync.Mutex
+	driving map[uint64]bool
+}
+
+// NewDriver returns a driver failing cuts after timeout. logf reports
+// each cut's end (slog-style key-value args).
+func NewDriver(env Env, timeout time.Duration, logf func(msg string, args ...any)) *Driver {
+	return &Driver{env: env, timeout: timeout, log: logf, driving: map[uint64]bool{}}
+}
+
+// Timeout returns the cut timeout.
+func (d *Driver) Timeout() time.Duration { return d.timeout }
+
+// Ensure starts driving cut c in the background unless this node already
+// does; the run ends when the cut is recorded or ctx ends.
+func (d *Driver) Ensure(ctx context.Context, c *kvpb.CutInfo) {
+	v := c.GetVersion()
+	d.mu.Lock()
+	if d.driving[v] {
+		d.mu.Unlock()
+		return
+	}
+	d.driving[v] = true
+	d.mu.Unlock()
+	go func() {
+		defer func() {
+			d.mu.Lock()
+			delete(d.driving, v)
+			d.mu.Unlock()
+		}()
+		out, err := Drive(ctx, d.env, c, d.timeout)
+		if err != nil {
+			d.log("cut run stopped before its end; the next leader of group 0 takes it over", "version", v, "err", err)
+			return
+		}
+		if err := d.env.Record(ctx, out); err != nil {
+			d.log("cut end not recorded; the next leader of group 0 takes it over", "version", v, "state", out.GetState().String(), "err", err)
+			return
+		}
+		d.log("cut ended", "version", v, "state", out.GetState().String(),
+			"took", time.Duration(out.GetFinishedUnixMs()-out.GetStartedUnixMs())*time.Millisecond, "error", out.GetError())
+	}()
+}
+
+// Driving says whether this node drives cut v now.
+func (d *Driver) Driving(v uint64) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.driving[v]
+}

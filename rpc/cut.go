@@ -1,0 +1,259 @@
+package rpc
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/cutkv/cutkv/cut"
+	"github.com/cutkv/cutkv/proto/internalpb"
+	"github.com/cutkv/cutkv/proto/kvpb"
+)
+
+// Timing of cuts.
+const (
+	// startCutWait is how long one StartCut call waits for the partition's
+	// CutFinish before answering "not yet" (the driver calls again).
+	startCutWait = 500 * time.Millisecond
+	// cutAgentTick is how often the agent re-checks every partition it
+	// leads (it is also woken at once by a raised clock or a ready cut): a
+	// dropped or overwritten CutStart or CutFinish is proposed again.
+	cutAgentTick = 50 * time.Millisecond
+	// cutProposeWait bounds one CutStart or CutFinish proposal.
+	cutProposeWait = 2 * time.Second
+	// DefaultCutTimeout fails a cut that has not finished in every
+	// partition; it exceeds the transaction deadline (decide and finish
+	// waits), the recovery timeout and interval, and an election.
+	DefaultCutTimeout = 10 * time.Second
+)
+
+// gossipCutPrefix marks a cut version broadcast over memberlist.
+var gossipCutPrefix = []byte("cut1")
+
+// EncodeCutGossip is the memberlist broadcast announcing version v.
+func EncodeCutGossip(v uint64) []byte {
+	return binary.BigEndian.AppendUint64(append([]byte(nil), gossipCutPrefix...), v)
+}
+
+// DecodeCutGossip reads a broadcast made by EncodeCutGossip.
+func DecodeCutGossip(msg []byte) (uint64, bool) {
+	if len(msg) != len(gossipCutPrefix)+8 || string(msg[:len(gossipCutPrefix)]) != string(gossipCutPrefix) {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(msg[len(gossipCutPrefix):]), true
+}
+
+// SetCutPoke sets the channel that wakes RunCutAgent (buffered, size 1);
+// call it before the node serves.
+func (n *Node) SetCutPoke(ch chan struct{}) { n.cutPoke = ch }
+
+// PokeCuts wakes the cut agent (a partition's cut became ready to finish,
+// or a version was learned).
+func (n *Node) PokeCuts() {
+	select {
+	case n.cutPoke <- struct{}{}:
+	default:
+	}
+}
+
+// merge raises the clock with a marker carried by a message, if it has one.
+// Every reply of a node-to-node call goes through it before it is acted on
+// (DESIGN.md, consistent cut rule 1).
+func (n *Node) merge(msg any) {
+	if m, ok := msg.(interface{ GetCutVersion() uint64 }); ok {
+		n.Clock.Raise(m.GetCutVersion())
+	}
+}
+
+// RunCutAgent proposes, until ctx ends, what the partitions this node
+// leads need for cuts (rules 2 and 6): CutStart(known) in a partition whose
+// log has not reached the known version (an idle one, one whose CutStart
+// was dropped or overwritten, one whose leader just changed), and the
+// pending CutFinish of a partition whose active set emptied.
+func RunCutAgent(ctx context.Context, n *Node) {
+	t := time.NewTicker(cutAgentTick)
+	defer t.Stop()
+	var mu sync.Mutex
+	inflight := map[uint64]bool{}
+	for {
+		changed := n.Clock.Changed()
+		for p, part := range n.Partitions {
+			if st, ok := n.Store.Status(p); !ok || !st.IsLeader {
+				continue
+			}
+			var cmd *internalpb.Command
+			if known := n.Clock.Load(); part.CutVersion() < known {
+				cmd = &internalpb.Command{Op: &internalpb.Command_CutStart{CutStart: &internalpb.CutStartOp{Version: known}}}
+			} else if op, ok := part.CutPending(); ok {
+				cmd = &internalpb.Command{Op: &internalpb.Command_CutFinish{CutFinish: op}}
+			} else {
+				continue
+			}
+			mu.Lock()
+			busy := inflight[p]
+			inflight[p] = true
+			mu.Unlock()
+			if busy {
+				continue
+			}
+			go func(p uint64) {
+				pctx, cancel := context.WithTimeout(ctx, cutProposeWait)
+				defer cancel()
+				_, err := n.Store.Propose(pctx, p, cmd)
+				mu.Lock()
+				delete(inflight, p)
+				mu.Unlock()
+				if err == nil {
+					n.PokeCuts() // a CutStart may leave a CutFinish to propose at once
+				}
+			}(p)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-changed:
+		case <-n.cutPoke:
+		case <-t.C:
+		}
+	}
+}
+
+// CutServer implements the node-to-node cut service.
+type CutServer struct {
+	internalpb.UnimplementedCutServiceServer
+	n *Node
+}
+
+// NewCutServer returns the cut service of node n.
+func NewCutServer(n *Node) *CutServer { return &CutServer{n: n} }
+
+// StartCut raises this node's clock to the cut's version, which makes the
+// agent propose CutStart in the partition (this node must lead it), and
+// waits a little for the partition's CutFinish.
+func (s *CutServer) StartCut(ctx context.Context, req *internalpb.StartCutRequest) (*internalpb.StartCutResponse, error) {
+	s.n.Clock.Raise(req.GetCutVersion())
+	p, v := req.GetPartition(), req.GetVersion()
+	if err := s.n.leaderCheck(p); err != nil {
+		return nil, toStatus(err, s.n.leaderHintOf(p))
+	}
+	if s.n.Clock.Raise(v) {
+		s.n.PokeCuts()
+	}
+	part := s.n.Partitions[p]
+	wait := time.Duration(req.GetWaitMs()) * time.Millisecond
+	if wait <= 0 || wait > startCutWait {
+		wait = startCutWait
+	}
+	var res cut.Finished
+	err := poll(ctx, wait, func() (bool, error) {
+		var ok bool
+		if res, ok = part.CutResult(v); ok {
+			return true, nil
+		}
+		if cv := part.CutVersion(); cv > v {
+			return false, fmt.Errorf("%w: partition %d already started cut %d, after %d", ErrFailedPrecondition, p, cv, v)
+		}
+		return false, nil
+	})
+	resp := &internalpb.StartCutResponse{}
+	switch {
+	case err == nil:
+		resp.Finished, resp.Finish, resp.FinishIndex = true, res.Op, res.Index
+	case errors.Is(err, errPollTimeout):
+	default:
+		return nil, toStatus(err, "")
+	}
+	resp.CutVersion = s.n.Clock.Load()
+	return resp, nil
+}
+
+// PartitionHash answers with this replica's hash of the partition at the
+// index a HashOp entry took it. Index 0 asks the leader to put a HashOp
+// entry in the log first; the answer names its index.
+func (s *CutServer) PartitionHash(ctx context.Context, req *internalpb.PartitionHashRequest) (*internalpb.PartitionHashResponse, error) {
+	p := req.GetPartition()
+	part := s.n.Partitions[p]
+	if part == nil {
+		return nil, toStatus(fmt.Errorf("%w: no replica of partition %d here", ErrFailedPrecondition, p), "")
+	}
+	if req.GetIndex() == 0 {
+		if err := s.n.leaderCheck(p); err != nil {
+			return nil, toStatus(err, s.n.leaderHintOf(p))
+		}
+		res, err := s.n.Store.Propose(ctx, p, &internalpb.Command{Op: &internalpb.Command_Hash{Hash: &internalpb.HashOp{}}})
+		if err != nil {
+			return nil, toStatus(err, s.n.leaderHintOf(p))
+		}
+		idx, _ := res.(uint64)
+		req = &internalpb.PartitionHashRequest{Partition: p, Index: idx, WaitMs: req.GetWaitMs()}
+	}
+	wait := time.Duration(req.GetWaitMs()) * time.Millisecond
+	if wait <= 0 || wait > 10*time.Second {
+		wait = 10 * time.Second
+	}
+	hctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	sum, keys, err := part.HashAt(hctx, req.GetIndex())
+	if err != nil {
+		return nil, toStatus(fmt.Errorf("%w: partition %d: %v", ErrFailedPrecondition, req.GetPartition(), err), "")
+	}
+	return &internalpb.PartitionHashResponse{Index: req.GetIndex(), Hash: sum, Keys: keys}, nil
+}
+
+// CutEnv is the driver's environment on a node (cut.Env).
+type CutEnv struct{ n *Node }
+
+// NewCutEnv returns the cut driver environment of node n.
+func NewCutEnv(n *Node) *CutEnv { return &CutEnv{n: n} }
+
+// Partitions lists 1..N.
+func (e *CutEnv) Partitions() []uint64 {
+	out := make([]uint64, e.n.Layout.Partitions)
+	for i := range out {
+		out[i] = uint64(i + 1)
+	}
+	return out
+}
+
+// Announce raises the clock and gossips v.
+func (e *CutEnv) Announce(v uint64) {
+	if e.n.Clock.Raise(v) {
+		e.n.PokeCuts()
+	}
+	if e.n.Announce != nil {
+		e.n.Announce(v)
+	}
+}
+
+// StartPartition calls StartCut on the leader of p.
+func (e *CutEnv) StartPartition(ctx context.Context, p, v uint64) (*kvpb.CutPartition, bool, error) {
+	r, err := callLeader(ctx, e.n, p, func(cc *grpc.ClientConn, cctx context.Context) (*internalpb.StartCutResponse, error) {
+		req := &internalpb.StartCutRequest{Partition: p, Version: v, WaitMs: uint32(startCutWait / time.Millisecond), CutVersion: e.n.Clock.Load()}
+		if cc == nil {
+			return NewCutServer(e.n).StartCut(cctx, req)
+		}
+		return internalpb.NewCutServiceClient(cc).StartCut(cctx, req)
+	})
+	if err != nil || !r.GetFinished() {
+		return nil, false, err
+	}
+	f := r.GetFinish()
+	return &kvpb.CutPartition{
+		Partition: p, Pos: f.GetPos(), FinishIndex: r.GetFinishIndex(),
+		Before: uint32(len(f.GetBefore())), After: uint32(len(f.GetAfter())), Aborted: uint32(len(f.GetAborted())),
+	}, true, nil
+}
+
+// Record proposes the end of a cut in group 0 (this node must lead it).
+func (e *CutEnv) Record(ctx context.Context, c *kvpb.CutInfo) error {
+	_, err := e.n.Store.Propose(ctx, 0, &internalpb.Command{Op: &internalpb.Command_CutRecord{CutRecord: &internalpb.CutRecordOp{Cut: c}}})
+	return err
+}
+
+// Now is time.Now.
+func (e *CutEnv) Now() time.Time { return time.Now() }
