@@ -2,11 +2,14 @@ package server_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/cutkv/cutkv/internal/clustertest"
 	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/server"
+	"github.com/cutkv/cutkv/topology"
 )
 
 // TestCutCreateIdleAndBusy takes cuts on an idle cluster and while
@@ -70,5 +73,76 @@ func TestCutCreateIdleAndBusy(t *testing.T) {
 		if !p.GetConsistent() {
 			t.Errorf("partition %d not consistent: %v", p.GetPartition(), p)
 		}
+	}
+}
+
+// keyInPartition returns the i-th key with prefix that falls in partition p.
+func keyInPartition(prefix string, p uint64, parts uint32, i int) string {
+	for n, seen := 0, 0; ; n++ {
+		k := fmt.Sprintf("%s-%d", prefix, n)
+		if topology.PartitionOf([]byte(k), parts) == p {
+			if seen == i {
+				return k
+			}
+			seen++
+		}
+	}
+}
+
+// TestCutFailsWithoutQuorumThenRecovers stops two of five nodes so that
+// one partition loses its quorum while group 0 keeps its own: the cut
+// fails after the cut timeout, naming the partition, and is recorded as
+// failed; once the nodes are back, the next cut completes.
+func TestCutFailsWithoutQuorumThenRecovers(t *testing.T) {
+	const parts = 4
+	c := clustertest.Start(t, 5, clustertest.Options{Partitions: parts, Configure: func(i int, cfg *server.Config) {
+		cfg.CutTimeout = 2 * time.Second
+	}})
+	cl := kvpb.NewClusterClient(c.Conn(0))
+	clustertest.Eventually(t, 20*time.Second, func() error {
+		_, err := cl.CreateCut(ctxT(t, 10*time.Second), &kvpb.CreateCutRequest{})
+		return err
+	})
+	// Replicas of group g sit on members g, g+1, g+2 (mod 5): group 0 on
+	// 0-2, partition 3 on 3, 4, 0. Without 3 and 4, partition 3 has no quorum.
+	c.Kill(3)
+	c.Kill(4)
+	start := time.Now()
+	resp, err := cl.CreateCut(ctxT(t, 30*time.Second), &kvpb.CreateCutRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := resp.GetCut()
+	if failed.GetState() != kvpb.CutState_CUT_STATE_FAILED {
+		t.Fatalf("cut %d without quorum in partition 3: %v", failed.GetVersion(), failed.GetState())
+	}
+	if !strings.Contains(failed.GetError(), "partition 3") {
+		t.Errorf("failed cut's error does not name partition 3: %q", failed.GetError())
+	}
+	if took := time.Since(start); took < 2*time.Second {
+		t.Errorf("cut failed after %v, before its 2s timeout", took)
+	}
+	c.Restart(3)
+	c.Restart(4)
+	var next *kvpb.CutInfo
+	clustertest.Eventually(t, 30*time.Second, func() error {
+		r, err := cl.CreateCut(ctxT(t, 10*time.Second), &kvpb.CreateCutRequest{})
+		if err != nil {
+			return err
+		}
+		if next = r.GetCut(); next.GetState() != kvpb.CutState_CUT_STATE_COMPLETED {
+			return fmt.Errorf("cut %d %v: %s", next.GetVersion(), next.GetState(), next.GetError())
+		}
+		return nil
+	})
+	if next.GetVersion() <= failed.GetVersion() {
+		t.Fatalf("next cut %d not after the failed %d", next.GetVersion(), failed.GetVersion())
+	}
+	g, err := cl.GetCut(ctxT(t, 5*time.Second), &kvpb.GetCutRequest{Version: failed.GetVersion()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g.GetCut().GetState() != kvpb.CutState_CUT_STATE_FAILED {
+		t.Fatalf("failed cut %d now reads %v: a failed cut must stay failed", failed.GetVersion(), g.GetCut().GetState())
 	}
 }

@@ -474,7 +474,16 @@ func benchmark(ctx context.Context, cfg *Config, stderr io.Writer) (*Result, err
 	if auditConn != nil {
 		aud = r.startAuditor(auditConn)
 	}
+	var cuts *cutter
+	if cfg.CutInterval > 0 {
+		if cuts, err = startCutter(cfg.Endpoints[0], cfg.CutInterval); err != nil {
+			return nil, err
+		}
+	}
 	p := r.runPhase(m)
+	if cuts != nil {
+		res.Cuts = cuts.halt()
+	}
 	res.fill(p)
 	if aud != nil {
 		aud.halt()

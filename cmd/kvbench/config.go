@@ -100,6 +100,10 @@ type Config struct {
 	AuditInterval    time.Duration
 	AuditIntervalSet bool
 
+	// CutInterval, when set (cutkv only), takes a consistent cut this
+	// often during the measured phase and reports their completion times.
+	CutInterval time.Duration
+
 	// Seed seeds the key choice and the values; 0 picks one from the
 	// clock. The seed used is reported.
 	Seed uint64
@@ -245,6 +249,12 @@ func (c *Config) validateTxn() error {
 	}
 	if c.AccountsSet && c.Workload != "bank" {
 		return fmt.Errorf("--accounts applies only to the bank workload, not %s", c.Workload)
+	}
+	if c.CutInterval < 0 {
+		return errors.New("--cut-interval must not be negative")
+	}
+	if c.CutInterval > 0 && c.Target != "cutkv" {
+		return fmt.Errorf("--cut-interval applies only to --target cutkv, not %s", c.Target)
 	}
 	if c.AuditIntervalSet && c.Workload != "bank" {
 		return fmt.Errorf("--audit-interval applies only to the bank workload, not %s", c.Workload)

@@ -152,7 +152,10 @@ func TestTransactionsAgainstCluster(t *testing.T) {
 		}
 	}
 
-	bank := runJSON("bank", "--accounts", "50", "--duration", "1s", "--audit-interval", "200ms")
+	bank := runJSON("bank", "--accounts", "50", "--duration", "1s", "--audit-interval", "200ms", "--cut-interval", "100ms")
+	if cu := bank.Cuts; cu == nil || cu.Completed < 3 || cu.Failed+cu.Errors != 0 || cu.Latency.P50 <= 0 {
+		t.Errorf("bank with cuts every 100ms: %+v", cu)
+	}
 	b := bank.Bank
 	if bank.Ops == 0 || bank.ByOp["transfer"].Ops != bank.Ops || bank.Errors.Total != 0 {
 		t.Errorf("bank: ops %d, errors %+v", bank.Ops, bank.Errors)

@@ -38,6 +38,8 @@ type Result struct {
 	// TxnRPCs counts the nodes' Txn attempts during the measured phase
 	// (txn and bank, with --metrics-url).
 	TxnRPCs *TxnRPCs `json:"txn_rpcs,omitempty"`
+	// Cuts is what the cutter measured (--cut-interval).
+	Cuts *CutsResult `json:"cuts,omitempty"`
 	// StoppedEarly says why the run ended before its duration or total.
 	StoppedEarly string    `json:"stopped_early,omitempty"`
 	Config       RunConfig `json:"config"`
@@ -398,6 +400,13 @@ func (r *Result) writeText(w io.Writer) error {
 	if t := r.TxnRPCs; t != nil {
 		fmt.Fprintf(bw, "Txn RPCs on the nodes: %.0f OK, %.0f Aborted (%.1f %% of attempts; conflicts the client retried)\n",
 			t.OK, t.Aborted, 100*t.AbortedShare)
+	}
+	if cu := r.Cuts; cu != nil {
+		fmt.Fprintf(bw, "cuts every %s: %d completed (p50 %s, p99 %s, max %s), %d failed, %d errors\n",
+			cu.Interval, cu.Completed, fmtMs(cu.Latency.P50), fmtMs(cu.Latency.P99), fmtMs(cu.Latency.Max), cu.Failed, cu.Errors)
+		if cu.FirstError != "" {
+			fmt.Fprintf(bw, "  first cut failure: %s\n", cu.FirstError)
+		}
 	}
 	if r.StoppedEarly != "" {
 		fmt.Fprintf(bw, "stopped early: %s\n", r.StoppedEarly)

@@ -112,6 +112,7 @@ Exit codes: 0 ok, 1 the run failed or stopped early, 2 usage.`,
 	fl.StringVar(&c.TxnKeys, "txn-keys", defaultTxnKeys, "txn on cutkv: the two keys in different partitions (cross: 2PC) or in the same one (same: 1PC)")
 	fl.IntVar(&c.Partitions, "partitions", 0, "txn on cutkv: the cluster's partition count, to place the keys (0: ask the cluster)")
 	fl.Int64Var(&c.Accounts, "accounts", defaultAccounts, fmt.Sprintf("bank: number of accounts, %d each initially (at most %d)", initialBalance, maxAccounts))
+	fl.DurationVar(&c.CutInterval, "cut-interval", 0, "cutkv: take a consistent cut this often during the measured phase and report cut completion times (0: none)")
 	fl.DurationVar(&c.AuditInterval, "audit-interval", defaultAuditInterval, "bank: time between two audits that read every account in one transaction and check the total")
 	fl.Uint64Var(&c.Seed, "seed", 0, "seed for keys and values (0: from the clock; the seed used is reported)")
 	fl.DurationVar(&c.OpTimeout, "op-timeout", defaultOpTimeout, "time limit of one operation, retries included")

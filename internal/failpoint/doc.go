@@ -7,9 +7,10 @@
 //
 //	name=action[@after]
 //
-// where action is "error" (Inject returns ErrInjected), "panic", or
+// where action is "error" (Inject returns ErrInjected), "panic",
 // "exit" (the process exits at once with status 86, like a kill -9 at that
-// point: nothing deferred runs), and after (default 0) is how many calls
+// point: nothing deferred runs), or "hold" (Inject blocks until the point
+// is re-armed or disarmed with Arm, then returns nil), and after (default 0) is how many calls
 // pass before the action fires; it fires on every later call too. Tests may
 // also arm failpoints in-process with Arm.
 //

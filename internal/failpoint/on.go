@@ -14,9 +14,10 @@ import (
 const Enabled = true
 
 type point struct {
-	action string
-	after  int
-	calls  int
+	action  string
+	after   int
+	calls   int
+	release chan struct{} // "hold": closed when the point is disarmed
 }
 
 var (
@@ -44,7 +45,7 @@ func Arm(spec string) error {
 		if !ok {
 			return fmt.Errorf("%q is not name=action[@after]", item)
 		}
-		p := &point{action: act}
+		p := &point{action: act, release: make(chan struct{})}
 		if a, n, ok := strings.Cut(act, "@"); ok {
 			after, err := strconv.Atoi(n)
 			if err != nil || after < 0 {
@@ -53,9 +54,9 @@ func Arm(spec string) error {
 			p.action, p.after = a, after
 		}
 		switch p.action {
-		case "error", "panic", "exit":
+		case "error", "panic", "exit", "hold":
 		default:
-			return fmt.Errorf("%q: action must be error, panic or exit", item)
+			return fmt.Errorf("%q: action must be error, panic, exit or hold", item)
 		}
 		known := false
 		for _, n := range Names {
@@ -67,6 +68,9 @@ func Arm(spec string) error {
 		ps[name] = p
 	}
 	mu.Lock()
+	for _, old := range points {
+		close(old.release) // holds end when their point is re-armed or disarmed
+	}
 	points = ps
 	mu.Unlock()
 	return nil
@@ -89,9 +93,23 @@ func Inject(name string) error {
 	switch p.action {
 	case "panic":
 		panic("failpoint " + name)
+	case "hold":
+		<-p.release
+		return nil
 	case "exit":
 		fmt.Fprintf(os.Stderr, "failpoint %s: exiting\n", name)
 		os.Exit(86)
 	}
 	return fmt.Errorf("%w at %s", ErrInjected, name)
+}
+
+// Calls returns how many times the armed failpoint name was reached since
+// it was armed (tests wait on it to know a hold is in place).
+func Calls(name string) int {
+	mu.Lock()
+	defer mu.Unlock()
+	if p := points[name]; p != nil {
+		return p.calls
+	}
+	return 0
 }

@@ -29,3 +29,22 @@ func TestArmAndInject(t *testing.T) {
 		}
 	}
 }
+
+func TestHoldUntilDisarmed(t *testing.T) {
+	if err := Arm("txnAfterPrepare=hold"); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- Inject(TxnAfterPrepare) }()
+	select {
+	case err := <-done:
+		t.Fatalf("hold returned before it was released: %v", err)
+	default:
+	}
+	if err := Arm(""); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("released hold returned %v", err)
+	}
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/cutkv/cutkv/proto/kvpb"
+)
+
+// CutsResult is what the cutter measured (--cut-interval): cuts taken
+// during the measured phase, and their completion time as kvctl cut create
+// sees it (allocate in group 0, every partition's CutFinish, record).
+type CutsResult struct {
+	Interval  string     `json:"interval"`
+	Completed int64      `json:"completed"`
+	Failed    int64      `json:"failed"`
+	Errors    int64      `json:"errors"`
+	Latency   Latency `json:"latency_ms"`
+	// FirstError is the first failed cut's reason or call error.
+	FirstError string `json:"first_error,omitempty"`
+}
+
+// cutter takes a cut every interval until halted.
+type cutter struct {
+	interval time.Duration
+	conn     *grpc.ClientConn
+	stop     chan struct{}
+	done     chan struct{}
+
+	mu        sync.Mutex
+	stats     *opStats
+	completed int64
+	failed    int64
+	errors    int64
+	firstErr  string
+}
+
+func startCutter(endpoint string, interval time.Duration) (*cutter, error) {
+	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("cutter: %w", err)
+	}
+	c := &cutter{interval: interval, conn: conn, stop: make(chan struct{}), done: make(chan struct{}), stats: newOpStats()}
+	go c.run()
+	return c, nil
+}
+
+func (c *cutter) run() {
+	defer close(c.done)
+	cl := kvpb.NewClusterClient(c.conn)
+	t := time.NewTicker(c.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-c.stop:
+			return
+		case <-t.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		start := time.Now()
+		resp, err := cl.CreateCut(ctx, &kvpb.CreateCutRequest{})
+		took := time.Since(start)
+		cancel()
+		c.mu.Lock()
+		switch {
+		case err != nil:
+			c.errors++
+			c.noteErr(err.Error())
+		case resp.GetCut().GetState() != kvpb.CutState_CUT_STATE_COMPLETED:
+			c.failed++
+			c.noteErr(resp.GetCut().GetError())
+		default:
+			c.completed++
+			c.stats.hist.record(took.Nanoseconds())
+		}
+		c.mu.Unlock()
+	}
+}
+
+func (c *cutter) noteErr(s string) {
+	if c.firstErr == "" {
+		c.firstErr = s
+	}
+}
+
+// halt stops the cutter and returns what it measured.
+func (c *cutter) halt() *CutsResult {
+	close(c.stop)
+	<-c.done
+	c.conn.Close()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return &CutsResult{
+		Interval: c.interval.String(), Completed: c.completed, Failed: c.failed, Errors: c.errors,
+		Latency: summarize(c.stats, 0).Latency, FirstError: c.firstErr,
+	}
+}
