@@ -34,6 +34,10 @@ type Env interface {
 // ErrTimeout is the reason of a cut that did not finish in time.
 var ErrTimeout = errors.New("cut: not finished in every partition before the timeout")
 
+// ErrOvertaken: a partition already runs a newer cut, so this one can no
+// longer finish there (Env.StartPartition wraps it).
+var ErrOvertaken = errors.New("cut: overtaken by a newer cut")
+
 // Drive runs cut c (Running, as allocated in group 0) to its end: it
 // announces the version, asks every partition to start it until each has
 // committed CutFinish, and returns the cut Completed, or Failed once
@@ -42,8 +46,10 @@ var ErrTimeout = errors.New("cut: not finished in every partition before the tim
 // leadership or stops; the next leader takes over).
 func Drive(ctx context.Context, env Env, c *kvpb.CutInfo, timeout time.Duration) (*kvpb.CutInfo, error) {
 	v := c.GetVersion()
-	deadline := time.UnixMilli(c.GetStartedUnixMs()).Add(timeout)
-	dctx, cancel := context.WithDeadline(ctx, deadline)
+	// The deadline counts from the cut's start in group 0 (a take-over
+	// keeps it), read on the environment's clock.
+	left := time.UnixMilli(c.GetStartedUnixMs()).Add(timeout).Sub(env.Now())
+	dctx, cancel := context.WithTimeout(ctx, left)
 	defer cancel()
 	env.Announce(v)
 
@@ -82,25 +88,24 @@ func Drive(ctx context.Context, env Env, c *kvpb.CutInfo, timeout time.Duration)
 }
 
 // startUntilDone asks partition p to start cut v until it reports
-// CutFinish(v) committed or ctx ends; it returns the last error seen (or
-// "not finished") then.
+// CutFinish(v) committed, the partition is past v, or ctx ends; it returns
+// the latest answer's error then.
 func startUntilDone(ctx context.Context, env Env, p, v uint64) (*kvpb.CutPartition, error) {
 	backoff := 5 * time.Millisecond
-	var last error
 	for {
 		res, done, err := env.StartPartition(ctx, p, v)
 		if done {
 			res.Partition = p
 			return res, nil
 		}
-		if err != nil {
-			last = err
+		if errors.Is(err, ErrOvertaken) {
+			return nil, err
 		}
 		if ctx.Err() != nil {
-			if last == nil {
-				last = errors.New("active transactions did not finish")
+			if err == nil || errors.Is(err, context.DeadlineExceeded) {
+				err = errors.New("its leader had not committed CutFinish (transactions still active, or no quorum)")
 			}
-			return nil, last
+			return nil, err
 		}
 		if err != nil {
 			select {

@@ -1,0 +1,277 @@
+package verify
+
+import (
+	"encoding/hex"
+	"fmt"
+	"math"
+
+	"github.com/cutkv/cutkv/cut"
+	"github.com/cutkv/cutkv/partition"
+	"github.com/cutkv/cutkv/proto/internalpb"
+	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/raftstore"
+)
+
+// PartitionState is one partition's state at a cut, rebuilt from one
+// replica (DESIGN.md, consistent cut rule 5).
+type PartitionState struct {
+	Partition uint64
+	Version   uint64 // the cut
+	Node      string // the replica it was rebuilt from
+	// Pos and FinishIndex are where the cut fell in the log; FinishTerm is
+	// the term of the CutFinish entry.
+	Pos, FinishIndex, FinishTerm uint64
+	// KVs are the committed key-values at the cut. The values are owned by
+	// the state.
+	KVs map[string][]byte
+	// Included are the 2PC transactions in the state, by raw txn id.
+	Included map[string]Inclusion
+	// Before is the before set the CutFinish entry carries.
+	Before []*internalpb.CutTxn
+	// known says, with a base (BaseIndex > 0), which transactions the
+	// replica's entries or base intents show, so that "not included" is
+	// certain for them; nil: all are known (no base).
+	known map[string]bool
+}
+
+// Inclusion is how a 2PC transaction entered a partition's state at a cut.
+type Inclusion struct {
+	// Index of the TxnFinish(commit) entry that applied its writes before
+	// pos; 0 when the transaction is in the cut's before set.
+	Index     uint64
+	Stamp     uint64
+	Succeeded bool
+	// RecordPartition holds the transaction's record (from its prepare).
+	RecordPartition uint64
+}
+
+// includes says whether t is in the state: yes, no, or unknown (with a
+// base, a transaction finished inside it leaves no trace in the entries).
+func (s *PartitionState) includes(t string) (in, known bool) {
+	if _, ok := s.Included[t]; ok {
+		return true, true
+	}
+	return false, s.known == nil || s.known[t]
+}
+
+// entry is a decoded log entry; cmd is nil for an entry without a command
+// (raft's empty entries, configuration changes).
+type entry struct {
+	index, term uint64
+	cmd         *internalpb.Command
+}
+
+// replicaLog is a replica with its entries decoded once. Read-only after
+// decode: rebuilds share it.
+type replicaLog struct {
+	r    *Replica
+	ents []entry // ents[i].index == r.BaseIndex+1+i
+	// txns holds the ids of transactions with a prepare or finish entry
+	// after the base; only computed when there is a base.
+	txns map[string]bool
+}
+
+func decode(r *Replica) (*replicaLog, error) {
+	l := &replicaLog{r: r, ents: make([]entry, 0, len(r.Entries))}
+	if r.BaseIndex > 0 {
+		l.txns = map[string]bool{}
+	}
+	for i, e := range r.Entries {
+		if want := r.BaseIndex + 1 + uint64(i); e.GetIndex() != want {
+			return nil, fmt.Errorf("%w: %s group %d: entry %d where %d belongs (the log must follow its base without gaps)",
+				ErrLog, r.Node, r.Group, e.GetIndex(), want)
+		}
+		cmd, ok, err := raftstore.DecodeCommand(e)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s group %d: %v", ErrLog, r.Node, r.Group, err)
+		}
+		if !ok {
+			cmd = nil
+		}
+		if l.txns != nil {
+			switch op := cmd.GetOp().(type) {
+			case *internalpb.Command_TxnPrepare:
+				l.txns[string(op.TxnPrepare.GetTxnId())] = true
+			case *internalpb.Command_TxnFinish:
+				l.txns[string(op.TxnFinish.GetTxnId())] = true
+			}
+		}
+		l.ents = append(l.ents, entry{index: e.GetIndex(), term: e.GetTerm(), cmd: cmd})
+	}
+	return l, nil
+}
+
+// at returns the entry at index i, if the log holds it.
+func (l *replicaLog) at(i uint64) (entry, bool) {
+	if i <= l.r.BaseIndex || i > l.r.BaseIndex+uint64(len(l.ents)) {
+		return entry{}, false
+	}
+	return l.ents[i-l.r.BaseIndex-1], true
+}
+
+// last returns the index of the last entry (the base's when none).
+func (l *replicaLog) last() uint64 { return l.r.BaseIndex + uint64(len(l.ents)) }
+
+// finishAt returns the CutFinish(v) entry at index i, if that is what the
+// log holds there.
+func (l *replicaLog) finishAt(i, v uint64) (*internalpb.CutFinishOp, uint64, bool) {
+	e, ok := l.at(i)
+	if !ok {
+		return nil, 0, false
+	}
+	op := e.cmd.GetCutFinish()
+	if op == nil || op.GetVersion() != v {
+		return nil, 0, false
+	}
+	return op, e.term, true
+}
+
+// Rebuild rebuilds partition cp.Partition's state at cut v from replica r,
+// whose entry at cp.FinishIndex must be CutFinish(v). Errors wrap ErrLog
+// when the replica cannot give the state, ErrCutFinish when the log
+// contradicts the cut's bookkeeping (rule 2's position).
+func Rebuild(r *Replica, v uint64, cp *kvpb.CutPartition) (*PartitionState, error) {
+	l, err := decode(r)
+	if err != nil {
+		return nil, err
+	}
+	return l.rebuild(v, cp)
+}
+
+// rebuild is Rebuild on a decoded log.
+func (l *replicaLog) rebuild(v uint64, cp *kvpb.CutPartition) (*PartitionState, error) {
+	r := l.r
+	pid, pos, fi := cp.GetPartition(), cp.GetPos(), cp.GetFinishIndex()
+	op, term, ok := l.finishAt(fi, v)
+	if !ok {
+		return nil, fmt.Errorf("%w: cut %d partition %d: %s has no CutFinish(%d) at index %d (log %d..%d)",
+			ErrLog, v, pid, r.Node, v, fi, r.BaseIndex+1, l.last())
+	}
+	if op.GetPos() != pos {
+		return nil, fmt.Errorf("%w: cut %d partition %d: %s's CutFinish at %d says pos %d, group 0 recorded %d",
+			ErrCutFinish, v, pid, r.Node, fi, op.GetPos(), pos)
+	}
+	if pos <= r.BaseIndex || pos >= fi {
+		return nil, fmt.Errorf("%w: cut %d partition %d: %s: pos %d outside (base %d, finish index %d)",
+			ErrLog, v, pid, r.Node, pos, r.BaseIndex, fi)
+	}
+	// Rule 2: pos is the first entry whose version is at least v.
+	if e, _ := l.at(pos); e.cmd == nil || e.cmd.GetCutVersion() < v {
+		return nil, fmt.Errorf("%w: cut %d partition %d: %s: the entry at pos %d has version %d, want >= %d",
+			ErrCutFinish, v, pid, r.Node, pos, e.cmd.GetCutVersion(), v)
+	}
+	p, err := r.first()
+	if err != nil {
+		return nil, err
+	}
+	st := &PartitionState{
+		Partition: pid, Version: v, Node: r.Node,
+		Pos: pos, FinishIndex: fi, FinishTerm: term,
+		Included: map[string]Inclusion{}, Before: op.GetBefore(),
+	}
+	if r.BaseIndex > 0 {
+		st.known = map[string]bool{}
+		for id := range l.txns {
+			st.known[id] = true
+		}
+		for _, in := range p.StaleIntents(math.MaxInt64) {
+			st.known[string(in.Op.GetTxnId())] = true
+		}
+	}
+	for _, e := range l.ents[:pos-r.BaseIndex-1] {
+		if e.cmd == nil {
+			p.SetApplied(e.index)
+			continue
+		}
+		if ev := e.cmd.GetCutVersion(); ev >= v {
+			return nil, fmt.Errorf("%w: cut %d partition %d: %s: entry %d has version %d >= %d before pos %d",
+				ErrCutFinish, v, pid, r.Node, e.index, ev, v, pos)
+		}
+		if f := e.cmd.GetTxnFinish(); f.GetCommit() {
+			if in, ok := p.IntentOf(string(f.GetTxnId())); ok {
+				st.Included[string(f.GetTxnId())] = Inclusion{
+					Index: e.index, Stamp: f.GetStamp(), Succeeded: f.GetSucceeded(),
+					RecordPartition: in.Op.GetRecordPartition(),
+				}
+			}
+		}
+		if _, err := p.ApplyCommand(e.index, e.cmd); err != nil {
+			return nil, fmt.Errorf("%w: cut %d partition %d: %s: apply entry %d: %v", ErrLog, v, pid, r.Node, e.index, err)
+		}
+	}
+	for _, t := range op.GetBefore() {
+		in, ok := p.IntentOf(string(t.GetTxnId()))
+		if !ok {
+			continue // ResolveAtCut refuses it below
+		}
+		st.Included[string(t.GetTxnId())] = Inclusion{
+			Stamp: t.GetStamp(), Succeeded: t.GetSucceeded(), RecordPartition: in.Op.GetRecordPartition(),
+		}
+	}
+	if err := p.ResolveAtCut(op.GetBefore()); err != nil {
+		return nil, fmt.Errorf("%w: cut %d partition %d: %s: %v", ErrLog, v, pid, r.Node, err)
+	}
+	st.KVs = make(map[string][]byte, p.Len())
+	p.Each(func(kv *partition.KV) bool {
+		st.KVs[string(kv.Key)] = kv.Value
+		return true
+	})
+	return st, nil
+}
+
+// history is what one replica's whole committed log says about a
+// partition, replayed once: how the state machine closed each cut, and
+// the transaction records.
+type history struct {
+	node   string
+	upto   uint64                  // last entry replayed
+	closed map[uint64]cut.Finished // by cut version, as the state machine closed it
+	final  *partition.Partition    // the state after upto; holds the records
+	// decided lists the transactions with a TxnDecide entry, in log order.
+	decided []string
+}
+
+// replay applies l's entries up to its commit index (every entry when
+// the commit index is unknown).
+func replay(l *replicaLog) (*history, error) {
+	r := l.r
+	p, err := r.first()
+	if err != nil {
+		return nil, err
+	}
+	upto := l.last()
+	if r.Commit != 0 {
+		upto = min(upto, r.Commit)
+	}
+	h := &history{node: r.Node, upto: upto, closed: map[uint64]cut.Finished{}, final: p}
+	seen := map[string]bool{}
+	for _, e := range l.ents {
+		if e.index > upto {
+			break
+		}
+		if e.cmd == nil {
+			p.SetApplied(e.index)
+			continue
+		}
+		res, err := p.ApplyCommand(e.index, e.cmd)
+		if err != nil {
+			return nil, fmt.Errorf("%w: partition %d: %s: apply entry %d: %v", ErrLog, r.Group, r.Node, e.index, err)
+		}
+		switch op := e.cmd.GetOp().(type) {
+		case *internalpb.Command_CutFinish:
+			if closed, _ := res.(bool); closed {
+				if f, ok := p.CutResult(op.CutFinish.GetVersion()); ok {
+					h.closed[op.CutFinish.GetVersion()] = f
+				}
+			}
+		case *internalpb.Command_TxnDecide:
+			if id := string(op.TxnDecide.GetTxnId()); !seen[id] {
+				seen[id] = true
+				h.decided = append(h.decided, id)
+			}
+		}
+	}
+	return h, nil
+}
+
+func txnName(id string) string { return hex.EncodeToString([]byte(id)) }

@@ -1,0 +1,125 @@
+package verify
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/cutkv/cutkv/partition"
+	"github.com/cutkv/cutkv/raftstore"
+	"github.com/cutkv/cutkv/wal"
+)
+
+// Replica is one node's copy of one raft group's log: a base state at
+// index BaseIndex and the entries after it.
+type Replica struct {
+	// Node names the replica in reports (a node id or a directory).
+	Node string
+	// Group is the raft group: 0 for the metadata group, else a partition.
+	Group uint64
+	// BaseIndex is the index the base state is at; 0: an empty partition.
+	BaseIndex uint64
+	// Start returns a new partition holding the base state: Applied() ==
+	// BaseIndex, with the committed key-values, the intent table, the
+	// transaction records and the cut progress at that index
+	// (a materialization). The caller owns and changes it; every call
+	// returns a fresh one. nil means BaseIndex is 0 and the base is
+	// partition.New(Group).
+	Start func() (*partition.Partition, error)
+	// Entries follow the base in index order without gaps, starting at
+	// BaseIndex+1. Entries above Commit may be uncommitted (and differ
+	// from other replicas). Verify only reads them.
+	Entries []*raftpb.Entry
+	// Commit is the replica's commit index as last made durable (0:
+	// unknown). It may lag behind the group's.
+	Commit uint64
+}
+
+// first returns a fresh base partition.
+func (r *Replica) first() (*partition.Partition, error) {
+	if r.Start == nil {
+		if r.BaseIndex != 0 {
+			return nil, fmt.Errorf("%w: %s group %d: base index %d without a base", ErrLog, r.Node, r.Group, r.BaseIndex)
+		}
+		return partition.New(r.Group), nil
+	}
+	p, err := r.Start()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s group %d: base at %d: %v", ErrLog, r.Node, r.Group, r.BaseIndex, err)
+	}
+	if p.Applied() != r.BaseIndex {
+		return nil, fmt.Errorf("%w: %s group %d: base applied at %d, said %d", ErrLog, r.Node, r.Group, p.Applied(), r.BaseIndex)
+	}
+	return p, nil
+}
+
+// Source yields the replicas the verifier reads.
+type Source interface {
+	// Replicas returns every replica of every group the source holds
+	// (group 0 included), in any order. The caller must not change them.
+	Replicas() ([]*Replica, error)
+}
+
+// Static is a Source of replicas already in memory (tests, tools).
+type Static []*Replica
+
+// Replicas returns s.
+func (s Static) Replicas() ([]*Replica, error) { return s, nil }
+
+// WALSource reads the node WALs of a stopped cluster. Every replica it
+// yields has an empty base and the group's whole log.
+type WALSource struct {
+	// Dirs maps a node's name to its WAL directory (<data-dir>/wal). The
+	// nodes must be stopped: opening a WAL cuts a torn final record off,
+	// as a restart would.
+	Dirs map[string]string
+	// Logger receives the WAL's repair warnings; nil discards them.
+	Logger *slog.Logger
+}
+
+// Replicas reads every WAL in Dirs, in the order of the nodes' names.
+func (s WALSource) Replicas() ([]*Replica, error) {
+	nodes := make([]string, 0, len(s.Dirs))
+	for n := range s.Dirs {
+		nodes = append(nodes, n)
+	}
+	sort.Strings(nodes)
+	var out []*Replica
+	for _, n := range nodes {
+		rs, err := ReadWAL(n, s.Dirs[n], s.Logger)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rs...)
+	}
+	return out, nil
+}
+
+// ReadWAL reads one stopped node's WAL in dir and returns a replica per
+// group it holds, in group order. logger (nil: discard) receives the
+// WAL's repair warnings.
+func ReadWAL(node, dir string, logger *slog.Logger) ([]*Replica, error) {
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	w, err := wal.Open(dir, wal.Options{Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("verify: node %s: open wal %s: %w", node, dir, err)
+	}
+	logs, err := raftstore.ReadLogs(w)
+	if cerr := w.Close(); err == nil && cerr != nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("verify: node %s: read wal %s: %w", node, dir, err)
+	}
+	out := make([]*Replica, 0, len(logs))
+	for g, l := range logs {
+		out = append(out, &Replica{Node: node, Group: g, Entries: l.Entries, Commit: l.HardState.GetCommit()})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
+	return out, nil
+}

@@ -1,0 +1,437 @@
+package verify
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/cutkv/cutkv/partition"
+	"github.com/cutkv/cutkv/proto/internalpb"
+	"github.com/cutkv/cutkv/proto/kvpb"
+)
+
+// A synthetic cluster: partitions 1 and 2 hold accounts a and b (100 in
+// all), and group 0 records the cuts. Transactions move money between
+// them with two-phase commit, record in partition 1.
+
+func put(key, value string) *internalpb.Command {
+	return &internalpb.Command{Op: &internalpb.Command_Put{Put: &internalpb.PutOp{Key: []byte(key), Value: []byte(value)}}}
+}
+
+func prepare(id, key, value string) *internalpb.Command {
+	return &internalpb.Command{Op: &internalpb.Command_TxnPrepare{TxnPrepare: &internalpb.TxnPrepareOp{
+		TxnId: []byte(id), RecordPartition: 1,
+		Share: &internalpb.TxnShare{Success: []*kvpb.RequestOp{{Request: &kvpb.RequestOp_Put{Put: &kvpb.PutRequest{Key: []byte(key), Value: []byte(value)}}}}},
+	}}}
+}
+
+func decide(id string, commit bool, stamp uint64) *internalpb.Command {
+	return &internalpb.Command{Op: &internalpb.Command_TxnDecide{TxnDecide: &internalpb.TxnDecideOp{
+		TxnId: []byte(id), Commit: commit, Succeeded: commit, Stamp: stamp, Participants: []uint64{1, 2},
+	}}}
+}
+
+func finish(id string, commit bool, stamp uint64) *internalpb.Command {
+	return &internalpb.Command{Op: &internalpb.Command_TxnFinish{TxnFinish: &internalpb.TxnFinishOp{
+		TxnId: []byte(id), Commit: commit, Succeeded: commit, Stamp: stamp,
+	}}}
+}
+
+func cutStart(v uint64) *internalpb.Command {
+	return &internalpb.Command{Op: &internalpb.Command_CutStart{CutStart: &internalpb.CutStartOp{Version: v}}}
+}
+
+func cutFinish(v, pos uint64, before ...string) *internalpb.Command {
+	op := &internalpb.CutFinishOp{Version: v, Pos: pos}
+	for _, id := range before {
+		op.Before = append(op.Before, &internalpb.CutTxn{TxnId: []byte(id), Succeeded: true})
+	}
+	return &internalpb.Command{Op: &internalpb.Command_CutFinish{CutFinish: op}}
+}
+
+func allocate() *internalpb.Command {
+	return &internalpb.Command{Op: &internalpb.Command_CutAllocate{CutAllocate: &internalpb.CutAllocateOp{StartedUnixMs: 1}}}
+}
+
+func record(c *kvpb.CutInfo) *internalpb.Command {
+	return &internalpb.Command{Op: &internalpb.Command_CutRecord{CutRecord: &internalpb.CutRecordOp{Cut: c}}}
+}
+
+// step is one entry of a synthetic log: a command proposed with version
+// v, or (cmd nil) raft's empty entry.
+type step struct {
+	v   uint64
+	cmd *internalpb.Command
+}
+
+func entries(t *testing.T, steps []step) []*raftpb.Entry {
+	t.Helper()
+	out := make([]*raftpb.Entry, 0, len(steps))
+	for i, s := range steps {
+		e := &raftpb.Entry{Index: proto.Uint64(uint64(i + 1)), Term: proto.Uint64(1), Type: raftpb.EntryNormal.Enum()}
+		if s.cmd != nil {
+			c := proto.Clone(s.cmd).(*internalpb.Command)
+			c.CutVersion = s.v
+			data, err := proto.Marshal(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.Data = data
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// cluster is a synthetic cluster's logs, one replica list per node.
+type cluster struct {
+	p1, p2, g0 []step
+}
+
+func (c cluster) source(t *testing.T, nodes ...string) Static {
+	t.Helper()
+	var out Static
+	for _, n := range nodes {
+		for g, steps := range map[uint64][]step{0: c.g0, 1: c.p1, 2: c.p2} {
+			ents := entries(t, steps)
+			out = append(out, &Replica{Node: n, Group: g, Entries: ents, Commit: uint64(len(ents))})
+		}
+	}
+	return out
+}
+
+// consistent is a cluster with one completed cut (1) and one failed (2):
+//
+//   - T1 (a=40, b=60) commits before the cut everywhere;
+//   - T2 (a=30, b=70) is prepared before the cut in both partitions and
+//     decided with stamp 0: it finishes before pos in partition 2 and is
+//     active at pos in partition 1, where it joins the before set;
+//   - T3 (a=20, b=80) is prepared after pos (stamp 1): after the cut.
+//
+// At cut 1: a=30, b=70.
+func consistent() cluster {
+	return cluster{
+		p1: []step{
+			{0, nil},                          // 1: a leader's empty entry
+			{0, put("a", "100")},              // 2
+			{0, prepare("T1", "a", "40")},     // 3
+			{0, decide("T1", true, 0)},        // 4
+			{0, finish("T1", true, 0)},        // 5
+			{0, prepare("T2", "a", "30")},     // 6
+			{1, cutStart(1)},                  // 7: pos; T2 is active
+			{1, decide("T2", true, 0)},        // 8
+			{1, finish("T2", true, 0)},        // 9: classified before
+			{1, cutFinish(1, 7, "T2")},        // 10
+			{1, prepare("T3", "a", "20")},     // 11
+			{1, decide("T3", true, 1)},        // 12
+			{1, finish("T3", true, 1)},        // 13
+			{1, decide("T9", false, 1)},       // 14: an abort record
+			{1, cutFinish(1, 7, "T2")},        // 15: a duplicate, ignored
+			{2, cutStart(2)},                  // 16: the failed cut's pos
+			{2, put("a-marker", "after cut")}, // 17
+		},
+		p2: []step{
+			{0, put("b", "0")},            // 1
+			{0, prepare("T1", "b", "60")}, // 2
+			{0, finish("T1", true, 0)},    // 3
+			{0, prepare("T2", "b", "70")}, // 4
+			{0, finish("T2", true, 0)},    // 5: included before pos
+			{1, cutStart(1)},              // 6: pos
+			{1, cutFinish(1, 6)},          // 7
+			{1, prepare("T3", "b", "80")}, // 8
+			{1, finish("T3", true, 1)},    // 9
+		},
+		g0: []step{
+			{0, nil},
+			{0, allocate()},
+			{0, record(&kvpb.CutInfo{Version: 1, State: kvpb.CutState_CUT_STATE_COMPLETED, Partitions: []*kvpb.CutPartition{
+				{Partition: 1, Pos: 7, FinishIndex: 10, Before: 1},
+				{Partition: 2, Pos: 6, FinishIndex: 7},
+			}})},
+			// A second record of cut 1 loses: the first one wins.
+			{0, record(&kvpb.CutInfo{Version: 1, State: kvpb.CutState_CUT_STATE_FAILED})},
+			{1, allocate()},
+			{1, record(&kvpb.CutInfo{Version: 2, State: kvpb.CutState_CUT_STATE_FAILED, Error: "timeout"})},
+		},
+	}
+}
+
+// bankTotal is the invariant: the balances of a and b sum to total.
+func bankTotal(total int64) Invariant {
+	return func(v uint64, state map[string][]byte) error {
+		var sum int64
+		for _, k := range []string{"a", "b"} {
+			n, err := strconv.ParseInt(string(state[k]), 10, 64)
+			if err != nil {
+				return fmt.Errorf("account %s: %q: %v", k, state[k], err)
+			}
+			sum += n
+		}
+		if sum != total {
+			return fmt.Errorf("accounts sum to %d, want %d", sum, total)
+		}
+		return nil
+	}
+}
+
+func TestVerifyConsistentCut(t *testing.T) {
+	var seen map[string][]byte
+	inv := bankTotal(100)
+	rep, err := Verify(consistent().source(t, "n1", "n2"), Options{Invariant: func(v uint64, s map[string][]byte) error {
+		seen = s
+		return inv(v, s)
+	}})
+	if err != nil {
+		t.Fatalf("%v\n%v", err, rep)
+	}
+	t.Log(rep)
+	if got := rep.Verified(); len(got) != 1 || got[0] != 1 {
+		t.Fatalf("verified %v, want [1]", got)
+	}
+	if len(rep.Failed) != 1 || rep.Failed[0] != 2 {
+		t.Fatalf("failed %v, want [2]", rep.Failed)
+	}
+	want := map[string]string{"a": "30", "b": "70"}
+	if len(seen) != len(want) {
+		t.Fatalf("state at cut 1: %q, want %q", seen, want)
+	}
+	for k, v := range want {
+		if string(seen[k]) != v {
+			t.Fatalf("state at cut 1: %q, want %q", seen, want)
+		}
+	}
+	c := rep.Cuts[0]
+	// T1 and T2 are included, T3 is not; the abort record is not checked.
+	if c.TxnsChecked != 3 || c.Included != 2 {
+		t.Fatalf("txns checked %d, included %d; want 3, 2", c.TxnsChecked, c.Included)
+	}
+	for _, p := range c.Partitions {
+		if len(p.Replicas) != 2 {
+			t.Fatalf("partition %d rebuilt from %v, want both replicas", p.Partition, p.Replicas)
+		}
+	}
+}
+
+// kinds returns the distinct kinds of the violations in err.
+func kinds(err error) map[error]int {
+	out := map[error]int{}
+	for _, k := range []error{ErrTorn, ErrStamp, ErrCutFinish, ErrReplicas, ErrInvariant, ErrLog} {
+		var n int
+		var walk func(error)
+		walk = func(e error) {
+			if j, ok := e.(interface{ Unwrap() []error }); ok {
+				for _, x := range j.Unwrap() {
+					walk(x)
+				}
+				return
+			}
+			if errors.Is(e, k) {
+				n++
+			}
+		}
+		walk(err)
+		if n > 0 {
+			out[k] = n
+		}
+	}
+	return out
+}
+
+// TestVerifyTornCut: in partition 2, T2's Finish carries stamp 1 (not the
+// decision's 0) and lands after pos, so partition 2 puts T2 after the cut
+// while partition 1 puts it before: the cut holds T2 in partition 1 only.
+func TestVerifyTornCut(t *testing.T) {
+	c := consistent()
+	c.p2 = []step{
+		{0, put("b", "0")},
+		{0, prepare("T1", "b", "60")},
+		{0, finish("T1", true, 0)},
+		{0, prepare("T2", "b", "70")},
+		{1, cutStart(1)},           // 5: pos; T2 active
+		{1, finish("T2", true, 1)}, // 6: classified after
+		{1, cutFinish(1, 5)},       // 7
+		{1, prepare("T3", "b", "80")},
+		{1, finish("T3", true, 1)},
+	}
+	c.g0[2] = step{0, record(&kvpb.CutInfo{Version: 1, State: kvpb.CutState_CUT_STATE_COMPLETED, Partitions: []*kvpb.CutPartition{
+		{Partition: 1, Pos: 7, FinishIndex: 10},
+		{Partition: 2, Pos: 5, FinishIndex: 7},
+	}})}
+	// The CutFinish entry must carry the after set the state machine
+	// computes; the verifier checks that too.
+	c.p2[6].cmd.GetCutFinish().After = []*internalpb.CutTxn{{TxnId: []byte("T2"), Succeeded: true, Stamp: 1}}
+	rep, err := Verify(c.source(t, "n1"), Options{Invariant: bankTotal(100)})
+	if err == nil {
+		t.Fatalf("a torn cut verified:\n%v", rep)
+	}
+	t.Log(err)
+	got := kinds(err)
+	if got[ErrTorn] != 1 || got[ErrInvariant] != 1 || len(got) != 2 {
+		t.Fatalf("violations %v, want one ErrTorn and one ErrInvariant", got)
+	}
+	var v *Violation
+	if !errors.As(err, &v) || v.Version != 1 {
+		t.Fatalf("first violation %v, want one of cut 1", v)
+	}
+	if !strings.Contains(err.Error(), "txn "+txnName("T2")) || !strings.Contains(err.Error(), "included in partitions [1], not in [2]") {
+		t.Fatalf("the torn violation does not name T2 and its partitions: %v", err)
+	}
+	if len(rep.Verified()) != 0 {
+		t.Fatalf("verified %v, want none", rep.Verified())
+	}
+}
+
+// TestVerifyStampRule: a transaction stamped at the cut's version, whose
+// Finish applied before pos in both partitions, is in both states (so not
+// torn) but on the wrong side of the cut for its stamp.
+func TestVerifyStampRule(t *testing.T) {
+	c := consistent()
+	c.p1[3] = step{0, decide("T1", true, 1)}
+	c.p1[4] = step{0, finish("T1", true, 1)}
+	c.p2[2] = step{0, finish("T1", true, 1)}
+	_, err := Verify(c.source(t, "n1"), Options{Invariant: bankTotal(100)})
+	got := kinds(err)
+	if got[ErrStamp] != 1 || len(got) != 1 {
+		t.Fatalf("violations %v (%v), want one ErrStamp", got, err)
+	}
+}
+
+func TestVerifyBadInvariant(t *testing.T) {
+	rep, err := Verify(consistent().source(t, "n1"), Options{Invariant: bankTotal(99)})
+	got := kinds(err)
+	if got[ErrInvariant] != 1 || len(got) != 1 {
+		t.Fatalf("violations %v (%v), want one ErrInvariant", got, err)
+	}
+	if !strings.Contains(err.Error(), "accounts sum to 100, want 99") {
+		t.Fatalf("the invariant's error is not reported: %v", err)
+	}
+	if len(rep.Cuts) != 1 || rep.Cuts[0].OK() {
+		t.Fatalf("report: %v", rep)
+	}
+}
+
+// TestVerifyReplicasDisagree: n2's replica of partition 2 wrote b=1 where
+// n1's wrote b=0, then both agree on the cut's position; the values
+// before the cut differ.
+func TestVerifyReplicasDisagree(t *testing.T) {
+	c := consistent()
+	src := c.source(t, "n1")
+	c.p2[0] = step{0, put("b", "1")}
+	c.p2[1] = step{0, put("c", "1")} // and no T1 here
+	for _, r := range c.source(t, "n2") {
+		if r.Group == 2 {
+			src = append(src, r)
+		}
+	}
+	_, err := Verify(src, Options{})
+	got := kinds(err)
+	if got[ErrReplicas] != 1 {
+		t.Fatalf("violations %v (%v), want ErrReplicas", got, err)
+	}
+	if !strings.Contains(err.Error(), `key "c" only on n2`) {
+		t.Fatalf("the difference is not named: %v", err)
+	}
+}
+
+// TestVerifyBookkeeping: group 0 recorded a finish index whose CutFinish
+// is the duplicate, not the entry that closed the cut.
+func TestVerifyBookkeeping(t *testing.T) {
+	c := consistent()
+	c.g0[2] = step{0, record(&kvpb.CutInfo{Version: 1, State: kvpb.CutState_CUT_STATE_COMPLETED, Partitions: []*kvpb.CutPartition{
+		{Partition: 1, Pos: 7, FinishIndex: 15},
+		{Partition: 2, Pos: 6, FinishIndex: 7},
+	}})}
+	_, err := Verify(c.source(t, "n1"), Options{})
+	if got := kinds(err); got[ErrCutFinish] != 1 || len(got) != 1 {
+		t.Fatalf("violations %v (%v), want one ErrCutFinish", got, err)
+	}
+	// A position that is not the first entry with the cut's version.
+	c = consistent()
+	c.p2[4] = step{1, finish("T2", true, 0)}
+	_, err = Verify(c.source(t, "n1"), Options{})
+	if got := kinds(err); got[ErrCutFinish] != 1 {
+		t.Fatalf("violations %v (%v), want ErrCutFinish", got, err)
+	}
+}
+
+// TestVerifyFromBase rebuilds from a materialization: n2's partition 1
+// starts from a partition at index 6 (T2 prepared, T1 finished inside the
+// base) and holds only the entries after it.
+func TestVerifyFromBase(t *testing.T) {
+	c := consistent()
+	src := c.source(t, "n1")
+	full := entries(t, c.p1)
+	const m = 6
+	base := func() (*partition.Partition, error) {
+		p := partition.New(1)
+		for _, e := range full[:m] {
+			if len(e.Data) == 0 {
+				p.SetApplied(e.GetIndex())
+				continue
+			}
+			cmd := &internalpb.Command{}
+			if err := proto.Unmarshal(e.Data, cmd); err != nil {
+				return nil, err
+			}
+			if _, err := p.ApplyCommand(e.GetIndex(), cmd); err != nil {
+				return nil, err
+			}
+		}
+		return p, nil
+	}
+	// n2 is the most advanced replica, so its base is the reference.
+	src = append(src, &Replica{Node: "n2", Group: 1, BaseIndex: m, Start: base, Entries: full[m:], Commit: uint64(len(full)) + 1})
+	rep, err := Verify(src, Options{Invariant: bankTotal(100)})
+	if err != nil {
+		t.Fatalf("%v\n%v", err, rep)
+	}
+	p := rep.Cuts[0].Partitions[0]
+	if len(p.Replicas) != 2 || p.Replicas[0] != "n2" {
+		t.Fatalf("partition 1 rebuilt from %v, want n2 (the base) first", p.Replicas)
+	}
+	// T1 finished inside the base in partition 1: not checked there, but
+	// in partition 2; T2 and T3 are seen in both.
+	if c := rep.Cuts[0]; c.TxnsChecked != 3 || c.Included != 2 {
+		t.Fatalf("txns checked %d, included %d; want 3, 2", c.TxnsChecked, c.Included)
+	}
+	// A base at or after pos cannot give the cut.
+	bad := append(Static{}, src[:len(src)-1]...)
+	for _, r := range bad {
+		if r.Group == 1 {
+			r.Commit = 0 // keep n1 out of the reference role
+		}
+	}
+	late := func() (*partition.Partition, error) { return partition.New(1), nil }
+	bad = append(bad, &Replica{Node: "n3", Group: 1, BaseIndex: 8, Start: late, Entries: full[8:], Commit: uint64(len(full))})
+	_, err = Verify(bad, Options{})
+	if got := kinds(err); got[ErrLog] == 0 {
+		t.Fatalf("violations %v (%v), want ErrLog for a base past pos", got, err)
+	}
+}
+
+// TestRebuildAlone uses Rebuild without Verify, as restore will.
+func TestRebuildAlone(t *testing.T) {
+	c := consistent()
+	r := &Replica{Node: "n1", Group: 1, Entries: entries(t, c.p1)}
+	st, err := Rebuild(r, 1, &kvpb.CutPartition{Partition: 1, Pos: 7, FinishIndex: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(st.KVs["a"]) != "30" || len(st.KVs) != 1 {
+		t.Fatalf("state %q, want a=30", st.KVs)
+	}
+	if in, ok := st.Included["T2"]; !ok || in.Index != 0 || !in.Succeeded {
+		t.Fatalf("T2 included as %+v, %v; want in the before set", in, ok)
+	}
+	if in := st.Included["T1"]; in.Index != 5 || in.RecordPartition != 1 {
+		t.Fatalf("T1 included as %+v; want by its finish at 5", in)
+	}
+	if _, err := Rebuild(r, 1, &kvpb.CutPartition{Partition: 1, Pos: 7, FinishIndex: 9}); !errors.Is(err, ErrLog) {
+		t.Fatalf("rebuild at a wrong finish index: %v, want ErrLog", err)
+	}
+}
