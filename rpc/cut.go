@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/cutkv/cutkv/cut"
 	"github.com/cutkv/cutkv/proto/internalpb"
@@ -239,6 +241,9 @@ func (e *CutEnv) StartPartition(ctx context.Context, p, v uint64) (*kvpb.CutPart
 		}
 		return internalpb.NewCutServiceClient(cc).StartCut(cctx, req)
 	})
+	if status.Code(err) == codes.FailedPrecondition {
+		return nil, false, fmt.Errorf("%w: %v", cut.ErrOvertaken, err)
+	}
 	if err != nil || !r.GetFinished() {
 		return nil, false, err
 	}

@@ -23,8 +23,12 @@ var (
 const (
 	lockFile     = "LOCK"
 	identityFile = "cluster.json"
-	walDir       = "wal"
+	walDir       = WALDir
 )
+
+// WALDir is the node WAL's directory inside a data dir (tools that read a
+// stopped node's WAL, like the cut verifier, find it there).
+const WALDir = "wal"
 
 // dataDir is a locked node data directory.
 type dataDir struct {

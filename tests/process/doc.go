@@ -15,6 +15,9 @@
 //   - TestNoAckedWriteLostAcrossKill9: invariant 1 under a nemesis that
 //     SIGKILLs one node at a time and, once, all three.
 //   - TestKvctl: every kvctl command, its JSON output and its exit codes
+//   - TestKvctlCuts: periodic cuts (--cut-interval), kvctl cut create /
+//     list / show and kvctl check on a real cluster, and check's exit code
+//     with a node down
 //     (docs/cli.md) against a live cluster, with members reporting
 //     failed and left nodes.
 //   - TestGracefulShutdown, TestSecondSignalExitsAtOnce: SIGTERM drains and
