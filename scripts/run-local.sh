@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Starts a 3-node cutkv cluster on 127.0.0.1 in the foreground (make run).
 # gRPC 7001-7003, gossip 7101-7103, HTTP 7201-7203, data under ./data/n1..n3,
-# logs in ./data/nN/kvnode.log. Ctrl-C (or SIGTERM) stops every node
-# gracefully; a second Ctrl-C stops them at once. Running it again reuses
-# the data.
+# logs in ./data/nN/kvnode.log. The nodes take a consistent cut every 10s
+# (--cut-interval; flags in $CUTKV_RUN_FLAGS come after it and win, e.g.
+# CUTKV_RUN_FLAGS="--cut-interval 0" turns it off). Ctrl-C (or SIGTERM)
+# stops every node gracefully; a second Ctrl-C stops them at once. Running
+# it again reuses the data.
 set -u
 cd "$(dirname "$0")/.."
 BIN=${BIN:-./bin}
@@ -30,7 +32,7 @@ for i in 1 2 3; do
 	# shellcheck disable=SC2086
 	setsid "$BIN/kvnode" --id "n$i" --data-dir "$DATA/n$i" \
 		--grpc-addr "127.0.0.1:700$i" --gossip-addr "127.0.0.1:710$i" --http-addr "127.0.0.1:720$i" \
-		--join "$join" --initial-cluster "$initial" $CUT_INTERVAL_FLAGS \
+		--join "$join" --initial-cluster "$initial" --cut-interval 10s $CUT_INTERVAL_FLAGS \
 		2>>"$DATA/n$i/kvnode.log" &
 	pids+=("$!")
 done

@@ -21,6 +21,8 @@ const (
 	exitUnavailable = 3
 	exitUnknown     = 4
 	exitConflict    = 5 // txn: kept conflicting until the deadline
+	exitCutFailed   = 6 // cut create: the cluster recorded the cut as failed
+	exitCheckFailed = 7 // check: replicas diverge or could not be checked
 )
 
 const (
@@ -88,7 +90,7 @@ func newRootCmd(g *globals) *cobra.Command {
 
 Endpoints come from --endpoints, else from $` + envEndpoints + `, else ` + defaultEndpoints + `.
 Exit codes: 0 ok, 1 not found (or other error), 2 usage, 3 cluster unavailable, 4 write outcome unknown,
-5 transaction kept conflicting (not applied).`,
+5 transaction kept conflicting (not applied), 6 cut failed, 7 replicas diverge or could not be checked.`,
 		Args:          cobra.NoArgs,
 		SilenceErrors: true,
 		SilenceUsage:  true,
@@ -103,7 +105,8 @@ Exit codes: 0 ok, 1 not found (or other error), 2 usage, 3 cluster unavailable, 
 	f.StringVarP(&g.output, "output", "o", "text", "output format: text or json")
 	f.DurationVar(&g.timeout, "timeout", 5*time.Second, "time limit for the whole command, retries included")
 	f.DurationVar(&g.dialTimeout, "dial-timeout", 2*time.Second, "time limit for reaching a first node, and for connecting to any node")
-	root.AddCommand(newPutCmd(g), newGetCmd(g), newDelCmd(g), newScanCmd(g), newTxnCmd(g), newMembersCmd(g), newStatusCmd(g))
+	root.AddCommand(newPutCmd(g), newGetCmd(g), newDelCmd(g), newScanCmd(g), newTxnCmd(g), newMembersCmd(g), newStatusCmd(g),
+		newCutCmd(g), newCheckCmd(g))
 	return root
 }
 
@@ -130,16 +133,8 @@ func (g *globals) json() bool { return g.output == "json" }
 // withClient checks the global flags, connects and runs fn under the
 // command's time limit. Errors from fn are run errors.
 func (g *globals) withClient(cmd *cobra.Command, fn func(ctx context.Context, c *client.Client) error) error {
-	switch g.output {
-	case "text", "json":
-	default:
-		return usagef("invalid --output %q: want text or json", g.output)
-	}
-	if g.timeout <= 0 {
-		return usagef("invalid --timeout %v: must be positive", g.timeout)
-	}
-	if g.dialTimeout <= 0 {
-		return usagef("invalid --dial-timeout %v: must be positive", g.dialTimeout)
+	if err := g.checkFlags(); err != nil {
+		return err
 	}
 	eps := g.endpointList(cmd)
 	if len(eps) == 0 {
@@ -158,6 +153,22 @@ func (g *globals) withClient(cmd *cobra.Command, fn func(ctx context.Context, c 
 	return nil
 }
 
+// checkFlags checks the global flags other than the endpoints.
+func (g *globals) checkFlags() error {
+	switch g.output {
+	case "text", "json":
+	default:
+		return usagef("invalid --output %q: want text or json", g.output)
+	}
+	if g.timeout <= 0 {
+		return usagef("invalid --timeout %v: must be positive", g.timeout)
+	}
+	if g.dialTimeout <= 0 {
+		return usagef("invalid --dial-timeout %v: must be positive", g.dialTimeout)
+	}
+	return nil
+}
+
 // describe returns the exit code for err and the message to print, with a
 // hint at what to do.
 func describe(err error, cmd *cobra.Command, g *globals) (int, string) {
@@ -169,7 +180,20 @@ func describe(err error, cmd *cobra.Command, g *globals) (int, string) {
 	if !errors.As(err, &re) {
 		return exitUsage, fmt.Sprintf("%v\nRun '%s --help' for usage.", err, path)
 	}
+	var (
+		cutFailed   *cutFailedError
+		cutNotFound *cutNotFoundError
+		checkFailed *checkFailedError
+	)
 	switch {
+	case errors.As(err, &cutFailed):
+		return exitCutFailed, fmt.Sprintf("%v\nNo consistent cut was taken: check that every partition has a leader ('kvctl status'), then run 'kvctl cut create' again.", err)
+	case errors.As(err, &cutNotFound):
+		return exitNotFound, fmt.Sprintf("%v\nList the cuts the cluster remembers with 'kvctl cut list --limit 0'.", err)
+	case errors.As(err, &checkFailed):
+		return exitCheckFailed, fmt.Sprintf("%v\n%s", err, checkFailed.hint())
+	case errors.Is(err, client.ErrOutcomeUnknown) && isCutCreate(cmd):
+		return exitUnknown, fmt.Sprintf("%v\nThe cut may or may not have been taken: see 'kvctl cut list'.", err)
 	case errors.Is(err, client.ErrOutcomeUnknown):
 		if isTxn(cmd) {
 			return exitUnknown, fmt.Sprintf("%v\nThe transaction may or may not have been applied: read its keys back before retrying it.", err)
@@ -196,3 +220,7 @@ func describe(err error, cmd *cobra.Command, g *globals) (int, string) {
 }
 
 func isTxn(cmd *cobra.Command) bool { return cmd != nil && cmd.Name() == "txn" }
+
+func isCutCreate(cmd *cobra.Command) bool {
+	return cmd != nil && cmd.Name() == "create" && cmd.HasParent() && cmd.Parent().Name() == "cut"
+}
