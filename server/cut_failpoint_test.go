@@ -200,4 +200,3 @@ func TestCutTakenOverByNewGroup0Leader(t *testing.T) {
 	})
 	c.Restart(leader)
 }
-
