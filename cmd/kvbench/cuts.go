@@ -16,10 +16,10 @@ import (
 // during the measured phase, and their completion time as kvctl cut create
 // sees it (allocate in group 0, every partition's CutFinish, record).
 type CutsResult struct {
-	Interval  string     `json:"interval"`
-	Completed int64      `json:"completed"`
-	Failed    int64      `json:"failed"`
-	Errors    int64      `json:"errors"`
+	Interval  string  `json:"interval"`
+	Completed int64   `json:"completed"`
+	Failed    int64   `json:"failed"`
+	Errors    int64   `json:"errors"`
 	Latency   Latency `json:"latency_ms"`
 	// FirstError is the first failed cut's reason or call error.
 	FirstError string `json:"first_error,omitempty"`
