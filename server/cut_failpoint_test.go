@@ -3,6 +3,7 @@
 package server_test
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -199,4 +200,17 @@ func TestCutTakenOverByNewGroup0Leader(t *testing.T) {
 		return nil
 	})
 	c.Restart(leader)
+}
+
+// keyInPartition returns the i-th key with prefix that falls in partition p.
+func keyInPartition(prefix string, p uint64, parts uint32, i int) string {
+	for n, seen := 0, 0; ; n++ {
+		k := fmt.Sprintf("%s-%d", prefix, n)
+		if topology.PartitionOf([]byte(k), parts) == p {
+			if seen == i {
+				return k
+			}
+			seen++
+		}
+	}
 }

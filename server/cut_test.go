@@ -9,7 +9,6 @@ import (
 	"github.com/cutkv/cutkv/internal/clustertest"
 	"github.com/cutkv/cutkv/proto/kvpb"
 	"github.com/cutkv/cutkv/server"
-	"github.com/cutkv/cutkv/topology"
 )
 
 // TestCutCreateIdleAndBusy takes cuts on an idle cluster and while
@@ -72,19 +71,6 @@ func TestCutCreateIdleAndBusy(t *testing.T) {
 	for _, p := range chk.GetPartitions() {
 		if !p.GetConsistent() {
 			t.Errorf("partition %d not consistent: %v", p.GetPartition(), p)
-		}
-	}
-}
-
-// keyInPartition returns the i-th key with prefix that falls in partition p.
-func keyInPartition(prefix string, p uint64, parts uint32, i int) string {
-	for n, seen := 0, 0; ; n++ {
-		k := fmt.Sprintf("%s-%d", prefix, n)
-		if topology.PartitionOf([]byte(k), parts) == p {
-			if seen == i {
-				return k
-			}
-			seen++
 		}
 	}
 }
