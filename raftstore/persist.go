@@ -1,12 +1,18 @@
 package raftstore
 
 import (
+	"errors"
 	"fmt"
+	"sort"
 	"sync"
+
+	"go.etcd.io/raft/v3"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/cutkv/cutkv/checkpoint"
 	"github.com/cutkv/cutkv/internal/failpoint"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/wal"
@@ -44,6 +50,20 @@ type persister struct {
 	// hs is the last hard state handed to the WAL, by group, to tell a
 	// term or vote change (must sync) from a commit-only one.
 	hs map[uint64]*raftpb.HardState
+
+	// WAL front truncation. posMu guards pos, keep and marks, which the
+	// loop and status readers consult too.
+	posMu sync.Mutex
+	// pos lists, by group, where its entries lie in the WAL (raft index
+	// ascending): the WAL is truncated below the first one a group needs.
+	pos map[uint64][]walPos
+	// keep is, by group, the raft index after which it needs its entries.
+	keep map[uint64]uint64
+	// marks are, by group, the newest materialization (or installed
+	// snapshot) marks, written again before each truncation.
+	marks     map[uint64]*internalpb.MaterializedMark
+	installed map[uint64]*internalpb.MaterializedMark
+	truncate  bool // a truncation should be tried
 }
 
 func newPersister(s *Store) *persister {
@@ -53,7 +73,134 @@ func newPersister(s *Store) *persister {
 		done:   make(chan struct{}),
 		lazy:   map[uint64]wal.Record{},
 		hs:     map[uint64]*raftpb.HardState{},
+
+		pos:       map[uint64][]walPos{},
+		keep:      map[uint64]uint64{},
+		marks:     map[uint64]*internalpb.MaterializedMark{},
+		installed: map[uint64]*internalpb.MaterializedMark{},
 	}
+}
+
+// setPositions records what replay found for a group (before run).
+func (p *persister) setPositions(g uint64, pos []walPos) {
+	p.posMu.Lock()
+	defer p.posMu.Unlock()
+	p.pos[g] = append([]walPos(nil), pos...)
+}
+
+// noteKeep records that group g needs its entries after keep only, and
+// its newest materialization; a truncation is tried with the next batch.
+func (p *persister) noteKeep(g, keep, index, term uint64) {
+	p.posMu.Lock()
+	p.keep[g] = keep
+	p.marks[g] = &internalpb.MaterializedMark{Index: index, Term: term}
+	p.truncate = true
+	p.posMu.Unlock()
+	select {
+	case p.signal <- struct{}{}:
+	default:
+	}
+}
+
+// tail returns the entries (and their record bytes) of group g after
+// raft index after still in the WAL.
+func (p *persister) tail(g, after uint64) (entries, bytes uint64) {
+	p.posMu.Lock()
+	defer p.posMu.Unlock()
+	ps := p.pos[g]
+	i := sort.Search(len(ps), func(i int) bool { return ps[i].raft > after })
+	for _, x := range ps[i:] {
+		entries++
+		bytes += uint64(x.bytes)
+	}
+	return entries, bytes
+}
+
+// needLocked returns the lowest WAL index any group still needs and the
+// group that needs it (0, 0 when none needs anything). REQUIRES: posMu.
+func (p *persister) needLocked() (need, holder uint64) {
+	for _, g := range p.s.order {
+		ps := p.pos[g]
+		keep := p.keep[g]
+		i := sort.Search(len(ps), func(i int) bool { return ps[i].raft > keep })
+		if i < len(ps) && (need == 0 || ps[i].wal < need) {
+			need, holder = ps[i].wal, g
+		}
+	}
+	return need, holder
+}
+
+// holder returns the group whose needs hold the WAL front back.
+func (p *persister) holder() uint64 {
+	p.posMu.Lock()
+	defer p.posMu.Unlock()
+	_, h := p.needLocked()
+	return h
+}
+
+// maybeTruncate truncates the WAL front below what every group needs, to
+// a segment boundary (deleting whole files). The hard states and
+// materialization marks are written again first, so the truncated log
+// still holds every group's newest ones. Persister goroutine only.
+func (p *persister) maybeTruncate() error {
+	p.posMu.Lock()
+	if !p.truncate {
+		p.posMu.Unlock()
+		return nil
+	}
+	p.truncate = false
+	need, _ := p.needLocked()
+	w := p.s.cfg.WAL
+	if need == 0 {
+		need = w.LastIndex() + 1
+	}
+	var recs []wal.Record
+	for _, g := range p.s.order {
+		for _, mk := range []*internalpb.MaterializedMark{p.installed[g], p.marks[g]} {
+			if mk == nil {
+				continue
+			}
+			data, err := proto.Marshal(mk)
+			if err != nil {
+				p.posMu.Unlock()
+				return fmt.Errorf("raftstore: marshal materialization mark: %w", err)
+			}
+			recs = append(recs, wal.Record{Type: wal.RecordMaterialized, Group: g, Data: data})
+		}
+	}
+	p.posMu.Unlock()
+	target := w.SegmentStart(need)
+	if target <= w.FirstIndex() {
+		return nil
+	}
+	for _, g := range p.s.order {
+		if hs := p.hs[g]; hs != nil {
+			data, err := proto.Marshal(hs)
+			if err != nil {
+				return fmt.Errorf("raftstore: marshal hard state: %w", err)
+			}
+			recs = append(recs, wal.Record{Type: wal.RecordHardState, Group: g, Data: data})
+			delete(p.lazy, g)
+		}
+	}
+	if _, _, err := w.Append(recs); err != nil {
+		return err
+	}
+	if err := failpoint.Inject(failpoint.WALBeforeTruncate); err != nil {
+		return err
+	}
+	before := w.Size()
+	if err := w.TruncateFront(target); err != nil {
+		return err
+	}
+	p.posMu.Lock()
+	for g, ps := range p.pos {
+		i := sort.Search(len(ps), func(i int) bool { return ps[i].wal >= target })
+		p.pos[g] = append([]walPos(nil), ps[i:]...)
+	}
+	p.posMu.Unlock()
+	p.s.log.Info("WAL truncated", "first_index", target, "freed_bytes", before-w.Size(), "bytes", w.Size())
+	return nil
 }
 
 // enqueue hands the loop's append messages over in order. It never
@@ -93,14 +240,19 @@ func (p *persister) run() {
 		reqs, closed := p.pending, p.closed
 		p.pending = nil
 		p.mu.Unlock()
+		var err error
 		if len(reqs) > 0 {
-			if err := p.persist(reqs); err != nil {
-				p.s.failFromWorker(err)
-				p.mu.Lock()
-				p.closed, p.pending = true, nil // nothing more may be written
-				p.mu.Unlock()
-				return
-			}
+			err = p.persist(reqs)
+		}
+		if err == nil {
+			err = p.maybeTruncate()
+		}
+		if err != nil {
+			p.s.failFromWorker(err)
+			p.mu.Lock()
+			p.closed, p.pending = true, nil // nothing more may be written
+			p.mu.Unlock()
+			return
 		}
 		if closed {
 			break
@@ -161,19 +313,31 @@ func (p *persister) persist(reqs []appendReq) error {
 		if err := failpoint.Inject(failpoint.RaftBeforeSave); err != nil {
 			return err
 		}
-		if _, _, err := p.s.cfg.WAL.Append(recs); err != nil {
+		first, _, err := p.s.cfg.WAL.Append(recs)
+		if err != nil {
 			return err
 		}
 		if err := failpoint.Inject(failpoint.RaftAfterSave); err != nil {
 			return err
 		}
+		p.notePositions(recs, first)
 	}
 	// Durable (or needing no durability, with every earlier batch already
 	// durable): update raft storage, then deliver the responses.
 	local := map[*group][]*raftpb.Message{}
 	remote := map[uint64][]*internalpb.GroupMessage{}
+	var installed map[*group]uint64
 	for _, r := range reqs {
 		g, m := r.g, r.m
+		if snap := m.GetSnapshot(); snap != nil {
+			if err := p.install(g, snap); err != nil {
+				return err
+			}
+			if installed == nil {
+				installed = map[*group]uint64{}
+			}
+			installed[g] = snap.GetMetadata().GetIndex()
+		}
 		if len(m.GetEntries()) > 0 {
 			if err := g.storage.Append(m.GetEntries()); err != nil {
 				return fmt.Errorf("raftstore: group %d: storage append: %w", g.id, err)
@@ -199,8 +363,86 @@ func (p *persister) persist(reqs []appendReq) error {
 	for to, msgs := range remote {
 		p.s.cfg.Transport.Send(to, msgs)
 	}
-	if len(local) > 0 {
-		p.s.stepLocal(local)
+	if len(local) > 0 || len(installed) > 0 {
+		p.s.stepLocal(local, installed)
 	}
 	return nil
+}
+
+// notePositions records where the entry records of a batch that starts at
+// WAL index first went.
+func (p *persister) notePositions(recs []wal.Record, first uint64) {
+	p.posMu.Lock()
+	defer p.posMu.Unlock()
+	for i, r := range recs {
+		if r.Type != wal.RecordEntry {
+			continue
+		}
+		idx := entryIndex(r.Data)
+		ps := p.pos[r.Group]
+		// A rewritten tail (raft overwrote uncommitted entries) replaces
+		// the old positions from that index on.
+		j := sort.Search(len(ps), func(j int) bool { return ps[j].raft >= idx })
+		p.pos[r.Group] = append(ps[:j], walPos{raft: idx, wal: first + uint64(i), bytes: len(r.Data)})
+	}
+}
+
+// install makes a raft snapshot from the leader durable before raft
+// storage and the state machine take it: the materialization file (fetched
+// when the snapshot message arrived) is loaded into the state machine,
+// and a mark in the WAL tells a restart that the log starts after it.
+func (p *persister) install(g *group, snap *raftpb.Snapshot) error {
+	md := snap.GetMetadata()
+	path := p.s.MaterializationPath(g.id, md.GetIndex())
+	r, err := checkpoint.Open(path)
+	if err != nil {
+		return fmt.Errorf("raftstore: group %d: install snapshot at %d: %w", g.id, md.GetIndex(), err)
+	}
+	err = g.sm.LoadImage(r)
+	r.Close()
+	if err != nil {
+		return fmt.Errorf("raftstore: group %d: install snapshot at %d from %s: %w", g.id, md.GetIndex(), path, err)
+	}
+	mk := &internalpb.MaterializedMark{Index: md.GetIndex(), Term: md.GetTerm(), Installed: true}
+	data, err := proto.Marshal(mk)
+	if err != nil {
+		return err
+	}
+	if _, _, err := p.s.cfg.WAL.Append([]wal.Record{{Type: wal.RecordMaterialized, Group: g.id, Data: data}}); err != nil {
+		return err
+	}
+	if err := g.storage.ApplySnapshot(snap); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
+		return fmt.Errorf("raftstore: group %d: apply snapshot at %d: %w", g.id, md.GetIndex(), err)
+	}
+	p.posMu.Lock()
+	ps := p.pos[g.id]
+	i := sort.Search(len(ps), func(i int) bool { return ps[i].raft > md.GetIndex() })
+	p.pos[g.id] = append([]walPos(nil), ps[i:]...)
+	p.installed[g.id] = mk
+	p.marks[g.id] = mk
+	p.keep[g.id] = md.GetIndex()
+	p.posMu.Unlock()
+	p.s.log.Info("installed a snapshot from the leader", "group", g.id, "index", md.GetIndex(), "file", path)
+	return nil
+}
+
+// entryIndex reads the index of a marshaled raftpb.Entry (field 3).
+func entryIndex(b []byte) uint64 {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return 0
+		}
+		b = b[n:]
+		if num == 3 && typ == protowire.VarintType {
+			v, _ := protowire.ConsumeVarint(b)
+			return v
+		}
+		n = protowire.ConsumeFieldValue(num, typ, b)
+		if n < 0 {
+			return 0
+		}
+		b = b[n:]
+	}
+	return 0
 }

@@ -214,3 +214,18 @@ func TestOpenAfterOverwrite(t *testing.T) {
 		t.Fatalf("Open over a log with a gap: %v, want a gap error", err)
 	}
 }
+
+func TestEntryIndexReadsTheIndexField(t *testing.T) {
+	for _, e := range []*raftpb.Entry{
+		{Index: proto.Uint64(7), Term: proto.Uint64(3), Data: []byte("x")},
+		{Index: proto.Uint64(1 << 40), Term: proto.Uint64(1), Type: raftpb.EntryConfChange.Enum()},
+	} {
+		b, err := proto.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := entryIndex(b); got != e.GetIndex() {
+			t.Fatalf("entryIndex = %d, want %d", got, e.GetIndex())
+		}
+	}
+}

@@ -5,8 +5,10 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -17,6 +19,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/cutkv/cutkv/checkpoint"
 	"github.com/cutkv/cutkv/cut"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/wal"
@@ -33,6 +36,17 @@ type StateMachine interface {
 	// SetApplied records that index was applied without a command (raft's
 	// empty entries and configuration changes).
 	SetApplied(index uint64)
+	// Materialize returns the state at its applied index, detached: the
+	// loop calls it between entries and encodes it elsewhere while
+	// applying goes on (DESIGN.md, "Checkpoints").
+	Materialize() interface {
+		Applied() uint64
+		Encode(w io.Writer) error
+	}
+	// LoadImage replaces the whole state with an encoded one (a
+	// materialization at start, a raft snapshot from the leader). A
+	// damaged image must leave the state unchanged.
+	LoadImage(r io.Reader) error
 }
 
 // Transport carries raft messages to other nodes.
@@ -84,6 +98,23 @@ type Config struct {
 	// every version already in the group's log, and entries appended here
 	// raise it. Default: a clock of the store's own.
 	Clock *cut.Clock
+	// MaterializeDir holds the groups' materialization files; empty turns
+	// materialization off (the WAL then keeps every group's whole log).
+	MaterializeDir string
+	// MaterializeInterval: RunMaterializer materializes a group whose
+	// newest materialization is older; default 1m.
+	MaterializeInterval time.Duration
+	// MaterializeBytes: RunMaterializer materializes a group whose WAL
+	// tail passed it; default 64 MiB.
+	MaterializeBytes int64
+	// CatchUpEntries are kept in memory below a materialization for
+	// followers a little behind; one further behind gets the
+	// materialization as a raft snapshot. Default 5000.
+	CatchUpEntries uint64
+	// Fetch copies the materialization of group at index from the node
+	// with raft id from into path (a raft snapshot that node sent). Nil:
+	// snapshots from leaders cannot be installed.
+	Fetch func(ctx context.Context, from, group, index uint64, path string) error
 	// OnFatal is called once, from the loop, when the store cannot go on
 	// (a WAL write or fsync failed, an entry could not be applied). The
 	// store has already stopped acknowledging.
@@ -119,6 +150,15 @@ func (c *Config) Validate() error {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
+	if c.MaterializeInterval <= 0 {
+		c.MaterializeInterval = time.Minute
+	}
+	if c.MaterializeBytes <= 0 {
+		c.MaterializeBytes = 64 << 20
+	}
+	if c.CatchUpEntries == 0 {
+		c.CatchUpEntries = 5000
+	}
 	if c.Clock == nil {
 		c.Clock = cut.NewClock()
 	}
@@ -142,6 +182,10 @@ type GroupStatus struct {
 	Commit   uint64
 	Applied  uint64
 	Peers    []uint64
+	// Materialized is the newest materialization's index (0: none), taken
+	// at MaterializedAt (zero: none since start).
+	Materialized   uint64
+	MaterializedAt time.Time
 }
 
 type waiter struct {
@@ -178,6 +222,14 @@ type group struct {
 	readInflight map[uint64]*readBatch // by request context
 	readReady    []*readBatch          // index known, waiting for apply
 
+	// Materializations (loop only): the newest durable one, the oldest
+	// kept for falling back to (the WAL is kept from keepIndex+1), and
+	// whether one is being written.
+	matIndex, matTerm uint64
+	keepIndex         uint64
+	matBusy           bool
+	matAt             time.Time // when the newest was taken
+
 	// Hand-back to the preferred replica: failed attempts back off, so a
 	// preferred replica that refuses (it is draining) is not asked every
 	// round, each time costing the group an election timeout.
@@ -207,6 +259,13 @@ type Store struct {
 	statusMu sync.RWMutex
 	status   map[uint64]GroupStatus
 
+	pinMu  sync.Mutex
+	pins   map[uint64]map[uint64]uint64 // group → pin id → index
+	pinSeq uint64
+
+	fetchMu  sync.Mutex
+	fetching map[uint64]bool // groups with a snapshot file being fetched
+
 	startOnce sync.Once
 	stopOnce  sync.Once
 }
@@ -229,6 +288,16 @@ func Open(cfg Config) (*Store, error) {
 	}
 	s.nextID.Store(rand.Uint64() >> 1)
 	s.persist = newPersister(s)
+	if cfg.MaterializeDir != "" {
+		if err := os.MkdirAll(cfg.MaterializeDir, 0o755); err != nil {
+			return nil, fmt.Errorf("raftstore: materialization dir: %w", err)
+		}
+		if left, err := checkpoint.RemoveTemp(cfg.MaterializeDir); err != nil {
+			return nil, fmt.Errorf("raftstore: materialization dir: %w", err)
+		} else if len(left) > 0 {
+			s.log.Info("removed unfinished materializations left by a crash", "files", left)
+		}
+	}
 	logs, err := replay(cfg.WAL)
 	if err != nil {
 		return nil, err
@@ -250,9 +319,17 @@ func Open(cfg Config) (*Store, error) {
 
 // GroupLog is what the WAL holds for one group: its last hard state and
 // its raft log (entries in index order, overwritten tails already cut).
+// The log may start after index 1: the WAL front is truncated behind
+// materializations, and a snapshot installed from the leader (Installed)
+// replaces everything before it.
 type GroupLog struct {
 	HardState *raftpb.HardState
 	Entries   []*raftpb.Entry
+	// Installed is the newest raft snapshot installed from the leader,
+	// nil if none.
+	Installed *internalpb.MaterializedMark
+	// pos[i] is where Entries[i] lies in the WAL.
+	pos []walPos
 }
 
 // ReadLogs reads every group's log from a node's WAL, as a restart does.
@@ -298,15 +375,33 @@ func replay(w *wal.WAL) (map[uint64]*groupLog, error) {
 				first := l.Entries[0].GetIndex()
 				switch {
 				case e.GetIndex() < first:
-					l.Entries = l.Entries[:0]
+					l.Entries, l.pos = l.Entries[:0], l.pos[:0]
 				case e.GetIndex() <= l.Entries[n-1].GetIndex():
-					l.Entries = l.Entries[:e.GetIndex()-first]
+					l.Entries, l.pos = l.Entries[:e.GetIndex()-first], l.pos[:e.GetIndex()-first]
 				case e.GetIndex() != l.Entries[n-1].GetIndex()+1:
 					return fmt.Errorf("raftstore: wal record %d: group %d entry %d follows %d: gap in the log",
 						idx, r.Group, e.GetIndex(), l.Entries[n-1].GetIndex())
 				}
 			}
 			l.Entries = append(l.Entries, e)
+			l.pos = append(l.pos, walPos{raft: e.GetIndex(), wal: idx, bytes: len(r.Data)})
+		case wal.RecordMaterialized:
+			mk := &internalpb.MaterializedMark{}
+			if err := proto.Unmarshal(r.Data, mk); err != nil {
+				return fmt.Errorf("raftstore: wal record %d: group %d materialization mark: %w", idx, r.Group, err)
+			}
+			l := get(r.Group)
+			if mk.GetInstalled() && mk.GetIndex() >= l.Installed.GetIndex() {
+				// A snapshot from the leader replaced the log up to its
+				// index: the entries before it are of no use (and the next
+				// entry follows the snapshot, not them).
+				l.Installed = mk
+				keep := 0
+				for keep < len(l.Entries) && l.Entries[keep].GetIndex() <= mk.GetIndex() {
+					keep++
+				}
+				l.Entries, l.pos = append([]*raftpb.Entry(nil), l.Entries[keep:]...), append([]walPos(nil), l.pos[keep:]...)
+			}
 		case wal.RecordHardState:
 			hs := &raftpb.HardState{}
 			if err := proto.Unmarshal(r.Data, hs); err != nil {
@@ -321,17 +416,34 @@ func replay(w *wal.WAL) (map[uint64]*groupLog, error) {
 
 func (s *Store) openGroup(gc GroupConfig, l *groupLog) (*group, error) {
 	st := raft.NewMemoryStorage()
-	empty := l == nil || (len(l.Entries) == 0 && l.HardState == nil)
-	if l != nil {
-		if len(l.Entries) > 0 {
-			if err := st.Append(l.Entries); err != nil {
-				return nil, fmt.Errorf("raftstore: group %d: restore entries: %w", gc.ID, err)
-			}
+	if l == nil {
+		l = &groupLog{}
+	}
+	base, err := s.restoreBase(gc, l, st)
+	if err != nil {
+		return nil, err
+	}
+	empty := base == nil && len(l.Entries) == 0 && l.HardState == nil
+	ents := l.Entries
+	if base != nil {
+		for len(ents) > 0 && ents[0].GetIndex() <= base.index {
+			ents = ents[1:]
 		}
-		if l.HardState != nil {
-			if err := st.SetHardState(l.HardState); err != nil {
-				return nil, fmt.Errorf("raftstore: group %d: restore hard state: %w", gc.ID, err)
-			}
+	}
+	if len(ents) > 0 {
+		if err := st.Append(ents); err != nil {
+			return nil, fmt.Errorf("raftstore: group %d: restore entries: %w", gc.ID, err)
+		}
+	}
+	if hs := l.HardState; hs != nil || base != nil {
+		hs := proto.Clone(hs).(*raftpb.HardState)
+		if base != nil && hs.GetCommit() < base.index {
+			// Commit-only hard states are written lazily; the
+			// materialization proves its index was committed.
+			hs.Commit = &base.index
+		}
+		if err := st.SetHardState(hs); err != nil {
+			return nil, fmt.Errorf("raftstore: group %d: restore hard state: %w", gc.ID, err)
 		}
 	}
 	rc := &raft.Config{
@@ -362,13 +474,17 @@ func (s *Store) openGroup(gc GroupConfig, l *groupLog) (*group, error) {
 		}
 	}
 	var lv uint64
-	if l != nil {
-		for _, e := range l.Entries {
-			lv = max(lv, entryVersion(e))
-		}
+	for _, e := range ents {
+		lv = max(lv, entryVersion(e))
+	}
+	if cv, ok := gc.SM.(interface{ CutVersion() uint64 }); ok {
+		// Entries inside the materialization are gone from the log; the
+		// state remembers the newest cut it saw (rule 2 on a restored
+		// replica).
+		lv = max(lv, cv.CutVersion())
 	}
 	s.cfg.Clock.Raise(lv)
-	return &group{
+	g := &group{
 		logVersion:   lv,
 		id:           gc.ID,
 		peers:        append([]uint64(nil), gc.Peers...),
@@ -376,7 +492,13 @@ func (s *Store) openGroup(gc GroupConfig, l *groupLog) (*group, error) {
 		storage:      st,
 		sm:           gc.SM,
 		readInflight: map[uint64]*readBatch{},
-	}, nil
+	}
+	g.matAt = time.Now() // the interval counts from the start
+	if base != nil {
+		g.applied, g.matIndex, g.matTerm, g.keepIndex = base.index, base.index, base.term, base.keep
+	}
+	s.persist.setPositions(g.id, l.pos)
+	return g, nil
 }
 
 // Start starts the loop.
@@ -557,6 +679,9 @@ func (s *Store) Receive(from uint64, msgs []*internalpb.GroupMessage) error {
 		}
 		if m.GetFrom() != from {
 			return fmt.Errorf("raftstore: message for group %d claims to be from %d but came from %d", gm.GetGroup(), m.GetFrom(), from)
+		}
+		if m.GetType() == raftpb.MsgSnap && !s.haveSnapshotFile(from, gm.GetGroup(), m) {
+			continue // being fetched; the leader sends it again
 		}
 		steps = append(steps, stepMsg{gm.GetGroup(), m})
 	}
@@ -807,9 +932,14 @@ func (g *group) failReads(err error) {
 // locally durable ones over), and queues the storage appends for the
 // persister, which answers later through stepLocal. Loop only.
 func (s *Store) handleReady() error {
+	type snapSent struct {
+		g  *group
+		to uint64
+	}
 	var (
-		reqs []appendReq
-		out  map[uint64][]*internalpb.GroupMessage // made on first use: most turns send nothing
+		reqs      []appendReq
+		out       map[uint64][]*internalpb.GroupMessage // made on first use: most turns send nothing
+		snapsSent []snapSent
 	)
 	for _, id := range s.order {
 		g := s.groups[id]
@@ -869,6 +999,9 @@ func (s *Store) handleReady() error {
 					out = map[uint64][]*internalpb.GroupMessage{}
 				}
 				out[m.GetTo()] = append(out[m.GetTo()], &internalpb.GroupMessage{Group: g.id, Message: data})
+				if m.GetType() == raftpb.MsgSnap {
+					snapsSent = append(snapsSent, snapSent{g, m.GetTo()})
+				}
 			}
 		}
 		g.releaseReads()
@@ -876,6 +1009,12 @@ func (s *Store) handleReady() error {
 	}
 	for to, msgs := range out {
 		s.cfg.Transport.Send(to, msgs)
+	}
+	for _, ss := range snapsSent {
+		// The message only names the materialization; the follower fetches
+		// the file and answers once it holds it. Until then the leader
+		// probes, and sends the snapshot again.
+		ss.g.rn.ReportSnapshot(ss.to, raft.SnapshotFinish)
 	}
 	if len(reqs) > 0 {
 		s.persist.enqueue(reqs)
@@ -886,8 +1025,17 @@ func (s *Store) handleReady() error {
 // stepLocal hands responses of durable appends back to their groups,
 // through the loop. Called by the persister; blocks while the inbox is
 // full; drops them once the loop has ended.
-func (s *Store) stepLocal(local map[*group][]*raftpb.Message) {
+func (s *Store) stepLocal(local map[*group][]*raftpb.Message, installed map[*group]uint64) {
 	fn := func() {
+		for g, idx := range installed {
+			// The state machine holds the snapshot's state now.
+			g.applied = max(g.applied, idx)
+			g.matIndex, g.keepIndex, g.matAt = max(g.matIndex, idx), max(g.keepIndex, idx), time.Now()
+			if cv, ok := g.sm.(interface{ CutVersion() uint64 }); ok {
+				g.logVersion = max(g.logVersion, cv.CutVersion())
+				s.cfg.Clock.Raise(g.logVersion)
+			}
+		}
 		for g, msgs := range local {
 			for _, m := range msgs {
 				if err := g.rn.Step(m); err != nil {
@@ -1030,6 +1178,9 @@ func (s *Store) publishStatus(g *group) {
 		Commit:   bs.HardState.GetCommit(),
 		Applied:  g.applied,
 		Peers:    g.peers,
+
+		Materialized:   g.matIndex,
+		MaterializedAt: g.matAt,
 	}
 	s.statusMu.Lock()
 	s.status[g.id] = st

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"sort"
 	"sync"
 	"time"
 
@@ -123,10 +124,27 @@ func (s *ClusterServer) localStatus() *kvpb.StatusResponse {
 		if p := s.n.Partitions[g]; p != nil {
 			row.Keys = uint64(p.Len())
 		}
+		ms := s.n.Store.MaterializeStatus(g)
+		row.MaterializedIndex, row.Materializations = ms.Index, uint32(ms.Files)
+		row.WalTailEntries, row.WalTailBytes = ms.TailEntries, ms.TailBytes
 		resp.Groups = append(resp.Groups, row)
 	}
 	resp.Nodes = []*kvpb.NodeStatus{s.n.LocalStatus()}
 	return resp
+}
+
+// sortCheckpoint orders rows by node (layout order), then group.
+func sortCheckpoint(rows []*kvpb.GroupCheckpoint, n *Node) {
+	order := map[string]int{}
+	for i, m := range n.Layout.Members {
+		order[m.ID] = i
+	}
+	sort.Slice(rows, func(i, j int) bool {
+		if rows[i].GetNode() != rows[j].GetNode() {
+			return order[rows[i].GetNode()] < order[rows[j].GetNode()]
+		}
+		return rows[i].GetGroup() < rows[j].GetGroup()
+	})
 }
 
 func sortNodes(nodes []*kvpb.NodeStatus, l *topology.Layout) {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/cutkv/cutkv/proto/internalpb"
+	"github.com/cutkv/cutkv/raftstore"
 )
 
 // Receiver takes raft messages that arrived from a peer
@@ -214,6 +215,7 @@ type RaftServer struct {
 	self      uint64
 	recv      Receiver
 	log       *slog.Logger
+	store     *raftstore.Store // nil: no materializations served
 }
 
 // NewRaftServer returns the raft service of node self (raft id) of

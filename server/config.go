@@ -54,6 +54,15 @@ type Config struct {
 	ElectionTicks int
 	// WALSegmentSize is the WAL segment file size; default 64 MiB.
 	WALSegmentSize int
+	// MaterializeInterval materializes each group at least this often
+	// (when it changed); default 1m.
+	MaterializeInterval time.Duration
+	// MaterializeBytes materializes a group whose WAL tail passed it;
+	// default 64 MiB.
+	MaterializeBytes int64
+	// CatchUpEntries are kept in memory behind a materialization for slow
+	// followers (raftstore.Config); default 5000.
+	CatchUpEntries uint64
 	// CutInterval takes a consistent cut this often while the node leads
 	// group 0; 0 (the default) takes cuts only on request.
 	CutInterval time.Duration

@@ -26,6 +26,10 @@ const (
 	walDir       = WALDir
 )
 
+// MaterializeDir is the directory of the groups' materialization files
+// inside a data dir.
+const MaterializeDir = "materializations"
+
 // WALDir is the node WAL's directory inside a data dir (tools that read a
 // stopped node's WAL, like the cut verifier, find it there).
 const WALDir = "wal"

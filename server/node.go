@@ -176,6 +176,18 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 		ElectionTicks: cfg.ElectionTicks,
 		Clock:         n.clock,
 		Logger:        n.log,
+
+		MaterializeDir:      filepath.Join(cfg.DataDir, MaterializeDir),
+		MaterializeInterval: cfg.MaterializeInterval,
+		MaterializeBytes:    cfg.MaterializeBytes,
+		CatchUpEntries:      cfg.CatchUpEntries,
+		Fetch: func(ctx context.Context, from, group, index uint64, path string) error {
+			addr, ok := n.resolveRaftAddr(from)
+			if !ok {
+				return fmt.Errorf("server: no address for raft id %d", from)
+			}
+			return rpc.FetchMaterialization(ctx, n.pool, addr, n.layout.ClusterID, group, index, path)
+		},
 		OnFatal:       n.onFatal,
 	})
 	if err != nil {
@@ -227,7 +239,9 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 		grpc.ChainUnaryInterceptor(n.inflight.interceptor(), grpcMetrics.UnaryInterceptor(), rpc.MarkerInterceptor(rn)))...)
 	kvpb.RegisterKVServer(n.grpcSrv, rpc.NewKVServer(rn))
 	kvpb.RegisterClusterServer(n.grpcSrv, rpc.NewClusterServer(rn))
-	internalpb.RegisterRaftServer(n.grpcSrv, rpc.NewRaftServer(n.layout.ClusterID, n.self.RaftID, n.store, n.log))
+	raftSrv := rpc.NewRaftServer(n.layout.ClusterID, n.self.RaftID, n.store, n.log)
+	raftSrv.SetStore(n.store)
+	internalpb.RegisterRaftServer(n.grpcSrv, raftSrv)
 	internalpb.RegisterParticipantServer(n.grpcSrv, rpc.NewParticipantServer(rn))
 	internalpb.RegisterCutServiceServer(n.grpcSrv, rpc.NewCutServer(rn))
 	n.health = health.NewServer()
@@ -252,7 +266,11 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 		n.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = n.httpSrv.Serve(n.httpLis) }()
 	}
-	n.bgWG.Add(4)
+	n.bgWG.Add(5)
+	go func() {
+		defer n.bgWG.Done()
+		n.store.RunMaterializer(bg)
+	}()
 	go n.watchReady(bg)
 	go func() {
 		defer n.bgWG.Done()

@@ -441,6 +441,22 @@ func (w *WAL) TruncateFront(index uint64) error {
 	return nil
 }
 
+// SegmentStart returns the first index of the segment holding index i
+// (FirstIndex for an index below it). Truncating the front to a segment's
+// start only deletes files; truncating inside a segment rewrites its tail.
+func (w *WAL) SegmentStart(i uint64) uint64 {
+	w.ioMu.Lock()
+	defer w.ioMu.Unlock()
+	start := w.first.Load()
+	for _, sg := range w.segs {
+		if sg.start > i {
+			break
+		}
+		start = max(start, sg.start)
+	}
+	return start
+}
+
 // fail records err as the sticky error (unless one is already set) and
 // returns the sticky error.
 func (w *WAL) fail(err error) error {

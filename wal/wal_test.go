@@ -697,3 +697,29 @@ func ExampleWAL() {
 		panic(err)
 	}
 }
+
+func TestSegmentStart(t *testing.T) {
+	w, err := Open(t.TempDir(), Options{SegmentSize: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for i := 0; i < 50; i++ {
+		if _, _, err := w.Append([]Record{{Type: RecordEntry, Group: 1, Data: make([]byte, 200)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := w.SegmentStart(1); got != 1 {
+		t.Fatalf("SegmentStart(1) = %d", got)
+	}
+	s := w.SegmentStart(40)
+	if s <= 1 || s > 40 {
+		t.Fatalf("SegmentStart(40) = %d, want a later segment's start at or below 40", s)
+	}
+	if err := w.TruncateFront(s); err != nil {
+		t.Fatal(err)
+	}
+	if w.FirstIndex() != s || w.SegmentStart(s) != s || w.SegmentStart(2) != s {
+		t.Fatalf("after truncating to %d: first %d, SegmentStart %d", s, w.FirstIndex(), w.SegmentStart(2))
+	}
+}

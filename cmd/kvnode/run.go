@@ -77,6 +77,8 @@ func newFlags(stderr io.Writer) *flags {
 	fs.DurationVar(&f.cfg.TickInterval, "raft-tick", 100*time.Millisecond, "raft tick interval")
 	fs.IntVar(&f.cfg.ElectionTicks, "election-ticks", 10, "raft election timeout in ticks")
 	fs.IntVar(&f.cfg.WALSegmentSize, "wal-segment-size", 64<<20, "WAL segment file size, bytes")
+	fs.DurationVar(&f.cfg.MaterializeInterval, "materialize-interval", time.Minute, "materialize each partition's state at least this often; the WAL is truncated behind materializations")
+	fs.Int64Var(&f.cfg.MaterializeBytes, "materialize-bytes", 64<<20, "materialize a partition whose WAL tail (log after its last materialization) passed this many bytes")
 	fs.DurationVar(&f.cfg.CutInterval, "cut-interval", 0, "take a consistent cut this often (0: only on kvctl cut create)")
 	fs.DurationVar(&f.cfg.CutTimeout, "cut-timeout", 10*time.Second, "fail a cut not finished in every partition within this time")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")

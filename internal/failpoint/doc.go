@@ -36,10 +36,16 @@ const (
 	// TxnAfterPrepare fires in a 2PC coordinator after every participant
 	// voted and before the decision is recorded.
 	TxnAfterPrepare = "txnAfterPrepare"
+	// WALBeforeTruncate fires after the hard states and materialization
+	// marks are written again and before the WAL front is truncated.
+	WALBeforeTruncate = "walBeforeTruncate"
+	// MaterializeBeforeRename fires when a materialization file is
+	// written and synced, before it is renamed into place.
+	MaterializeBeforeRename = "materializeBeforeRename"
 	// TxnAfterDecide fires in a 2PC coordinator after the decision is
 	// recorded and before any Finish is sent.
 	TxnAfterDecide = "txnAfterDecide"
 )
 
 // Names lists every failpoint.
-var Names = []string{WALBeforeSync, RaftBeforeSave, RaftAfterSave, TxnAfterPrepare, TxnAfterDecide}
+var Names = []string{WALBeforeSync, RaftBeforeSave, RaftAfterSave, TxnAfterPrepare, TxnAfterDecide, WALBeforeTruncate, MaterializeBeforeRename}

@@ -183,6 +183,338 @@ func (*RaftAck) Descriptor() ([]byte, []int) {
 	return file_internalpb_internal_proto_rawDescGZIP(), []int{2}
 }
 
+type FetchMaterializationRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId     uint64                 `protobuf:"varint,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	Group         uint64                 `protobuf:"varint,2,opt,name=group,proto3" json:"group,omitempty"`
+	Index         uint64                 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchMaterializationRequest) Reset() {
+	*x = FetchMaterializationRequest{}
+	mi := &file_internalpb_internal_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchMaterializationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchMaterializationRequest) ProtoMessage() {}
+
+func (x *FetchMaterializationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchMaterializationRequest.ProtoReflect.Descriptor instead.
+func (*FetchMaterializationRequest) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *FetchMaterializationRequest) GetClusterId() uint64 {
+	if x != nil {
+		return x.ClusterId
+	}
+	return 0
+}
+
+func (x *FetchMaterializationRequest) GetGroup() uint64 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+func (x *FetchMaterializationRequest) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+type FileChunk struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Data  []byte                 `protobuf:"bytes,1,opt,name=data,proto3" json:"data,omitempty"`
+	// CRC32C (Castagnoli) of data.
+	Crc           uint32 `protobuf:"varint,2,opt,name=crc,proto3" json:"crc,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FileChunk) Reset() {
+	*x = FileChunk{}
+	mi := &file_internalpb_internal_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FileChunk) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FileChunk) ProtoMessage() {}
+
+func (x *FileChunk) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FileChunk.ProtoReflect.Descriptor instead.
+func (*FileChunk) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *FileChunk) GetData() []byte {
+	if x != nil {
+		return x.Data
+	}
+	return nil
+}
+
+func (x *FileChunk) GetCrc() uint32 {
+	if x != nil {
+		return x.Crc
+	}
+	return 0
+}
+
+type MaterializeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId     uint64                 `protobuf:"varint,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	Groups        []uint64               `protobuf:"varint,2,rep,packed,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MaterializeRequest) Reset() {
+	*x = MaterializeRequest{}
+	mi := &file_internalpb_internal_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MaterializeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MaterializeRequest) ProtoMessage() {}
+
+func (x *MaterializeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MaterializeRequest.ProtoReflect.Descriptor instead.
+func (*MaterializeRequest) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *MaterializeRequest) GetClusterId() uint64 {
+	if x != nil {
+		return x.ClusterId
+	}
+	return 0
+}
+
+func (x *MaterializeRequest) GetGroups() []uint64 {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+type GroupMaterialized struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         uint64                 `protobuf:"varint,1,opt,name=group,proto3" json:"group,omitempty"`
+	Index         uint64                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupMaterialized) Reset() {
+	*x = GroupMaterialized{}
+	mi := &file_internalpb_internal_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupMaterialized) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupMaterialized) ProtoMessage() {}
+
+func (x *GroupMaterialized) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupMaterialized.ProtoReflect.Descriptor instead.
+func (*GroupMaterialized) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *GroupMaterialized) GetGroup() uint64 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+func (x *GroupMaterialized) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *GroupMaterialized) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type MaterializeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Groups        []*GroupMaterialized   `protobuf:"bytes,1,rep,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MaterializeResponse) Reset() {
+	*x = MaterializeResponse{}
+	mi := &file_internalpb_internal_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MaterializeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MaterializeResponse) ProtoMessage() {}
+
+func (x *MaterializeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MaterializeResponse.ProtoReflect.Descriptor instead.
+func (*MaterializeResponse) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *MaterializeResponse) GetGroups() []*GroupMaterialized {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+// MaterializedMark is the data of a WAL materialization record: group's
+// state up to index is in a materialization file. installed: the file came
+// from the leader as a raft snapshot and replaced the log before it.
+type MaterializedMark struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         uint64                 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Term          uint64                 `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
+	Installed     bool                   `protobuf:"varint,3,opt,name=installed,proto3" json:"installed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MaterializedMark) Reset() {
+	*x = MaterializedMark{}
+	mi := &file_internalpb_internal_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MaterializedMark) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MaterializedMark) ProtoMessage() {}
+
+func (x *MaterializedMark) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MaterializedMark.ProtoReflect.Descriptor instead.
+func (*MaterializedMark) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *MaterializedMark) GetIndex() uint64 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *MaterializedMark) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *MaterializedMark) GetInstalled() bool {
+	if x != nil {
+		return x.Installed
+	}
+	return false
+}
+
 // Command is the data of a normal raft entry.
 type Command struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -212,7 +544,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_internalpb_internal_proto_msgTypes[3]
+	mi := &file_internalpb_internal_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -224,7 +556,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[3]
+	mi := &file_internalpb_internal_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -237,7 +569,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{3}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Command) GetId() uint64 {
@@ -476,7 +808,7 @@ type TxnShare struct {
 
 func (x *TxnShare) Reset() {
 	*x = TxnShare{}
-	mi := &file_internalpb_internal_proto_msgTypes[4]
+	mi := &file_internalpb_internal_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -488,7 +820,7 @@ func (x *TxnShare) String() string {
 func (*TxnShare) ProtoMessage() {}
 
 func (x *TxnShare) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[4]
+	mi := &file_internalpb_internal_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -501,7 +833,7 @@ func (x *TxnShare) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnShare.ProtoReflect.Descriptor instead.
 func (*TxnShare) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{4}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TxnShare) GetCompares() []*kvpb.Compare {
@@ -558,7 +890,7 @@ type TxnPrepareOp struct {
 
 func (x *TxnPrepareOp) Reset() {
 	*x = TxnPrepareOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[5]
+	mi := &file_internalpb_internal_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -570,7 +902,7 @@ func (x *TxnPrepareOp) String() string {
 func (*TxnPrepareOp) ProtoMessage() {}
 
 func (x *TxnPrepareOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[5]
+	mi := &file_internalpb_internal_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -583,7 +915,7 @@ func (x *TxnPrepareOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnPrepareOp.ProtoReflect.Descriptor instead.
 func (*TxnPrepareOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{5}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TxnPrepareOp) GetTxnId() []byte {
@@ -635,7 +967,7 @@ type TxnFinishOp struct {
 
 func (x *TxnFinishOp) Reset() {
 	*x = TxnFinishOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[6]
+	mi := &file_internalpb_internal_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -647,7 +979,7 @@ func (x *TxnFinishOp) String() string {
 func (*TxnFinishOp) ProtoMessage() {}
 
 func (x *TxnFinishOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[6]
+	mi := &file_internalpb_internal_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -660,7 +992,7 @@ func (x *TxnFinishOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnFinishOp.ProtoReflect.Descriptor instead.
 func (*TxnFinishOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{6}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TxnFinishOp) GetTxnId() []byte {
@@ -706,7 +1038,7 @@ type TxnDecideOp struct {
 
 func (x *TxnDecideOp) Reset() {
 	*x = TxnDecideOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[7]
+	mi := &file_internalpb_internal_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -718,7 +1050,7 @@ func (x *TxnDecideOp) String() string {
 func (*TxnDecideOp) ProtoMessage() {}
 
 func (x *TxnDecideOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[7]
+	mi := &file_internalpb_internal_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -731,7 +1063,7 @@ func (x *TxnDecideOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnDecideOp.ProtoReflect.Descriptor instead.
 func (*TxnDecideOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{7}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TxnDecideOp) GetTxnId() []byte {
@@ -780,7 +1112,7 @@ type TxnOnePhaseOp struct {
 
 func (x *TxnOnePhaseOp) Reset() {
 	*x = TxnOnePhaseOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[8]
+	mi := &file_internalpb_internal_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -792,7 +1124,7 @@ func (x *TxnOnePhaseOp) String() string {
 func (*TxnOnePhaseOp) ProtoMessage() {}
 
 func (x *TxnOnePhaseOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[8]
+	mi := &file_internalpb_internal_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -805,7 +1137,7 @@ func (x *TxnOnePhaseOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnOnePhaseOp.ProtoReflect.Descriptor instead.
 func (*TxnOnePhaseOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{8}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TxnOnePhaseOp) GetTxnId() []byte {
@@ -834,7 +1166,7 @@ type PrepareRequest struct {
 
 func (x *PrepareRequest) Reset() {
 	*x = PrepareRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[9]
+	mi := &file_internalpb_internal_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -846,7 +1178,7 @@ func (x *PrepareRequest) String() string {
 func (*PrepareRequest) ProtoMessage() {}
 
 func (x *PrepareRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[9]
+	mi := &file_internalpb_internal_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -859,7 +1191,7 @@ func (x *PrepareRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareRequest.ProtoReflect.Descriptor instead.
 func (*PrepareRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{9}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *PrepareRequest) GetPartition() uint64 {
@@ -899,7 +1231,7 @@ type PrepareResponse struct {
 
 func (x *PrepareResponse) Reset() {
 	*x = PrepareResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[10]
+	mi := &file_internalpb_internal_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -911,7 +1243,7 @@ func (x *PrepareResponse) String() string {
 func (*PrepareResponse) ProtoMessage() {}
 
 func (x *PrepareResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[10]
+	mi := &file_internalpb_internal_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -924,7 +1256,7 @@ func (x *PrepareResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareResponse.ProtoReflect.Descriptor instead.
 func (*PrepareResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{10}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *PrepareResponse) GetPrepared() bool {
@@ -973,7 +1305,7 @@ type FinishRequest struct {
 
 func (x *FinishRequest) Reset() {
 	*x = FinishRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[11]
+	mi := &file_internalpb_internal_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -985,7 +1317,7 @@ func (x *FinishRequest) String() string {
 func (*FinishRequest) ProtoMessage() {}
 
 func (x *FinishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[11]
+	mi := &file_internalpb_internal_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -998,7 +1330,7 @@ func (x *FinishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishRequest.ProtoReflect.Descriptor instead.
 func (*FinishRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{11}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *FinishRequest) GetPartition() uint64 {
@@ -1031,7 +1363,7 @@ type FinishResponse struct {
 
 func (x *FinishResponse) Reset() {
 	*x = FinishResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[12]
+	mi := &file_internalpb_internal_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1043,7 +1375,7 @@ func (x *FinishResponse) String() string {
 func (*FinishResponse) ProtoMessage() {}
 
 func (x *FinishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[12]
+	mi := &file_internalpb_internal_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1056,7 +1388,7 @@ func (x *FinishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishResponse.ProtoReflect.Descriptor instead.
 func (*FinishResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{12}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *FinishResponse) GetCutVersion() uint64 {
@@ -1077,7 +1409,7 @@ type DecideRequest struct {
 
 func (x *DecideRequest) Reset() {
 	*x = DecideRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[13]
+	mi := &file_internalpb_internal_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1089,7 +1421,7 @@ func (x *DecideRequest) String() string {
 func (*DecideRequest) ProtoMessage() {}
 
 func (x *DecideRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[13]
+	mi := &file_internalpb_internal_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1102,7 +1434,7 @@ func (x *DecideRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideRequest.ProtoReflect.Descriptor instead.
 func (*DecideRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{13}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DecideRequest) GetPartition() uint64 {
@@ -1137,7 +1469,7 @@ type DecideResponse struct {
 
 func (x *DecideResponse) Reset() {
 	*x = DecideResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[14]
+	mi := &file_internalpb_internal_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1149,7 +1481,7 @@ func (x *DecideResponse) String() string {
 func (*DecideResponse) ProtoMessage() {}
 
 func (x *DecideResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[14]
+	mi := &file_internalpb_internal_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1162,7 +1494,7 @@ func (x *DecideResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideResponse.ProtoReflect.Descriptor instead.
 func (*DecideResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{14}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *DecideResponse) GetRecorded() *TxnDecideOp {
@@ -1190,7 +1522,7 @@ type CutStartOp struct {
 
 func (x *CutStartOp) Reset() {
 	*x = CutStartOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[15]
+	mi := &file_internalpb_internal_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1202,7 +1534,7 @@ func (x *CutStartOp) String() string {
 func (*CutStartOp) ProtoMessage() {}
 
 func (x *CutStartOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[15]
+	mi := &file_internalpb_internal_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1215,7 +1547,7 @@ func (x *CutStartOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutStartOp.ProtoReflect.Descriptor instead.
 func (*CutStartOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{15}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CutStartOp) GetVersion() uint64 {
@@ -1238,7 +1570,7 @@ type CutTxn struct {
 
 func (x *CutTxn) Reset() {
 	*x = CutTxn{}
-	mi := &file_internalpb_internal_proto_msgTypes[16]
+	mi := &file_internalpb_internal_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1250,7 +1582,7 @@ func (x *CutTxn) String() string {
 func (*CutTxn) ProtoMessage() {}
 
 func (x *CutTxn) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[16]
+	mi := &file_internalpb_internal_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1263,7 +1595,7 @@ func (x *CutTxn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutTxn.ProtoReflect.Descriptor instead.
 func (*CutTxn) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{16}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CutTxn) GetTxnId() []byte {
@@ -1302,7 +1634,7 @@ type CutFinishOp struct {
 
 func (x *CutFinishOp) Reset() {
 	*x = CutFinishOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[17]
+	mi := &file_internalpb_internal_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1314,7 +1646,7 @@ func (x *CutFinishOp) String() string {
 func (*CutFinishOp) ProtoMessage() {}
 
 func (x *CutFinishOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[17]
+	mi := &file_internalpb_internal_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1327,7 +1659,7 @@ func (x *CutFinishOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutFinishOp.ProtoReflect.Descriptor instead.
 func (*CutFinishOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{17}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CutFinishOp) GetVersion() uint64 {
@@ -1374,7 +1706,7 @@ type HashOp struct {
 
 func (x *HashOp) Reset() {
 	*x = HashOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[18]
+	mi := &file_internalpb_internal_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1386,7 +1718,7 @@ func (x *HashOp) String() string {
 func (*HashOp) ProtoMessage() {}
 
 func (x *HashOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[18]
+	mi := &file_internalpb_internal_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1399,7 +1731,7 @@ func (x *HashOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HashOp.ProtoReflect.Descriptor instead.
 func (*HashOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{18}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{24}
 }
 
 // CutAllocateOp (group 0) starts a new cut unless one is running; the
@@ -1413,7 +1745,7 @@ type CutAllocateOp struct {
 
 func (x *CutAllocateOp) Reset() {
 	*x = CutAllocateOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[19]
+	mi := &file_internalpb_internal_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1425,7 +1757,7 @@ func (x *CutAllocateOp) String() string {
 func (*CutAllocateOp) ProtoMessage() {}
 
 func (x *CutAllocateOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[19]
+	mi := &file_internalpb_internal_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1438,7 +1770,7 @@ func (x *CutAllocateOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutAllocateOp.ProtoReflect.Descriptor instead.
 func (*CutAllocateOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{19}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CutAllocateOp) GetStartedUnixMs() int64 {
@@ -1458,7 +1790,7 @@ type CutRecordOp struct {
 
 func (x *CutRecordOp) Reset() {
 	*x = CutRecordOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[20]
+	mi := &file_internalpb_internal_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1470,7 +1802,7 @@ func (x *CutRecordOp) String() string {
 func (*CutRecordOp) ProtoMessage() {}
 
 func (x *CutRecordOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[20]
+	mi := &file_internalpb_internal_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1483,7 +1815,7 @@ func (x *CutRecordOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutRecordOp.ProtoReflect.Descriptor instead.
 func (*CutRecordOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{20}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CutRecordOp) GetCut() *kvpb.CutInfo {
@@ -1505,7 +1837,7 @@ type StartCutRequest struct {
 
 func (x *StartCutRequest) Reset() {
 	*x = StartCutRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[21]
+	mi := &file_internalpb_internal_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1517,7 +1849,7 @@ func (x *StartCutRequest) String() string {
 func (*StartCutRequest) ProtoMessage() {}
 
 func (x *StartCutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[21]
+	mi := &file_internalpb_internal_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1530,7 +1862,7 @@ func (x *StartCutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartCutRequest.ProtoReflect.Descriptor instead.
 func (*StartCutRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{21}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StartCutRequest) GetPartition() uint64 {
@@ -1574,7 +1906,7 @@ type StartCutResponse struct {
 
 func (x *StartCutResponse) Reset() {
 	*x = StartCutResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[22]
+	mi := &file_internalpb_internal_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1586,7 +1918,7 @@ func (x *StartCutResponse) String() string {
 func (*StartCutResponse) ProtoMessage() {}
 
 func (x *StartCutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[22]
+	mi := &file_internalpb_internal_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1599,7 +1931,7 @@ func (x *StartCutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartCutResponse.ProtoReflect.Descriptor instead.
 func (*StartCutResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{22}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StartCutResponse) GetFinished() bool {
@@ -1641,7 +1973,7 @@ type PartitionHashRequest struct {
 
 func (x *PartitionHashRequest) Reset() {
 	*x = PartitionHashRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[23]
+	mi := &file_internalpb_internal_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1653,7 +1985,7 @@ func (x *PartitionHashRequest) String() string {
 func (*PartitionHashRequest) ProtoMessage() {}
 
 func (x *PartitionHashRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[23]
+	mi := &file_internalpb_internal_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1666,7 +1998,7 @@ func (x *PartitionHashRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionHashRequest.ProtoReflect.Descriptor instead.
 func (*PartitionHashRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{23}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PartitionHashRequest) GetPartition() uint64 {
@@ -1701,7 +2033,7 @@ type PartitionHashResponse struct {
 
 func (x *PartitionHashResponse) Reset() {
 	*x = PartitionHashResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[24]
+	mi := &file_internalpb_internal_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1713,7 +2045,7 @@ func (x *PartitionHashResponse) String() string {
 func (*PartitionHashResponse) ProtoMessage() {}
 
 func (x *PartitionHashResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[24]
+	mi := &file_internalpb_internal_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1726,7 +2058,7 @@ func (x *PartitionHashResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionHashResponse.ProtoReflect.Descriptor instead.
 func (*PartitionHashResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{24}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PartitionHashResponse) GetIndex() uint64 {
@@ -1760,7 +2092,7 @@ type PutOp struct {
 
 func (x *PutOp) Reset() {
 	*x = PutOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[25]
+	mi := &file_internalpb_internal_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1772,7 +2104,7 @@ func (x *PutOp) String() string {
 func (*PutOp) ProtoMessage() {}
 
 func (x *PutOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[25]
+	mi := &file_internalpb_internal_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1785,7 +2117,7 @@ func (x *PutOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutOp.ProtoReflect.Descriptor instead.
 func (*PutOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{25}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PutOp) GetKey() []byte {
@@ -1811,7 +2143,7 @@ type DeleteOp struct {
 
 func (x *DeleteOp) Reset() {
 	*x = DeleteOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[26]
+	mi := &file_internalpb_internal_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1823,7 +2155,7 @@ func (x *DeleteOp) String() string {
 func (*DeleteOp) ProtoMessage() {}
 
 func (x *DeleteOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[26]
+	mi := &file_internalpb_internal_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1836,7 +2168,7 @@ func (x *DeleteOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteOp.ProtoReflect.Descriptor instead.
 func (*DeleteOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{26}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DeleteOp) GetKey() []byte {
@@ -1854,7 +2186,7 @@ type NoopOp struct {
 
 func (x *NoopOp) Reset() {
 	*x = NoopOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[27]
+	mi := &file_internalpb_internal_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1866,7 +2198,7 @@ func (x *NoopOp) String() string {
 func (*NoopOp) ProtoMessage() {}
 
 func (x *NoopOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[27]
+	mi := &file_internalpb_internal_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1879,7 +2211,7 @@ func (x *NoopOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoopOp.ProtoReflect.Descriptor instead.
 func (*NoopOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{27}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{33}
 }
 
 // BootstrapOp is the first entry of group 0: the cluster's fixed layout.
@@ -1892,7 +2224,7 @@ type BootstrapOp struct {
 
 func (x *BootstrapOp) Reset() {
 	*x = BootstrapOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[28]
+	mi := &file_internalpb_internal_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1904,7 +2236,7 @@ func (x *BootstrapOp) String() string {
 func (*BootstrapOp) ProtoMessage() {}
 
 func (x *BootstrapOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[28]
+	mi := &file_internalpb_internal_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1917,7 +2249,7 @@ func (x *BootstrapOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BootstrapOp.ProtoReflect.Descriptor instead.
 func (*BootstrapOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{28}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *BootstrapOp) GetLayout() *ClusterLayout {
@@ -1938,7 +2270,7 @@ type MemberInfo struct {
 
 func (x *MemberInfo) Reset() {
 	*x = MemberInfo{}
-	mi := &file_internalpb_internal_proto_msgTypes[29]
+	mi := &file_internalpb_internal_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1950,7 +2282,7 @@ func (x *MemberInfo) String() string {
 func (*MemberInfo) ProtoMessage() {}
 
 func (x *MemberInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[29]
+	mi := &file_internalpb_internal_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1963,7 +2295,7 @@ func (x *MemberInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberInfo.ProtoReflect.Descriptor instead.
 func (*MemberInfo) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{29}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *MemberInfo) GetId() string {
@@ -2000,7 +2332,7 @@ type ClusterLayout struct {
 
 func (x *ClusterLayout) Reset() {
 	*x = ClusterLayout{}
-	mi := &file_internalpb_internal_proto_msgTypes[30]
+	mi := &file_internalpb_internal_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2012,7 +2344,7 @@ func (x *ClusterLayout) String() string {
 func (*ClusterLayout) ProtoMessage() {}
 
 func (x *ClusterLayout) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[30]
+	mi := &file_internalpb_internal_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2025,7 +2357,7 @@ func (x *ClusterLayout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterLayout.ProtoReflect.Descriptor instead.
 func (*ClusterLayout) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{30}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ClusterLayout) GetClusterId() uint64 {
@@ -2065,7 +2397,7 @@ type Replicas struct {
 
 func (x *Replicas) Reset() {
 	*x = Replicas{}
-	mi := &file_internalpb_internal_proto_msgTypes[31]
+	mi := &file_internalpb_internal_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2077,7 +2409,7 @@ func (x *Replicas) String() string {
 func (*Replicas) ProtoMessage() {}
 
 func (x *Replicas) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[31]
+	mi := &file_internalpb_internal_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2090,7 +2422,7 @@ func (x *Replicas) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replicas.ProtoReflect.Descriptor instead.
 func (*Replicas) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{31}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Replicas) GetRaftIds() []uint64 {
@@ -2098,6 +2430,75 @@ func (x *Replicas) GetRaftIds() []uint64 {
 		return x.RaftIds
 	}
 	return nil
+}
+
+// MetaImage is group 0's state at an applied index (its materialization).
+type MetaImage struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Applied       uint64                 `protobuf:"varint,1,opt,name=applied,proto3" json:"applied,omitempty"`
+	Layout        *ClusterLayout         `protobuf:"bytes,2,opt,name=layout,proto3" json:"layout,omitempty"`
+	Cuts          []*kvpb.CutInfo        `protobuf:"bytes,3,rep,name=cuts,proto3" json:"cuts,omitempty"`
+	LastCut       uint64                 `protobuf:"varint,4,opt,name=last_cut,json=lastCut,proto3" json:"last_cut,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MetaImage) Reset() {
+	*x = MetaImage{}
+	mi := &file_internalpb_internal_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MetaImage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MetaImage) ProtoMessage() {}
+
+func (x *MetaImage) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MetaImage.ProtoReflect.Descriptor instead.
+func (*MetaImage) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *MetaImage) GetApplied() uint64 {
+	if x != nil {
+		return x.Applied
+	}
+	return 0
+}
+
+func (x *MetaImage) GetLayout() *ClusterLayout {
+	if x != nil {
+		return x.Layout
+	}
+	return nil
+}
+
+func (x *MetaImage) GetCuts() []*kvpb.CutInfo {
+	if x != nil {
+		return x.Cuts
+	}
+	return nil
+}
+
+func (x *MetaImage) GetLastCut() uint64 {
+	if x != nil {
+		return x.LastCut
+	}
+	return 0
 }
 
 // NodeIdentity is what a node's data dir remembers (cluster.json).
@@ -2111,7 +2512,7 @@ type NodeIdentity struct {
 
 func (x *NodeIdentity) Reset() {
 	*x = NodeIdentity{}
-	mi := &file_internalpb_internal_proto_msgTypes[32]
+	mi := &file_internalpb_internal_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2123,7 +2524,7 @@ func (x *NodeIdentity) String() string {
 func (*NodeIdentity) ProtoMessage() {}
 
 func (x *NodeIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[32]
+	mi := &file_internalpb_internal_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2136,7 +2537,7 @@ func (x *NodeIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeIdentity.ProtoReflect.Descriptor instead.
 func (*NodeIdentity) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{32}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *NodeIdentity) GetNodeId() string {
@@ -2167,7 +2568,29 @@ const file_internalpb_internal_proto_rawDesc = "" +
 	"\fGroupMessage\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\x04R\x05group\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\fR\amessage\"\t\n" +
-	"\aRaftAck\"\xdc\x06\n" +
+	"\aRaftAck\"h\n" +
+	"\x1bFetchMaterializationRequest\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\x04R\x05group\x12\x14\n" +
+	"\x05index\x18\x03 \x01(\x04R\x05index\"1\n" +
+	"\tFileChunk\x12\x12\n" +
+	"\x04data\x18\x01 \x01(\fR\x04data\x12\x10\n" +
+	"\x03crc\x18\x02 \x01(\rR\x03crc\"K\n" +
+	"\x12MaterializeRequest\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12\x16\n" +
+	"\x06groups\x18\x02 \x03(\x04R\x06groups\"U\n" +
+	"\x11GroupMaterialized\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\x04R\x05group\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\x04R\x05index\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"S\n" +
+	"\x13MaterializeResponse\x12<\n" +
+	"\x06groups\x18\x01 \x03(\v2$.cutkv.internal.v1.GroupMaterializedR\x06groups\"Z\n" +
+	"\x10MaterializedMark\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x12\n" +
+	"\x04term\x18\x02 \x01(\x04R\x04term\x12\x1c\n" +
+	"\tinstalled\x18\x03 \x01(\bR\tinstalled\"\xdc\x06\n" +
 	"\aCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1f\n" +
 	"\vcut_version\x18\x02 \x01(\x04R\n" +
@@ -2307,12 +2730,19 @@ const file_internalpb_internal_proto_rawDesc = "" +
 	"\amembers\x18\x03 \x03(\v2\x1d.cutkv.internal.v1.MemberInfoR\amembers\x123\n" +
 	"\x06groups\x18\x04 \x03(\v2\x1b.cutkv.internal.v1.ReplicasR\x06groups\"%\n" +
 	"\bReplicas\x12\x19\n" +
-	"\braft_ids\x18\x01 \x03(\x04R\araftIds\"a\n" +
+	"\braft_ids\x18\x01 \x03(\x04R\araftIds\"\xa4\x01\n" +
+	"\tMetaImage\x12\x18\n" +
+	"\aapplied\x18\x01 \x01(\x04R\aapplied\x128\n" +
+	"\x06layout\x18\x02 \x01(\v2 .cutkv.internal.v1.ClusterLayoutR\x06layout\x12(\n" +
+	"\x04cuts\x18\x03 \x03(\v2\x14.cutkv.kv.v1.CutInfoR\x04cuts\x12\x19\n" +
+	"\blast_cut\x18\x04 \x01(\x04R\alastCut\"a\n" +
 	"\fNodeIdentity\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x128\n" +
-	"\x06layout\x18\x02 \x01(\v2 .cutkv.internal.v1.ClusterLayoutR\x06layout2J\n" +
+	"\x06layout\x18\x02 \x01(\v2 .cutkv.internal.v1.ClusterLayoutR\x06layout2\x90\x02\n" +
 	"\x04Raft\x12B\n" +
-	"\x04Send\x12\x1c.cutkv.internal.v1.RaftBatch\x1a\x1a.cutkv.internal.v1.RaftAck(\x012\xfd\x01\n" +
+	"\x04Send\x12\x1c.cutkv.internal.v1.RaftBatch\x1a\x1a.cutkv.internal.v1.RaftAck(\x01\x12f\n" +
+	"\x14FetchMaterialization\x12..cutkv.internal.v1.FetchMaterializationRequest\x1a\x1c.cutkv.internal.v1.FileChunk0\x01\x12\\\n" +
+	"\vMaterialize\x12%.cutkv.internal.v1.MaterializeRequest\x1a&.cutkv.internal.v1.MaterializeResponse2\xfd\x01\n" +
 	"\vParticipant\x12P\n" +
 	"\aPrepare\x12!.cutkv.internal.v1.PrepareRequest\x1a\".cutkv.internal.v1.PrepareResponse\x12M\n" +
 	"\x06Finish\x12 .cutkv.internal.v1.FinishRequest\x1a!.cutkv.internal.v1.FinishResponse\x12M\n" +
@@ -2334,97 +2764,111 @@ func file_internalpb_internal_proto_rawDescGZIP() []byte {
 	return file_internalpb_internal_proto_rawDescData
 }
 
-var file_internalpb_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_internalpb_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_internalpb_internal_proto_goTypes = []any{
-	(*RaftBatch)(nil),             // 0: cutkv.internal.v1.RaftBatch
-	(*GroupMessage)(nil),          // 1: cutkv.internal.v1.GroupMessage
-	(*RaftAck)(nil),               // 2: cutkv.internal.v1.RaftAck
-	(*Command)(nil),               // 3: cutkv.internal.v1.Command
-	(*TxnShare)(nil),              // 4: cutkv.internal.v1.TxnShare
-	(*TxnPrepareOp)(nil),          // 5: cutkv.internal.v1.TxnPrepareOp
-	(*TxnFinishOp)(nil),           // 6: cutkv.internal.v1.TxnFinishOp
-	(*TxnDecideOp)(nil),           // 7: cutkv.internal.v1.TxnDecideOp
-	(*TxnOnePhaseOp)(nil),         // 8: cutkv.internal.v1.TxnOnePhaseOp
-	(*PrepareRequest)(nil),        // 9: cutkv.internal.v1.PrepareRequest
-	(*PrepareResponse)(nil),       // 10: cutkv.internal.v1.PrepareResponse
-	(*FinishRequest)(nil),         // 11: cutkv.internal.v1.FinishRequest
-	(*FinishResponse)(nil),        // 12: cutkv.internal.v1.FinishResponse
-	(*DecideRequest)(nil),         // 13: cutkv.internal.v1.DecideRequest
-	(*DecideResponse)(nil),        // 14: cutkv.internal.v1.DecideResponse
-	(*CutStartOp)(nil),            // 15: cutkv.internal.v1.CutStartOp
-	(*CutTxn)(nil),                // 16: cutkv.internal.v1.CutTxn
-	(*CutFinishOp)(nil),           // 17: cutkv.internal.v1.CutFinishOp
-	(*HashOp)(nil),                // 18: cutkv.internal.v1.HashOp
-	(*CutAllocateOp)(nil),         // 19: cutkv.internal.v1.CutAllocateOp
-	(*CutRecordOp)(nil),           // 20: cutkv.internal.v1.CutRecordOp
-	(*StartCutRequest)(nil),       // 21: cutkv.internal.v1.StartCutRequest
-	(*StartCutResponse)(nil),      // 22: cutkv.internal.v1.StartCutResponse
-	(*PartitionHashRequest)(nil),  // 23: cutkv.internal.v1.PartitionHashRequest
-	(*PartitionHashResponse)(nil), // 24: cutkv.internal.v1.PartitionHashResponse
-	(*PutOp)(nil),                 // 25: cutkv.internal.v1.PutOp
-	(*DeleteOp)(nil),              // 26: cutkv.internal.v1.DeleteOp
-	(*NoopOp)(nil),                // 27: cutkv.internal.v1.NoopOp
-	(*BootstrapOp)(nil),           // 28: cutkv.internal.v1.BootstrapOp
-	(*MemberInfo)(nil),            // 29: cutkv.internal.v1.MemberInfo
-	(*ClusterLayout)(nil),         // 30: cutkv.internal.v1.ClusterLayout
-	(*Replicas)(nil),              // 31: cutkv.internal.v1.Replicas
-	(*NodeIdentity)(nil),          // 32: cutkv.internal.v1.NodeIdentity
-	(*kvpb.Compare)(nil),          // 33: cutkv.kv.v1.Compare
-	(*kvpb.RequestOp)(nil),        // 34: cutkv.kv.v1.RequestOp
-	(*kvpb.ResponseOp)(nil),       // 35: cutkv.kv.v1.ResponseOp
-	(*kvpb.CutInfo)(nil),          // 36: cutkv.kv.v1.CutInfo
+	(*RaftBatch)(nil),                   // 0: cutkv.internal.v1.RaftBatch
+	(*GroupMessage)(nil),                // 1: cutkv.internal.v1.GroupMessage
+	(*RaftAck)(nil),                     // 2: cutkv.internal.v1.RaftAck
+	(*FetchMaterializationRequest)(nil), // 3: cutkv.internal.v1.FetchMaterializationRequest
+	(*FileChunk)(nil),                   // 4: cutkv.internal.v1.FileChunk
+	(*MaterializeRequest)(nil),          // 5: cutkv.internal.v1.MaterializeRequest
+	(*GroupMaterialized)(nil),           // 6: cutkv.internal.v1.GroupMaterialized
+	(*MaterializeResponse)(nil),         // 7: cutkv.internal.v1.MaterializeResponse
+	(*MaterializedMark)(nil),            // 8: cutkv.internal.v1.MaterializedMark
+	(*Command)(nil),                     // 9: cutkv.internal.v1.Command
+	(*TxnShare)(nil),                    // 10: cutkv.internal.v1.TxnShare
+	(*TxnPrepareOp)(nil),                // 11: cutkv.internal.v1.TxnPrepareOp
+	(*TxnFinishOp)(nil),                 // 12: cutkv.internal.v1.TxnFinishOp
+	(*TxnDecideOp)(nil),                 // 13: cutkv.internal.v1.TxnDecideOp
+	(*TxnOnePhaseOp)(nil),               // 14: cutkv.internal.v1.TxnOnePhaseOp
+	(*PrepareRequest)(nil),              // 15: cutkv.internal.v1.PrepareRequest
+	(*PrepareResponse)(nil),             // 16: cutkv.internal.v1.PrepareResponse
+	(*FinishRequest)(nil),               // 17: cutkv.internal.v1.FinishRequest
+	(*FinishResponse)(nil),              // 18: cutkv.internal.v1.FinishResponse
+	(*DecideRequest)(nil),               // 19: cutkv.internal.v1.DecideRequest
+	(*DecideResponse)(nil),              // 20: cutkv.internal.v1.DecideResponse
+	(*CutStartOp)(nil),                  // 21: cutkv.internal.v1.CutStartOp
+	(*CutTxn)(nil),                      // 22: cutkv.internal.v1.CutTxn
+	(*CutFinishOp)(nil),                 // 23: cutkv.internal.v1.CutFinishOp
+	(*HashOp)(nil),                      // 24: cutkv.internal.v1.HashOp
+	(*CutAllocateOp)(nil),               // 25: cutkv.internal.v1.CutAllocateOp
+	(*CutRecordOp)(nil),                 // 26: cutkv.internal.v1.CutRecordOp
+	(*StartCutRequest)(nil),             // 27: cutkv.internal.v1.StartCutRequest
+	(*StartCutResponse)(nil),            // 28: cutkv.internal.v1.StartCutResponse
+	(*PartitionHashRequest)(nil),        // 29: cutkv.internal.v1.PartitionHashRequest
+	(*PartitionHashResponse)(nil),       // 30: cutkv.internal.v1.PartitionHashResponse
+	(*PutOp)(nil),                       // 31: cutkv.internal.v1.PutOp
+	(*DeleteOp)(nil),                    // 32: cutkv.internal.v1.DeleteOp
+	(*NoopOp)(nil),                      // 33: cutkv.internal.v1.NoopOp
+	(*BootstrapOp)(nil),                 // 34: cutkv.internal.v1.BootstrapOp
+	(*MemberInfo)(nil),                  // 35: cutkv.internal.v1.MemberInfo
+	(*ClusterLayout)(nil),               // 36: cutkv.internal.v1.ClusterLayout
+	(*Replicas)(nil),                    // 37: cutkv.internal.v1.Replicas
+	(*MetaImage)(nil),                   // 38: cutkv.internal.v1.MetaImage
+	(*NodeIdentity)(nil),                // 39: cutkv.internal.v1.NodeIdentity
+	(*kvpb.Compare)(nil),                // 40: cutkv.kv.v1.Compare
+	(*kvpb.RequestOp)(nil),              // 41: cutkv.kv.v1.RequestOp
+	(*kvpb.ResponseOp)(nil),             // 42: cutkv.kv.v1.ResponseOp
+	(*kvpb.CutInfo)(nil),                // 43: cutkv.kv.v1.CutInfo
 }
 var file_internalpb_internal_proto_depIdxs = []int32{
 	1,  // 0: cutkv.internal.v1.RaftBatch.messages:type_name -> cutkv.internal.v1.GroupMessage
-	25, // 1: cutkv.internal.v1.Command.put:type_name -> cutkv.internal.v1.PutOp
-	26, // 2: cutkv.internal.v1.Command.delete:type_name -> cutkv.internal.v1.DeleteOp
-	28, // 3: cutkv.internal.v1.Command.bootstrap:type_name -> cutkv.internal.v1.BootstrapOp
-	27, // 4: cutkv.internal.v1.Command.noop:type_name -> cutkv.internal.v1.NoopOp
-	5,  // 5: cutkv.internal.v1.Command.txn_prepare:type_name -> cutkv.internal.v1.TxnPrepareOp
-	6,  // 6: cutkv.internal.v1.Command.txn_finish:type_name -> cutkv.internal.v1.TxnFinishOp
-	7,  // 7: cutkv.internal.v1.Command.txn_decide:type_name -> cutkv.internal.v1.TxnDecideOp
-	8,  // 8: cutkv.internal.v1.Command.txn_one_phase:type_name -> cutkv.internal.v1.TxnOnePhaseOp
-	15, // 9: cutkv.internal.v1.Command.cut_start:type_name -> cutkv.internal.v1.CutStartOp
-	17, // 10: cutkv.internal.v1.Command.cut_finish:type_name -> cutkv.internal.v1.CutFinishOp
-	18, // 11: cutkv.internal.v1.Command.hash:type_name -> cutkv.internal.v1.HashOp
-	19, // 12: cutkv.internal.v1.Command.cut_allocate:type_name -> cutkv.internal.v1.CutAllocateOp
-	20, // 13: cutkv.internal.v1.Command.cut_record:type_name -> cutkv.internal.v1.CutRecordOp
-	33, // 14: cutkv.internal.v1.TxnShare.compares:type_name -> cutkv.kv.v1.Compare
-	34, // 15: cutkv.internal.v1.TxnShare.success:type_name -> cutkv.kv.v1.RequestOp
-	34, // 16: cutkv.internal.v1.TxnShare.failure:type_name -> cutkv.kv.v1.RequestOp
-	4,  // 17: cutkv.internal.v1.TxnPrepareOp.share:type_name -> cutkv.internal.v1.TxnShare
-	4,  // 18: cutkv.internal.v1.TxnOnePhaseOp.share:type_name -> cutkv.internal.v1.TxnShare
-	5,  // 19: cutkv.internal.v1.PrepareRequest.op:type_name -> cutkv.internal.v1.TxnPrepareOp
-	35, // 20: cutkv.internal.v1.PrepareResponse.success_reads:type_name -> cutkv.kv.v1.ResponseOp
-	35, // 21: cutkv.internal.v1.PrepareResponse.failure_reads:type_name -> cutkv.kv.v1.ResponseOp
-	6,  // 22: cutkv.internal.v1.FinishRequest.op:type_name -> cutkv.internal.v1.TxnFinishOp
-	7,  // 23: cutkv.internal.v1.DecideRequest.op:type_name -> cutkv.internal.v1.TxnDecideOp
-	7,  // 24: cutkv.internal.v1.DecideResponse.recorded:type_name -> cutkv.internal.v1.TxnDecideOp
-	16, // 25: cutkv.internal.v1.CutFinishOp.before:type_name -> cutkv.internal.v1.CutTxn
-	16, // 26: cutkv.internal.v1.CutFinishOp.after:type_name -> cutkv.internal.v1.CutTxn
-	36, // 27: cutkv.internal.v1.CutRecordOp.cut:type_name -> cutkv.kv.v1.CutInfo
-	17, // 28: cutkv.internal.v1.StartCutResponse.finish:type_name -> cutkv.internal.v1.CutFinishOp
-	30, // 29: cutkv.internal.v1.BootstrapOp.layout:type_name -> cutkv.internal.v1.ClusterLayout
-	29, // 30: cutkv.internal.v1.ClusterLayout.members:type_name -> cutkv.internal.v1.MemberInfo
-	31, // 31: cutkv.internal.v1.ClusterLayout.groups:type_name -> cutkv.internal.v1.Replicas
-	30, // 32: cutkv.internal.v1.NodeIdentity.layout:type_name -> cutkv.internal.v1.ClusterLayout
-	0,  // 33: cutkv.internal.v1.Raft.Send:input_type -> cutkv.internal.v1.RaftBatch
-	9,  // 34: cutkv.internal.v1.Participant.Prepare:input_type -> cutkv.internal.v1.PrepareRequest
-	11, // 35: cutkv.internal.v1.Participant.Finish:input_type -> cutkv.internal.v1.FinishRequest
-	13, // 36: cutkv.internal.v1.Participant.Decide:input_type -> cutkv.internal.v1.DecideRequest
-	21, // 37: cutkv.internal.v1.CutService.StartCut:input_type -> cutkv.internal.v1.StartCutRequest
-	23, // 38: cutkv.internal.v1.CutService.PartitionHash:input_type -> cutkv.internal.v1.PartitionHashRequest
-	2,  // 39: cutkv.internal.v1.Raft.Send:output_type -> cutkv.internal.v1.RaftAck
-	10, // 40: cutkv.internal.v1.Participant.Prepare:output_type -> cutkv.internal.v1.PrepareResponse
-	12, // 41: cutkv.internal.v1.Participant.Finish:output_type -> cutkv.internal.v1.FinishResponse
-	14, // 42: cutkv.internal.v1.Participant.Decide:output_type -> cutkv.internal.v1.DecideResponse
-	22, // 43: cutkv.internal.v1.CutService.StartCut:output_type -> cutkv.internal.v1.StartCutResponse
-	24, // 44: cutkv.internal.v1.CutService.PartitionHash:output_type -> cutkv.internal.v1.PartitionHashResponse
-	39, // [39:45] is the sub-list for method output_type
-	33, // [33:39] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	6,  // 1: cutkv.internal.v1.MaterializeResponse.groups:type_name -> cutkv.internal.v1.GroupMaterialized
+	31, // 2: cutkv.internal.v1.Command.put:type_name -> cutkv.internal.v1.PutOp
+	32, // 3: cutkv.internal.v1.Command.delete:type_name -> cutkv.internal.v1.DeleteOp
+	34, // 4: cutkv.internal.v1.Command.bootstrap:type_name -> cutkv.internal.v1.BootstrapOp
+	33, // 5: cutkv.internal.v1.Command.noop:type_name -> cutkv.internal.v1.NoopOp
+	11, // 6: cutkv.internal.v1.Command.txn_prepare:type_name -> cutkv.internal.v1.TxnPrepareOp
+	12, // 7: cutkv.internal.v1.Command.txn_finish:type_name -> cutkv.internal.v1.TxnFinishOp
+	13, // 8: cutkv.internal.v1.Command.txn_decide:type_name -> cutkv.internal.v1.TxnDecideOp
+	14, // 9: cutkv.internal.v1.Command.txn_one_phase:type_name -> cutkv.internal.v1.TxnOnePhaseOp
+	21, // 10: cutkv.internal.v1.Command.cut_start:type_name -> cutkv.internal.v1.CutStartOp
+	23, // 11: cutkv.internal.v1.Command.cut_finish:type_name -> cutkv.internal.v1.CutFinishOp
+	24, // 12: cutkv.internal.v1.Command.hash:type_name -> cutkv.internal.v1.HashOp
+	25, // 13: cutkv.internal.v1.Command.cut_allocate:type_name -> cutkv.internal.v1.CutAllocateOp
+	26, // 14: cutkv.internal.v1.Command.cut_record:type_name -> cutkv.internal.v1.CutRecordOp
+	40, // 15: cutkv.internal.v1.TxnShare.compares:type_name -> cutkv.kv.v1.Compare
+	41, // 16: cutkv.internal.v1.TxnShare.success:type_name -> cutkv.kv.v1.RequestOp
+	41, // 17: cutkv.internal.v1.TxnShare.failure:type_name -> cutkv.kv.v1.RequestOp
+	10, // 18: cutkv.internal.v1.TxnPrepareOp.share:type_name -> cutkv.internal.v1.TxnShare
+	10, // 19: cutkv.internal.v1.TxnOnePhaseOp.share:type_name -> cutkv.internal.v1.TxnShare
+	11, // 20: cutkv.internal.v1.PrepareRequest.op:type_name -> cutkv.internal.v1.TxnPrepareOp
+	42, // 21: cutkv.internal.v1.PrepareResponse.success_reads:type_name -> cutkv.kv.v1.ResponseOp
+	42, // 22: cutkv.internal.v1.PrepareResponse.failure_reads:type_name -> cutkv.kv.v1.ResponseOp
+	12, // 23: cutkv.internal.v1.FinishRequest.op:type_name -> cutkv.internal.v1.TxnFinishOp
+	13, // 24: cutkv.internal.v1.DecideRequest.op:type_name -> cutkv.internal.v1.TxnDecideOp
+	13, // 25: cutkv.internal.v1.DecideResponse.recorded:type_name -> cutkv.internal.v1.TxnDecideOp
+	22, // 26: cutkv.internal.v1.CutFinishOp.before:type_name -> cutkv.internal.v1.CutTxn
+	22, // 27: cutkv.internal.v1.CutFinishOp.after:type_name -> cutkv.internal.v1.CutTxn
+	43, // 28: cutkv.internal.v1.CutRecordOp.cut:type_name -> cutkv.kv.v1.CutInfo
+	23, // 29: cutkv.internal.v1.StartCutResponse.finish:type_name -> cutkv.internal.v1.CutFinishOp
+	36, // 30: cutkv.internal.v1.BootstrapOp.layout:type_name -> cutkv.internal.v1.ClusterLayout
+	35, // 31: cutkv.internal.v1.ClusterLayout.members:type_name -> cutkv.internal.v1.MemberInfo
+	37, // 32: cutkv.internal.v1.ClusterLayout.groups:type_name -> cutkv.internal.v1.Replicas
+	36, // 33: cutkv.internal.v1.MetaImage.layout:type_name -> cutkv.internal.v1.ClusterLayout
+	43, // 34: cutkv.internal.v1.MetaImage.cuts:type_name -> cutkv.kv.v1.CutInfo
+	36, // 35: cutkv.internal.v1.NodeIdentity.layout:type_name -> cutkv.internal.v1.ClusterLayout
+	0,  // 36: cutkv.internal.v1.Raft.Send:input_type -> cutkv.internal.v1.RaftBatch
+	3,  // 37: cutkv.internal.v1.Raft.FetchMaterialization:input_type -> cutkv.internal.v1.FetchMaterializationRequest
+	5,  // 38: cutkv.internal.v1.Raft.Materialize:input_type -> cutkv.internal.v1.MaterializeRequest
+	15, // 39: cutkv.internal.v1.Participant.Prepare:input_type -> cutkv.internal.v1.PrepareRequest
+	17, // 40: cutkv.internal.v1.Participant.Finish:input_type -> cutkv.internal.v1.FinishRequest
+	19, // 41: cutkv.internal.v1.Participant.Decide:input_type -> cutkv.internal.v1.DecideRequest
+	27, // 42: cutkv.internal.v1.CutService.StartCut:input_type -> cutkv.internal.v1.StartCutRequest
+	29, // 43: cutkv.internal.v1.CutService.PartitionHash:input_type -> cutkv.internal.v1.PartitionHashRequest
+	2,  // 44: cutkv.internal.v1.Raft.Send:output_type -> cutkv.internal.v1.RaftAck
+	4,  // 45: cutkv.internal.v1.Raft.FetchMaterialization:output_type -> cutkv.internal.v1.FileChunk
+	7,  // 46: cutkv.internal.v1.Raft.Materialize:output_type -> cutkv.internal.v1.MaterializeResponse
+	16, // 47: cutkv.internal.v1.Participant.Prepare:output_type -> cutkv.internal.v1.PrepareResponse
+	18, // 48: cutkv.internal.v1.Participant.Finish:output_type -> cutkv.internal.v1.FinishResponse
+	20, // 49: cutkv.internal.v1.Participant.Decide:output_type -> cutkv.internal.v1.DecideResponse
+	28, // 50: cutkv.internal.v1.CutService.StartCut:output_type -> cutkv.internal.v1.StartCutResponse
+	30, // 51: cutkv.internal.v1.CutService.PartitionHash:output_type -> cutkv.internal.v1.PartitionHashResponse
+	44, // [44:52] is the sub-list for method output_type
+	36, // [36:44] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_internalpb_internal_proto_init() }
@@ -2432,7 +2876,7 @@ func file_internalpb_internal_proto_init() {
 	if File_internalpb_internal_proto != nil {
 		return
 	}
-	file_internalpb_internal_proto_msgTypes[3].OneofWrappers = []any{
+	file_internalpb_internal_proto_msgTypes[9].OneofWrappers = []any{
 		(*Command_Put)(nil),
 		(*Command_Delete)(nil),
 		(*Command_Bootstrap)(nil),
@@ -2453,7 +2897,7 @@ func file_internalpb_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internalpb_internal_proto_rawDesc), len(file_internalpb_internal_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   33,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -21,7 +21,9 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Raft_Send_FullMethodName = "/cutkv.internal.v1.Raft/Send"
+	Raft_Send_FullMethodName                 = "/cutkv.internal.v1.Raft/Send"
+	Raft_FetchMaterialization_FullMethodName = "/cutkv.internal.v1.Raft/FetchMaterialization"
+	Raft_Materialize_FullMethodName          = "/cutkv.internal.v1.Raft/Materialize"
 )
 
 // RaftClient is the client API for Raft service.
@@ -32,6 +34,12 @@ const (
 // peer, each stream message a batch of everything queued for that peer.
 type RaftClient interface {
 	Send(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[RaftBatch, RaftAck], error)
+	// FetchMaterialization streams a materialization file (named by a raft
+	// snapshot this node sent) in checksummed chunks.
+	FetchMaterialization(ctx context.Context, in *FetchMaterializationRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FileChunk], error)
+	// Materialize materializes every group this node holds (or the ones
+	// named) now and answers with the indexes written.
+	Materialize(ctx context.Context, in *MaterializeRequest, opts ...grpc.CallOption) (*MaterializeResponse, error)
 }
 
 type raftClient struct {
@@ -55,6 +63,35 @@ func (c *raftClient) Send(ctx context.Context, opts ...grpc.CallOption) (grpc.Cl
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Raft_SendClient = grpc.ClientStreamingClient[RaftBatch, RaftAck]
 
+func (c *raftClient) FetchMaterialization(ctx context.Context, in *FetchMaterializationRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FileChunk], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Raft_ServiceDesc.Streams[1], Raft_FetchMaterialization_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[FetchMaterializationRequest, FileChunk]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Raft_FetchMaterializationClient = grpc.ServerStreamingClient[FileChunk]
+
+func (c *raftClient) Materialize(ctx context.Context, in *MaterializeRequest, opts ...grpc.CallOption) (*MaterializeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(MaterializeResponse)
+	err := c.cc.Invoke(ctx, Raft_Materialize_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // RaftServer is the server API for Raft service.
 // All implementations must embed UnimplementedRaftServer
 // for forward compatibility.
@@ -63,6 +100,12 @@ type Raft_SendClient = grpc.ClientStreamingClient[RaftBatch, RaftAck]
 // peer, each stream message a batch of everything queued for that peer.
 type RaftServer interface {
 	Send(grpc.ClientStreamingServer[RaftBatch, RaftAck]) error
+	// FetchMaterialization streams a materialization file (named by a raft
+	// snapshot this node sent) in checksummed chunks.
+	FetchMaterialization(*FetchMaterializationRequest, grpc.ServerStreamingServer[FileChunk]) error
+	// Materialize materializes every group this node holds (or the ones
+	// named) now and answers with the indexes written.
+	Materialize(context.Context, *MaterializeRequest) (*MaterializeResponse, error)
 	mustEmbedUnimplementedRaftServer()
 }
 
@@ -75,6 +118,12 @@ type UnimplementedRaftServer struct{}
 
 func (UnimplementedRaftServer) Send(grpc.ClientStreamingServer[RaftBatch, RaftAck]) error {
 	return status.Error(codes.Unimplemented, "method Send not implemented")
+}
+func (UnimplementedRaftServer) FetchMaterialization(*FetchMaterializationRequest, grpc.ServerStreamingServer[FileChunk]) error {
+	return status.Error(codes.Unimplemented, "method FetchMaterialization not implemented")
+}
+func (UnimplementedRaftServer) Materialize(context.Context, *MaterializeRequest) (*MaterializeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Materialize not implemented")
 }
 func (UnimplementedRaftServer) mustEmbedUnimplementedRaftServer() {}
 func (UnimplementedRaftServer) testEmbeddedByValue()              {}
@@ -104,18 +153,57 @@ func _Raft_Send_Handler(srv interface{}, stream grpc.ServerStream) error {
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Raft_SendServer = grpc.ClientStreamingServer[RaftBatch, RaftAck]
 
+func _Raft_FetchMaterialization_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(FetchMaterializationRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(RaftServer).FetchMaterialization(m, &grpc.GenericServerStream[FetchMaterializationRequest, FileChunk]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Raft_FetchMaterializationServer = grpc.ServerStreamingServer[FileChunk]
+
+func _Raft_Materialize_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(MaterializeRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(RaftServer).Materialize(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Raft_Materialize_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(RaftServer).Materialize(ctx, req.(*MaterializeRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Raft_ServiceDesc is the grpc.ServiceDesc for Raft service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
 var Raft_ServiceDesc = grpc.ServiceDesc{
 	ServiceName: "cutkv.internal.v1.Raft",
 	HandlerType: (*RaftServer)(nil),
-	Methods:     []grpc.MethodDesc{},
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Materialize",
+			Handler:    _Raft_Materialize_Handler,
+		},
+	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "Send",
 			Handler:       _Raft_Send_Handler,
 			ClientStreams: true,
+		},
+		{
+			StreamName:    "FetchMaterialization",
+			Handler:       _Raft_FetchMaterialization_Handler,
+			ServerStreams: true,
 		},
 	},
 	Metadata: "internalpb/internal.proto",

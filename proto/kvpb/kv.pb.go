@@ -1619,10 +1619,17 @@ type PartitionStatus struct {
 	// Node ids holding a replica.
 	Replicas []string `protobuf:"bytes,6,rep,name=replicas,proto3" json:"replicas,omitempty"`
 	// Node that reported this row (the leader when it could be reached).
-	ReportedBy    string `protobuf:"bytes,7,opt,name=reported_by,json=reportedBy,proto3" json:"reported_by,omitempty"`
-	Keys          uint64 `protobuf:"varint,8,opt,name=keys,proto3" json:"keys,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ReportedBy string `protobuf:"bytes,7,opt,name=reported_by,json=reportedBy,proto3" json:"reported_by,omitempty"`
+	Keys       uint64 `protobuf:"varint,8,opt,name=keys,proto3" json:"keys,omitempty"`
+	// Checkpoints (as the reporting node holds them): the newest
+	// materialization's index, the materialization files kept, and the WAL
+	// tail after it (entries and bytes replayed by a restart).
+	MaterializedIndex uint64 `protobuf:"varint,9,opt,name=materialized_index,json=materializedIndex,proto3" json:"materialized_index,omitempty"`
+	Materializations  uint32 `protobuf:"varint,10,opt,name=materializations,proto3" json:"materializations,omitempty"`
+	WalTailEntries    uint64 `protobuf:"varint,11,opt,name=wal_tail_entries,json=walTailEntries,proto3" json:"wal_tail_entries,omitempty"`
+	WalTailBytes      uint64 `protobuf:"varint,12,opt,name=wal_tail_bytes,json=walTailBytes,proto3" json:"wal_tail_bytes,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *PartitionStatus) Reset() {
@@ -1707,6 +1714,34 @@ func (x *PartitionStatus) GetReportedBy() string {
 func (x *PartitionStatus) GetKeys() uint64 {
 	if x != nil {
 		return x.Keys
+	}
+	return 0
+}
+
+func (x *PartitionStatus) GetMaterializedIndex() uint64 {
+	if x != nil {
+		return x.MaterializedIndex
+	}
+	return 0
+}
+
+func (x *PartitionStatus) GetMaterializations() uint32 {
+	if x != nil {
+		return x.Materializations
+	}
+	return 0
+}
+
+func (x *PartitionStatus) GetWalTailEntries() uint64 {
+	if x != nil {
+		return x.WalTailEntries
+	}
+	return 0
+}
+
+func (x *PartitionStatus) GetWalTailBytes() uint64 {
+	if x != nil {
+		return x.WalTailBytes
 	}
 	return 0
 }
@@ -2077,6 +2112,170 @@ func (x *RoutingResponse) GetLeaders() []string {
 	return nil
 }
 
+type CheckpointRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Header        *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointRequest) Reset() {
+	*x = CheckpointRequest{}
+	mi := &file_kvpb_kv_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointRequest) ProtoMessage() {}
+
+func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointRequest.ProtoReflect.Descriptor instead.
+func (*CheckpointRequest) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *CheckpointRequest) GetHeader() *RequestHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+type GroupCheckpoint struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Node              string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Group             uint64                 `protobuf:"varint,2,opt,name=group,proto3" json:"group,omitempty"`
+	MaterializedIndex uint64                 `protobuf:"varint,3,opt,name=materialized_index,json=materializedIndex,proto3" json:"materialized_index,omitempty"`
+	Error             string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *GroupCheckpoint) Reset() {
+	*x = GroupCheckpoint{}
+	mi := &file_kvpb_kv_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupCheckpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupCheckpoint) ProtoMessage() {}
+
+func (x *GroupCheckpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupCheckpoint.ProtoReflect.Descriptor instead.
+func (*GroupCheckpoint) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *GroupCheckpoint) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *GroupCheckpoint) GetGroup() uint64 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+func (x *GroupCheckpoint) GetMaterializedIndex() uint64 {
+	if x != nil {
+		return x.MaterializedIndex
+	}
+	return 0
+}
+
+func (x *GroupCheckpoint) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+type CheckpointResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Header        *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Groups        []*GroupCheckpoint     `protobuf:"bytes,2,rep,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckpointResponse) Reset() {
+	*x = CheckpointResponse{}
+	mi := &file_kvpb_kv_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckpointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckpointResponse) ProtoMessage() {}
+
+func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckpointResponse.ProtoReflect.Descriptor instead.
+func (*CheckpointResponse) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *CheckpointResponse) GetHeader() *ResponseHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *CheckpointResponse) GetGroups() []*GroupCheckpoint {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
 // CutPartition is where a cut fell in one partition's log.
 type CutPartition struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -2096,7 +2295,7 @@ type CutPartition struct {
 
 func (x *CutPartition) Reset() {
 	*x = CutPartition{}
-	mi := &file_kvpb_kv_proto_msgTypes[25]
+	mi := &file_kvpb_kv_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2108,7 +2307,7 @@ func (x *CutPartition) String() string {
 func (*CutPartition) ProtoMessage() {}
 
 func (x *CutPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[25]
+	mi := &file_kvpb_kv_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2121,7 +2320,7 @@ func (x *CutPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutPartition.ProtoReflect.Descriptor instead.
 func (*CutPartition) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{25}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CutPartition) GetPartition() uint64 {
@@ -2181,7 +2380,7 @@ type CutInfo struct {
 
 func (x *CutInfo) Reset() {
 	*x = CutInfo{}
-	mi := &file_kvpb_kv_proto_msgTypes[26]
+	mi := &file_kvpb_kv_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2193,7 +2392,7 @@ func (x *CutInfo) String() string {
 func (*CutInfo) ProtoMessage() {}
 
 func (x *CutInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[26]
+	mi := &file_kvpb_kv_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2206,7 +2405,7 @@ func (x *CutInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutInfo.ProtoReflect.Descriptor instead.
 func (*CutInfo) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{26}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CutInfo) GetVersion() uint64 {
@@ -2260,7 +2459,7 @@ type CreateCutRequest struct {
 
 func (x *CreateCutRequest) Reset() {
 	*x = CreateCutRequest{}
-	mi := &file_kvpb_kv_proto_msgTypes[27]
+	mi := &file_kvpb_kv_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2272,7 +2471,7 @@ func (x *CreateCutRequest) String() string {
 func (*CreateCutRequest) ProtoMessage() {}
 
 func (x *CreateCutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[27]
+	mi := &file_kvpb_kv_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2285,7 +2484,7 @@ func (x *CreateCutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCutRequest.ProtoReflect.Descriptor instead.
 func (*CreateCutRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{27}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CreateCutRequest) GetHeader() *RequestHeader {
@@ -2305,7 +2504,7 @@ type CreateCutResponse struct {
 
 func (x *CreateCutResponse) Reset() {
 	*x = CreateCutResponse{}
-	mi := &file_kvpb_kv_proto_msgTypes[28]
+	mi := &file_kvpb_kv_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2317,7 +2516,7 @@ func (x *CreateCutResponse) String() string {
 func (*CreateCutResponse) ProtoMessage() {}
 
 func (x *CreateCutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[28]
+	mi := &file_kvpb_kv_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2330,7 +2529,7 @@ func (x *CreateCutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCutResponse.ProtoReflect.Descriptor instead.
 func (*CreateCutResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{28}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CreateCutResponse) GetHeader() *ResponseHeader {
@@ -2358,7 +2557,7 @@ type ListCutsRequest struct {
 
 func (x *ListCutsRequest) Reset() {
 	*x = ListCutsRequest{}
-	mi := &file_kvpb_kv_proto_msgTypes[29]
+	mi := &file_kvpb_kv_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2370,7 +2569,7 @@ func (x *ListCutsRequest) String() string {
 func (*ListCutsRequest) ProtoMessage() {}
 
 func (x *ListCutsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[29]
+	mi := &file_kvpb_kv_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2383,7 +2582,7 @@ func (x *ListCutsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCutsRequest.ProtoReflect.Descriptor instead.
 func (*ListCutsRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{29}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListCutsRequest) GetHeader() *RequestHeader {
@@ -2410,7 +2609,7 @@ type ListCutsResponse struct {
 
 func (x *ListCutsResponse) Reset() {
 	*x = ListCutsResponse{}
-	mi := &file_kvpb_kv_proto_msgTypes[30]
+	mi := &file_kvpb_kv_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2422,7 +2621,7 @@ func (x *ListCutsResponse) String() string {
 func (*ListCutsResponse) ProtoMessage() {}
 
 func (x *ListCutsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[30]
+	mi := &file_kvpb_kv_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2435,7 +2634,7 @@ func (x *ListCutsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCutsResponse.ProtoReflect.Descriptor instead.
 func (*ListCutsResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{30}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListCutsResponse) GetHeader() *ResponseHeader {
@@ -2462,7 +2661,7 @@ type GetCutRequest struct {
 
 func (x *GetCutRequest) Reset() {
 	*x = GetCutRequest{}
-	mi := &file_kvpb_kv_proto_msgTypes[31]
+	mi := &file_kvpb_kv_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2474,7 +2673,7 @@ func (x *GetCutRequest) String() string {
 func (*GetCutRequest) ProtoMessage() {}
 
 func (x *GetCutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[31]
+	mi := &file_kvpb_kv_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2487,7 +2686,7 @@ func (x *GetCutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCutRequest.ProtoReflect.Descriptor instead.
 func (*GetCutRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{31}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetCutRequest) GetHeader() *RequestHeader {
@@ -2514,7 +2713,7 @@ type GetCutResponse struct {
 
 func (x *GetCutResponse) Reset() {
 	*x = GetCutResponse{}
-	mi := &file_kvpb_kv_proto_msgTypes[32]
+	mi := &file_kvpb_kv_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2526,7 +2725,7 @@ func (x *GetCutResponse) String() string {
 func (*GetCutResponse) ProtoMessage() {}
 
 func (x *GetCutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[32]
+	mi := &file_kvpb_kv_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2539,7 +2738,7 @@ func (x *GetCutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCutResponse.ProtoReflect.Descriptor instead.
 func (*GetCutResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{32}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetCutResponse) GetHeader() *ResponseHeader {
@@ -2565,7 +2764,7 @@ type CheckRequest struct {
 
 func (x *CheckRequest) Reset() {
 	*x = CheckRequest{}
-	mi := &file_kvpb_kv_proto_msgTypes[33]
+	mi := &file_kvpb_kv_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2577,7 +2776,7 @@ func (x *CheckRequest) String() string {
 func (*CheckRequest) ProtoMessage() {}
 
 func (x *CheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[33]
+	mi := &file_kvpb_kv_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2590,7 +2789,7 @@ func (x *CheckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRequest.ProtoReflect.Descriptor instead.
 func (*CheckRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{33}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CheckRequest) GetHeader() *RequestHeader {
@@ -2613,7 +2812,7 @@ type ReplicaHash struct {
 
 func (x *ReplicaHash) Reset() {
 	*x = ReplicaHash{}
-	mi := &file_kvpb_kv_proto_msgTypes[34]
+	mi := &file_kvpb_kv_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2625,7 +2824,7 @@ func (x *ReplicaHash) String() string {
 func (*ReplicaHash) ProtoMessage() {}
 
 func (x *ReplicaHash) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[34]
+	mi := &file_kvpb_kv_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2638,7 +2837,7 @@ func (x *ReplicaHash) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaHash.ProtoReflect.Descriptor instead.
 func (*ReplicaHash) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{34}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ReplicaHash) GetNode() string {
@@ -2684,7 +2883,7 @@ type PartitionCheck struct {
 
 func (x *PartitionCheck) Reset() {
 	*x = PartitionCheck{}
-	mi := &file_kvpb_kv_proto_msgTypes[35]
+	mi := &file_kvpb_kv_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2696,7 +2895,7 @@ func (x *PartitionCheck) String() string {
 func (*PartitionCheck) ProtoMessage() {}
 
 func (x *PartitionCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[35]
+	mi := &file_kvpb_kv_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2709,7 +2908,7 @@ func (x *PartitionCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionCheck.ProtoReflect.Descriptor instead.
 func (*PartitionCheck) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{35}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PartitionCheck) GetPartition() uint64 {
@@ -2757,7 +2956,7 @@ type CheckResponse struct {
 
 func (x *CheckResponse) Reset() {
 	*x = CheckResponse{}
-	mi := &file_kvpb_kv_proto_msgTypes[36]
+	mi := &file_kvpb_kv_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2769,7 +2968,7 @@ func (x *CheckResponse) String() string {
 func (*CheckResponse) ProtoMessage() {}
 
 func (x *CheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[36]
+	mi := &file_kvpb_kv_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2782,7 +2981,7 @@ func (x *CheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
 func (*CheckResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{36}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CheckResponse) GetHeader() *ResponseHeader {
@@ -2909,7 +3108,7 @@ const file_kvpb_kv_proto_rawDesc = "" +
 	"\x06header\x18\x01 \x01(\v2\x1a.cutkv.kv.v1.RequestHeaderR\x06header\"u\n" +
 	"\x0fMembersResponse\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.cutkv.kv.v1.ResponseHeaderR\x06header\x12-\n" +
-	"\amembers\x18\x02 \x03(\v2\x13.cutkv.kv.v1.MemberR\amembers\"\xe6\x01\n" +
+	"\amembers\x18\x02 \x03(\v2\x13.cutkv.kv.v1.MemberR\amembers\"\x91\x03\n" +
 	"\x0fPartitionStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\tR\x06leader\x12\x12\n" +
@@ -2919,7 +3118,12 @@ const file_kvpb_kv_proto_rawDesc = "" +
 	"\breplicas\x18\x06 \x03(\tR\breplicas\x12\x1f\n" +
 	"\vreported_by\x18\a \x01(\tR\n" +
 	"reportedBy\x12\x12\n" +
-	"\x04keys\x18\b \x01(\x04R\x04keys\"\xa3\x02\n" +
+	"\x04keys\x18\b \x01(\x04R\x04keys\x12-\n" +
+	"\x12materialized_index\x18\t \x01(\x04R\x11materializedIndex\x12*\n" +
+	"\x10materializations\x18\n" +
+	" \x01(\rR\x10materializations\x12(\n" +
+	"\x10wal_tail_entries\x18\v \x01(\x04R\x0ewalTailEntries\x12$\n" +
+	"\x0ewal_tail_bytes\x18\f \x01(\x04R\fwalTailBytes\"\xa3\x02\n" +
 	"\n" +
 	"NodeStatus\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
@@ -2953,7 +3157,17 @@ const file_kvpb_kv_proto_rawDesc = "" +
 	"partitions\x12\x12\n" +
 	"\x04hash\x18\x03 \x01(\tR\x04hash\x12-\n" +
 	"\amembers\x18\x04 \x03(\v2\x13.cutkv.kv.v1.MemberR\amembers\x12\x18\n" +
-	"\aleaders\x18\x05 \x03(\tR\aleaders\"\xa9\x01\n" +
+	"\aleaders\x18\x05 \x03(\tR\aleaders\"G\n" +
+	"\x11CheckpointRequest\x122\n" +
+	"\x06header\x18\x01 \x01(\v2\x1a.cutkv.kv.v1.RequestHeaderR\x06header\"\x80\x01\n" +
+	"\x0fGroupCheckpoint\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\x04R\x05group\x12-\n" +
+	"\x12materialized_index\x18\x03 \x01(\x04R\x11materializedIndex\x12\x14\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\"\x7f\n" +
+	"\x12CheckpointResponse\x123\n" +
+	"\x06header\x18\x01 \x01(\v2\x1b.cutkv.kv.v1.ResponseHeaderR\x06header\x124\n" +
+	"\x06groups\x18\x02 \x03(\v2\x1c.cutkv.kv.v1.GroupCheckpointR\x06groups\"\xa9\x01\n" +
 	"\fCutPartition\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x04R\tpartition\x12\x10\n" +
 	"\x03pos\x18\x02 \x01(\x04R\x03pos\x12!\n" +
@@ -3023,7 +3237,7 @@ const file_kvpb_kv_proto_rawDesc = "" +
 	"\x03Put\x12\x17.cutkv.kv.v1.PutRequest\x1a\x18.cutkv.kv.v1.PutResponse\x12A\n" +
 	"\x06Delete\x12\x1a.cutkv.kv.v1.DeleteRequest\x1a\x1b.cutkv.kv.v1.DeleteResponse\x12;\n" +
 	"\x04Scan\x12\x18.cutkv.kv.v1.ScanRequest\x1a\x19.cutkv.kv.v1.ScanResponse\x128\n" +
-	"\x03Txn\x12\x17.cutkv.kv.v1.TxnRequest\x1a\x18.cutkv.kv.v1.TxnResponse2\xf0\x03\n" +
+	"\x03Txn\x12\x17.cutkv.kv.v1.TxnRequest\x1a\x18.cutkv.kv.v1.TxnResponse2\xbf\x04\n" +
 	"\aCluster\x12D\n" +
 	"\aMembers\x12\x1b.cutkv.kv.v1.MembersRequest\x1a\x1c.cutkv.kv.v1.MembersResponse\x12A\n" +
 	"\x06Status\x12\x1a.cutkv.kv.v1.StatusRequest\x1a\x1b.cutkv.kv.v1.StatusResponse\x12D\n" +
@@ -3031,7 +3245,9 @@ const file_kvpb_kv_proto_rawDesc = "" +
 	"\tCreateCut\x12\x1d.cutkv.kv.v1.CreateCutRequest\x1a\x1e.cutkv.kv.v1.CreateCutResponse\x12G\n" +
 	"\bListCuts\x12\x1c.cutkv.kv.v1.ListCutsRequest\x1a\x1d.cutkv.kv.v1.ListCutsResponse\x12A\n" +
 	"\x06GetCut\x12\x1a.cutkv.kv.v1.GetCutRequest\x1a\x1b.cutkv.kv.v1.GetCutResponse\x12>\n" +
-	"\x05Check\x12\x19.cutkv.kv.v1.CheckRequest\x1a\x1a.cutkv.kv.v1.CheckResponseB#Z!github.com/cutkv/cutkv/proto/kvpbb\x06proto3"
+	"\x05Check\x12\x19.cutkv.kv.v1.CheckRequest\x1a\x1a.cutkv.kv.v1.CheckResponse\x12M\n" +
+	"\n" +
+	"Checkpoint\x12\x1e.cutkv.kv.v1.CheckpointRequest\x1a\x1f.cutkv.kv.v1.CheckpointResponseB#Z!github.com/cutkv/cutkv/proto/kvpbb\x06proto3"
 
 var (
 	file_kvpb_kv_proto_rawDescOnce sync.Once
@@ -3046,49 +3262,52 @@ func file_kvpb_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_kvpb_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_kvpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_kvpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_kvpb_kv_proto_goTypes = []any{
-	(MemberState)(0),          // 0: cutkv.kv.v1.MemberState
-	(CutState)(0),             // 1: cutkv.kv.v1.CutState
-	(Compare_Result)(0),       // 2: cutkv.kv.v1.Compare.Result
-	(Compare_Target)(0),       // 3: cutkv.kv.v1.Compare.Target
-	(*RequestHeader)(nil),     // 4: cutkv.kv.v1.RequestHeader
-	(*ResponseHeader)(nil),    // 5: cutkv.kv.v1.ResponseHeader
-	(*KeyValue)(nil),          // 6: cutkv.kv.v1.KeyValue
-	(*GetRequest)(nil),        // 7: cutkv.kv.v1.GetRequest
-	(*GetResponse)(nil),       // 8: cutkv.kv.v1.GetResponse
-	(*PutRequest)(nil),        // 9: cutkv.kv.v1.PutRequest
-	(*PutResponse)(nil),       // 10: cutkv.kv.v1.PutResponse
-	(*DeleteRequest)(nil),     // 11: cutkv.kv.v1.DeleteRequest
-	(*DeleteResponse)(nil),    // 12: cutkv.kv.v1.DeleteResponse
-	(*ScanRequest)(nil),       // 13: cutkv.kv.v1.ScanRequest
-	(*ScanResponse)(nil),      // 14: cutkv.kv.v1.ScanResponse
-	(*Compare)(nil),           // 15: cutkv.kv.v1.Compare
-	(*RequestOp)(nil),         // 16: cutkv.kv.v1.RequestOp
-	(*ResponseOp)(nil),        // 17: cutkv.kv.v1.ResponseOp
-	(*TxnRequest)(nil),        // 18: cutkv.kv.v1.TxnRequest
-	(*TxnResponse)(nil),       // 19: cutkv.kv.v1.TxnResponse
-	(*Member)(nil),            // 20: cutkv.kv.v1.Member
-	(*MembersRequest)(nil),    // 21: cutkv.kv.v1.MembersRequest
-	(*MembersResponse)(nil),   // 22: cutkv.kv.v1.MembersResponse
-	(*PartitionStatus)(nil),   // 23: cutkv.kv.v1.PartitionStatus
-	(*NodeStatus)(nil),        // 24: cutkv.kv.v1.NodeStatus
-	(*StatusRequest)(nil),     // 25: cutkv.kv.v1.StatusRequest
-	(*StatusResponse)(nil),    // 26: cutkv.kv.v1.StatusResponse
-	(*RoutingRequest)(nil),    // 27: cutkv.kv.v1.RoutingRequest
-	(*RoutingResponse)(nil),   // 28: cutkv.kv.v1.RoutingResponse
-	(*CutPartition)(nil),      // 29: cutkv.kv.v1.CutPartition
-	(*CutInfo)(nil),           // 30: cutkv.kv.v1.CutInfo
-	(*CreateCutRequest)(nil),  // 31: cutkv.kv.v1.CreateCutRequest
-	(*CreateCutResponse)(nil), // 32: cutkv.kv.v1.CreateCutResponse
-	(*ListCutsRequest)(nil),   // 33: cutkv.kv.v1.ListCutsRequest
-	(*ListCutsResponse)(nil),  // 34: cutkv.kv.v1.ListCutsResponse
-	(*GetCutRequest)(nil),     // 35: cutkv.kv.v1.GetCutRequest
-	(*GetCutResponse)(nil),    // 36: cutkv.kv.v1.GetCutResponse
-	(*CheckRequest)(nil),      // 37: cutkv.kv.v1.CheckRequest
-	(*ReplicaHash)(nil),       // 38: cutkv.kv.v1.ReplicaHash
-	(*PartitionCheck)(nil),    // 39: cutkv.kv.v1.PartitionCheck
-	(*CheckResponse)(nil),     // 40: cutkv.kv.v1.CheckResponse
+	(MemberState)(0),           // 0: cutkv.kv.v1.MemberState
+	(CutState)(0),              // 1: cutkv.kv.v1.CutState
+	(Compare_Result)(0),        // 2: cutkv.kv.v1.Compare.Result
+	(Compare_Target)(0),        // 3: cutkv.kv.v1.Compare.Target
+	(*RequestHeader)(nil),      // 4: cutkv.kv.v1.RequestHeader
+	(*ResponseHeader)(nil),     // 5: cutkv.kv.v1.ResponseHeader
+	(*KeyValue)(nil),           // 6: cutkv.kv.v1.KeyValue
+	(*GetRequest)(nil),         // 7: cutkv.kv.v1.GetRequest
+	(*GetResponse)(nil),        // 8: cutkv.kv.v1.GetResponse
+	(*PutRequest)(nil),         // 9: cutkv.kv.v1.PutRequest
+	(*PutResponse)(nil),        // 10: cutkv.kv.v1.PutResponse
+	(*DeleteRequest)(nil),      // 11: cutkv.kv.v1.DeleteRequest
+	(*DeleteResponse)(nil),     // 12: cutkv.kv.v1.DeleteResponse
+	(*ScanRequest)(nil),        // 13: cutkv.kv.v1.ScanRequest
+	(*ScanResponse)(nil),       // 14: cutkv.kv.v1.ScanResponse
+	(*Compare)(nil),            // 15: cutkv.kv.v1.Compare
+	(*RequestOp)(nil),          // 16: cutkv.kv.v1.RequestOp
+	(*ResponseOp)(nil),         // 17: cutkv.kv.v1.ResponseOp
+	(*TxnRequest)(nil),         // 18: cutkv.kv.v1.TxnRequest
+	(*TxnResponse)(nil),        // 19: cutkv.kv.v1.TxnResponse
+	(*Member)(nil),             // 20: cutkv.kv.v1.Member
+	(*MembersRequest)(nil),     // 21: cutkv.kv.v1.MembersRequest
+	(*MembersResponse)(nil),    // 22: cutkv.kv.v1.MembersResponse
+	(*PartitionStatus)(nil),    // 23: cutkv.kv.v1.PartitionStatus
+	(*NodeStatus)(nil),         // 24: cutkv.kv.v1.NodeStatus
+	(*StatusRequest)(nil),      // 25: cutkv.kv.v1.StatusRequest
+	(*StatusResponse)(nil),     // 26: cutkv.kv.v1.StatusResponse
+	(*RoutingRequest)(nil),     // 27: cutkv.kv.v1.RoutingRequest
+	(*RoutingResponse)(nil),    // 28: cutkv.kv.v1.RoutingResponse
+	(*CheckpointRequest)(nil),  // 29: cutkv.kv.v1.CheckpointRequest
+	(*GroupCheckpoint)(nil),    // 30: cutkv.kv.v1.GroupCheckpoint
+	(*CheckpointResponse)(nil), // 31: cutkv.kv.v1.CheckpointResponse
+	(*CutPartition)(nil),       // 32: cutkv.kv.v1.CutPartition
+	(*CutInfo)(nil),            // 33: cutkv.kv.v1.CutInfo
+	(*CreateCutRequest)(nil),   // 34: cutkv.kv.v1.CreateCutRequest
+	(*CreateCutResponse)(nil),  // 35: cutkv.kv.v1.CreateCutResponse
+	(*ListCutsRequest)(nil),    // 36: cutkv.kv.v1.ListCutsRequest
+	(*ListCutsResponse)(nil),   // 37: cutkv.kv.v1.ListCutsResponse
+	(*GetCutRequest)(nil),      // 38: cutkv.kv.v1.GetCutRequest
+	(*GetCutResponse)(nil),     // 39: cutkv.kv.v1.GetCutResponse
+	(*CheckRequest)(nil),       // 40: cutkv.kv.v1.CheckRequest
+	(*ReplicaHash)(nil),        // 41: cutkv.kv.v1.ReplicaHash
+	(*PartitionCheck)(nil),     // 42: cutkv.kv.v1.PartitionCheck
+	(*CheckResponse)(nil),      // 43: cutkv.kv.v1.CheckResponse
 }
 var file_kvpb_kv_proto_depIdxs = []int32{
 	4,  // 0: cutkv.kv.v1.GetRequest.header:type_name -> cutkv.kv.v1.RequestHeader
@@ -3130,50 +3349,55 @@ var file_kvpb_kv_proto_depIdxs = []int32{
 	4,  // 36: cutkv.kv.v1.RoutingRequest.header:type_name -> cutkv.kv.v1.RequestHeader
 	5,  // 37: cutkv.kv.v1.RoutingResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
 	20, // 38: cutkv.kv.v1.RoutingResponse.members:type_name -> cutkv.kv.v1.Member
-	1,  // 39: cutkv.kv.v1.CutInfo.state:type_name -> cutkv.kv.v1.CutState
-	29, // 40: cutkv.kv.v1.CutInfo.partitions:type_name -> cutkv.kv.v1.CutPartition
-	4,  // 41: cutkv.kv.v1.CreateCutRequest.header:type_name -> cutkv.kv.v1.RequestHeader
-	5,  // 42: cutkv.kv.v1.CreateCutResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
-	30, // 43: cutkv.kv.v1.CreateCutResponse.cut:type_name -> cutkv.kv.v1.CutInfo
-	4,  // 44: cutkv.kv.v1.ListCutsRequest.header:type_name -> cutkv.kv.v1.RequestHeader
-	5,  // 45: cutkv.kv.v1.ListCutsResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
-	30, // 46: cutkv.kv.v1.ListCutsResponse.cuts:type_name -> cutkv.kv.v1.CutInfo
-	4,  // 47: cutkv.kv.v1.GetCutRequest.header:type_name -> cutkv.kv.v1.RequestHeader
-	5,  // 48: cutkv.kv.v1.GetCutResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
-	30, // 49: cutkv.kv.v1.GetCutResponse.cut:type_name -> cutkv.kv.v1.CutInfo
-	4,  // 50: cutkv.kv.v1.CheckRequest.header:type_name -> cutkv.kv.v1.RequestHeader
-	38, // 51: cutkv.kv.v1.PartitionCheck.replicas:type_name -> cutkv.kv.v1.ReplicaHash
-	5,  // 52: cutkv.kv.v1.CheckResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
-	39, // 53: cutkv.kv.v1.CheckResponse.partitions:type_name -> cutkv.kv.v1.PartitionCheck
-	7,  // 54: cutkv.kv.v1.KV.Get:input_type -> cutkv.kv.v1.GetRequest
-	9,  // 55: cutkv.kv.v1.KV.Put:input_type -> cutkv.kv.v1.PutRequest
-	11, // 56: cutkv.kv.v1.KV.Delete:input_type -> cutkv.kv.v1.DeleteRequest
-	13, // 57: cutkv.kv.v1.KV.Scan:input_type -> cutkv.kv.v1.ScanRequest
-	18, // 58: cutkv.kv.v1.KV.Txn:input_type -> cutkv.kv.v1.TxnRequest
-	21, // 59: cutkv.kv.v1.Cluster.Members:input_type -> cutkv.kv.v1.MembersRequest
-	25, // 60: cutkv.kv.v1.Cluster.Status:input_type -> cutkv.kv.v1.StatusRequest
-	27, // 61: cutkv.kv.v1.Cluster.Routing:input_type -> cutkv.kv.v1.RoutingRequest
-	31, // 62: cutkv.kv.v1.Cluster.CreateCut:input_type -> cutkv.kv.v1.CreateCutRequest
-	33, // 63: cutkv.kv.v1.Cluster.ListCuts:input_type -> cutkv.kv.v1.ListCutsRequest
-	35, // 64: cutkv.kv.v1.Cluster.GetCut:input_type -> cutkv.kv.v1.GetCutRequest
-	37, // 65: cutkv.kv.v1.Cluster.Check:input_type -> cutkv.kv.v1.CheckRequest
-	8,  // 66: cutkv.kv.v1.KV.Get:output_type -> cutkv.kv.v1.GetResponse
-	10, // 67: cutkv.kv.v1.KV.Put:output_type -> cutkv.kv.v1.PutResponse
-	12, // 68: cutkv.kv.v1.KV.Delete:output_type -> cutkv.kv.v1.DeleteResponse
-	14, // 69: cutkv.kv.v1.KV.Scan:output_type -> cutkv.kv.v1.ScanResponse
-	19, // 70: cutkv.kv.v1.KV.Txn:output_type -> cutkv.kv.v1.TxnResponse
-	22, // 71: cutkv.kv.v1.Cluster.Members:output_type -> cutkv.kv.v1.MembersResponse
-	26, // 72: cutkv.kv.v1.Cluster.Status:output_type -> cutkv.kv.v1.StatusResponse
-	28, // 73: cutkv.kv.v1.Cluster.Routing:output_type -> cutkv.kv.v1.RoutingResponse
-	32, // 74: cutkv.kv.v1.Cluster.CreateCut:output_type -> cutkv.kv.v1.CreateCutResponse
-	34, // 75: cutkv.kv.v1.Cluster.ListCuts:output_type -> cutkv.kv.v1.ListCutsResponse
-	36, // 76: cutkv.kv.v1.Cluster.GetCut:output_type -> cutkv.kv.v1.GetCutResponse
-	40, // 77: cutkv.kv.v1.Cluster.Check:output_type -> cutkv.kv.v1.CheckResponse
-	66, // [66:78] is the sub-list for method output_type
-	54, // [54:66] is the sub-list for method input_type
-	54, // [54:54] is the sub-list for extension type_name
-	54, // [54:54] is the sub-list for extension extendee
-	0,  // [0:54] is the sub-list for field type_name
+	4,  // 39: cutkv.kv.v1.CheckpointRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	5,  // 40: cutkv.kv.v1.CheckpointResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	30, // 41: cutkv.kv.v1.CheckpointResponse.groups:type_name -> cutkv.kv.v1.GroupCheckpoint
+	1,  // 42: cutkv.kv.v1.CutInfo.state:type_name -> cutkv.kv.v1.CutState
+	32, // 43: cutkv.kv.v1.CutInfo.partitions:type_name -> cutkv.kv.v1.CutPartition
+	4,  // 44: cutkv.kv.v1.CreateCutRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	5,  // 45: cutkv.kv.v1.CreateCutResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	33, // 46: cutkv.kv.v1.CreateCutResponse.cut:type_name -> cutkv.kv.v1.CutInfo
+	4,  // 47: cutkv.kv.v1.ListCutsRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	5,  // 48: cutkv.kv.v1.ListCutsResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	33, // 49: cutkv.kv.v1.ListCutsResponse.cuts:type_name -> cutkv.kv.v1.CutInfo
+	4,  // 50: cutkv.kv.v1.GetCutRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	5,  // 51: cutkv.kv.v1.GetCutResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	33, // 52: cutkv.kv.v1.GetCutResponse.cut:type_name -> cutkv.kv.v1.CutInfo
+	4,  // 53: cutkv.kv.v1.CheckRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	41, // 54: cutkv.kv.v1.PartitionCheck.replicas:type_name -> cutkv.kv.v1.ReplicaHash
+	5,  // 55: cutkv.kv.v1.CheckResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	42, // 56: cutkv.kv.v1.CheckResponse.partitions:type_name -> cutkv.kv.v1.PartitionCheck
+	7,  // 57: cutkv.kv.v1.KV.Get:input_type -> cutkv.kv.v1.GetRequest
+	9,  // 58: cutkv.kv.v1.KV.Put:input_type -> cutkv.kv.v1.PutRequest
+	11, // 59: cutkv.kv.v1.KV.Delete:input_type -> cutkv.kv.v1.DeleteRequest
+	13, // 60: cutkv.kv.v1.KV.Scan:input_type -> cutkv.kv.v1.ScanRequest
+	18, // 61: cutkv.kv.v1.KV.Txn:input_type -> cutkv.kv.v1.TxnRequest
+	21, // 62: cutkv.kv.v1.Cluster.Members:input_type -> cutkv.kv.v1.MembersRequest
+	25, // 63: cutkv.kv.v1.Cluster.Status:input_type -> cutkv.kv.v1.StatusRequest
+	27, // 64: cutkv.kv.v1.Cluster.Routing:input_type -> cutkv.kv.v1.RoutingRequest
+	34, // 65: cutkv.kv.v1.Cluster.CreateCut:input_type -> cutkv.kv.v1.CreateCutRequest
+	36, // 66: cutkv.kv.v1.Cluster.ListCuts:input_type -> cutkv.kv.v1.ListCutsRequest
+	38, // 67: cutkv.kv.v1.Cluster.GetCut:input_type -> cutkv.kv.v1.GetCutRequest
+	40, // 68: cutkv.kv.v1.Cluster.Check:input_type -> cutkv.kv.v1.CheckRequest
+	29, // 69: cutkv.kv.v1.Cluster.Checkpoint:input_type -> cutkv.kv.v1.CheckpointRequest
+	8,  // 70: cutkv.kv.v1.KV.Get:output_type -> cutkv.kv.v1.GetResponse
+	10, // 71: cutkv.kv.v1.KV.Put:output_type -> cutkv.kv.v1.PutResponse
+	12, // 72: cutkv.kv.v1.KV.Delete:output_type -> cutkv.kv.v1.DeleteResponse
+	14, // 73: cutkv.kv.v1.KV.Scan:output_type -> cutkv.kv.v1.ScanResponse
+	19, // 74: cutkv.kv.v1.KV.Txn:output_type -> cutkv.kv.v1.TxnResponse
+	22, // 75: cutkv.kv.v1.Cluster.Members:output_type -> cutkv.kv.v1.MembersResponse
+	26, // 76: cutkv.kv.v1.Cluster.Status:output_type -> cutkv.kv.v1.StatusResponse
+	28, // 77: cutkv.kv.v1.Cluster.Routing:output_type -> cutkv.kv.v1.RoutingResponse
+	35, // 78: cutkv.kv.v1.Cluster.CreateCut:output_type -> cutkv.kv.v1.CreateCutResponse
+	37, // 79: cutkv.kv.v1.Cluster.ListCuts:output_type -> cutkv.kv.v1.ListCutsResponse
+	39, // 80: cutkv.kv.v1.Cluster.GetCut:output_type -> cutkv.kv.v1.GetCutResponse
+	43, // 81: cutkv.kv.v1.Cluster.Check:output_type -> cutkv.kv.v1.CheckResponse
+	31, // 82: cutkv.kv.v1.Cluster.Checkpoint:output_type -> cutkv.kv.v1.CheckpointResponse
+	70, // [70:83] is the sub-list for method output_type
+	57, // [57:70] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_kvpb_kv_proto_init() }
@@ -3203,7 +3427,7 @@ func file_kvpb_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kvpb_kv_proto_rawDesc), len(file_kvpb_kv_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   37,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

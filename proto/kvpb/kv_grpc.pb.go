@@ -286,13 +286,14 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Cluster_Members_FullMethodName   = "/cutkv.kv.v1.Cluster/Members"
-	Cluster_Status_FullMethodName    = "/cutkv.kv.v1.Cluster/Status"
-	Cluster_Routing_FullMethodName   = "/cutkv.kv.v1.Cluster/Routing"
-	Cluster_CreateCut_FullMethodName = "/cutkv.kv.v1.Cluster/CreateCut"
-	Cluster_ListCuts_FullMethodName  = "/cutkv.kv.v1.Cluster/ListCuts"
-	Cluster_GetCut_FullMethodName    = "/cutkv.kv.v1.Cluster/GetCut"
-	Cluster_Check_FullMethodName     = "/cutkv.kv.v1.Cluster/Check"
+	Cluster_Members_FullMethodName    = "/cutkv.kv.v1.Cluster/Members"
+	Cluster_Status_FullMethodName     = "/cutkv.kv.v1.Cluster/Status"
+	Cluster_Routing_FullMethodName    = "/cutkv.kv.v1.Cluster/Routing"
+	Cluster_CreateCut_FullMethodName  = "/cutkv.kv.v1.Cluster/CreateCut"
+	Cluster_ListCuts_FullMethodName   = "/cutkv.kv.v1.Cluster/ListCuts"
+	Cluster_GetCut_FullMethodName     = "/cutkv.kv.v1.Cluster/GetCut"
+	Cluster_Check_FullMethodName      = "/cutkv.kv.v1.Cluster/Check"
+	Cluster_Checkpoint_FullMethodName = "/cutkv.kv.v1.Cluster/Checkpoint"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -312,6 +313,9 @@ type ClusterClient interface {
 	// Check compares a hash of every partition's state across its replicas
 	// at the same applied index.
 	Check(ctx context.Context, in *CheckRequest, opts ...grpc.CallOption) (*CheckResponse, error)
+	// Checkpoint materializes every partition on every node now (the WAL
+	// is then truncated behind the materializations).
+	Checkpoint(ctx context.Context, in *CheckpointRequest, opts ...grpc.CallOption) (*CheckpointResponse, error)
 }
 
 type clusterClient struct {
@@ -392,6 +396,16 @@ func (c *clusterClient) Check(ctx context.Context, in *CheckRequest, opts ...grp
 	return out, nil
 }
 
+func (c *clusterClient) Checkpoint(ctx context.Context, in *CheckpointRequest, opts ...grpc.CallOption) (*CheckpointResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckpointResponse)
+	err := c.cc.Invoke(ctx, Cluster_Checkpoint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -409,6 +423,9 @@ type ClusterServer interface {
 	// Check compares a hash of every partition's state across its replicas
 	// at the same applied index.
 	Check(context.Context, *CheckRequest) (*CheckResponse, error)
+	// Checkpoint materializes every partition on every node now (the WAL
+	// is then truncated behind the materializations).
+	Checkpoint(context.Context, *CheckpointRequest) (*CheckpointResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -439,6 +456,9 @@ func (UnimplementedClusterServer) GetCut(context.Context, *GetCutRequest) (*GetC
 }
 func (UnimplementedClusterServer) Check(context.Context, *CheckRequest) (*CheckResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Check not implemented")
+}
+func (UnimplementedClusterServer) Checkpoint(context.Context, *CheckpointRequest) (*CheckpointResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Checkpoint not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -587,6 +607,24 @@ func _Cluster_Check_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_Checkpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckpointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).Checkpoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_Checkpoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).Checkpoint(ctx, req.(*CheckpointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -621,6 +659,10 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Check",
 			Handler:    _Cluster_Check_Handler,
+		},
+		{
+			MethodName: "Checkpoint",
+			Handler:    _Cluster_Checkpoint_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,30 @@
+package partition
+
+import "io"
+
+// Materialize returns the partition's state at its applied index for a
+// materialization (raftstore.StateMachine); see Image.
+func (p *Partition) Materialize() interface {
+	Applied() uint64
+	Encode(w io.Writer) error
+} {
+	return p.Image()
+}
+
+// LoadImage replaces the whole state with the image read from r (a
+// materialization loaded at start, or a raft snapshot installed from the
+// leader's). The image is decoded in full before anything changes: a
+// damaged one leaves the partition as it was. The cut-ready callback and
+// the partition id are kept.
+func (p *Partition) LoadImage(r io.Reader) error {
+	q, err := Decode(p.id, r)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.tree, p.applied = q.tree, q.applied
+	p.locks, p.intents, p.records, p.finished = q.locks, q.intents, q.records, q.finished
+	p.cut = q.cut
+	return nil
+}

@@ -1,0 +1,439 @@
+package raftstore
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/cutkv/cutkv/checkpoint"
+	"github.com/cutkv/cutkv/internal/failpoint"
+)
+
+// Materialization (DESIGN.md, "Checkpoints"): each group's state is
+// written now and then, at an exact applied index m, to an immutable file
+// in Config.MaterializeDir, from an image the loop takes between entries
+// and encodes in the background. After each one the in-memory raft log is
+// compacted behind m (keeping CatchUpEntries for slow followers; others get
+// the file as a raft snapshot) and the node WAL is truncated below the
+// lowest WAL position any group still needs. A group needs its entries
+// after keepIndex, the older of the two newest materializations kept, so
+// that a damaged newest file can fall back to the older one; a pin (a
+// snapshot upload in progress) can hold more.
+
+// ErrMaterializeBusy: a materialization of the group is being written.
+var ErrMaterializeBusy = errors.New("raftstore: a materialization of this group is already being written")
+
+// ErrNoMaterializeDir: the store was configured without MaterializeDir.
+var ErrNoMaterializeDir = errors.New("raftstore: materialization is off (no MaterializeDir)")
+
+// keepMaterializations is how many materialization files a group keeps.
+const keepMaterializations = 2
+
+// walPos is where one entry record of a group lies in the node WAL.
+type walPos struct {
+	raft  uint64 // raft index of the entry
+	wal   uint64 // WAL index of the record
+	bytes int    // record data size
+}
+
+type baseInfo struct {
+	index, term uint64
+	keep        uint64 // the older materialization kept (0: none)
+}
+
+// restoreBase loads the newest usable materialization of group gc into its
+// state machine and raft storage. Usable: it verifies, and the WAL holds
+// the log from right after it (so nothing committed after it is lost).
+// Without materializations, the WAL must hold the whole log. It returns
+// nil when the group starts from an empty state.
+func (s *Store) restoreBase(gc GroupConfig, l *groupLog, st *raft.MemoryStorage) (*baseInfo, error) {
+	firstEntry, lastEntry := uint64(0), uint64(0)
+	if n := len(l.Entries); n > 0 {
+		firstEntry, lastEntry = l.Entries[0].GetIndex(), l.Entries[n-1].GetIndex()
+	}
+	var mats []checkpoint.Materialization
+	if s.cfg.MaterializeDir != "" {
+		all, err := checkpoint.List(s.cfg.MaterializeDir)
+		if err != nil {
+			return nil, fmt.Errorf("raftstore: group %d: list materializations: %w", gc.ID, err)
+		}
+		mats = all[gc.ID]
+	}
+	var refused []string
+	for i := len(mats) - 1; i >= 0; i-- {
+		m := mats[i]
+		path := filepath.Join(s.cfg.MaterializeDir, m.Name())
+		if firstEntry > m.Index+1 {
+			refused = append(refused, fmt.Sprintf("%s: the WAL holds this group's log only from entry %d", path, firstEntry))
+			continue
+		}
+		if hc := l.HardState.GetCommit(); hc > max(m.Index, lastEntry) {
+			refused = append(refused, fmt.Sprintf("%s: committed entries up to %d are in neither it nor the WAL", path, hc))
+			continue
+		}
+		r, err := checkpoint.Open(path)
+		if err != nil {
+			refused = append(refused, err.Error())
+			continue
+		}
+		err = gc.SM.LoadImage(r)
+		meta := r.Meta()
+		r.Close()
+		if err != nil {
+			refused = append(refused, fmt.Sprintf("%s: %v", path, err))
+			continue
+		}
+		if len(refused) > 0 {
+			s.log.Warn("fell back to an older materialization", "group", gc.ID, "index", m.Index, "refused", strings.Join(refused, "; "))
+		}
+		snap := raftpb.Snapshot{
+			Data:     snapshotData(gc.ID, m.Index),
+			Metadata: &raftpb.SnapshotMetadata{Index: &meta.Index, Term: &meta.Term, ConfState: &raftpb.ConfState{Voters: gc.Peers}},
+		}
+		if err := st.ApplySnapshot(&snap); err != nil {
+			return nil, fmt.Errorf("raftstore: group %d: restore snapshot at %d: %w", gc.ID, m.Index, err)
+		}
+		b := &baseInfo{index: m.Index, term: meta.Term, keep: m.Index}
+		if i > 0 {
+			b.keep = mats[i-1].Index
+		}
+		s.log.Info("loaded materialization", "group", gc.ID, "index", m.Index, "file", path,
+			"wal_tail_entries", max(lastEntry, m.Index)-m.Index)
+		return b, nil
+	}
+	if firstEntry > 1 || (firstEntry == 0 && l.Installed != nil) {
+		why := "none found in " + s.cfg.MaterializeDir
+		if len(refused) > 0 {
+			why = strings.Join(refused, "; ")
+		}
+		return nil, fmt.Errorf("raftstore: group %d: the WAL holds its log only from entry %d and no usable materialization covers what is before (%s): refusing to start with data missing; restore the files or rebuild this node from its peers",
+			gc.ID, firstEntry, why)
+	}
+	if len(refused) > 0 {
+		s.log.Warn("materializations not usable; replaying the whole log from the WAL", "group", gc.ID, "refused", strings.Join(refused, "; "))
+	}
+	return nil, nil
+}
+
+// snapshotData is the data of a raft snapshot this store makes: the
+// materialization it stands for. The file itself goes to a follower
+// through Config.Fetch.
+func snapshotData(group, index uint64) []byte {
+	b := binary.BigEndian.AppendUint64(nil, group)
+	return binary.BigEndian.AppendUint64(b, index)
+}
+
+func parseSnapshotData(b []byte) (group, index uint64, ok bool) {
+	if len(b) != 16 {
+		return 0, 0, false
+	}
+	return binary.BigEndian.Uint64(b), binary.BigEndian.Uint64(b[8:]), true
+}
+
+// MaterializationPath returns where the materialization of group at index
+// lives (or would live) on this node.
+func (s *Store) MaterializationPath(group, index uint64) string {
+	return filepath.Join(s.cfg.MaterializeDir, checkpoint.Materialization{Partition: group, Index: index}.Name())
+}
+
+// Materialize writes the state of group at its applied index to a
+// materialization file, waits until it is durable, and returns the index.
+// When nothing was applied since the newest materialization it returns
+// that one's index and writes nothing.
+func (s *Store) Materialize(ctx context.Context, groupID uint64) (uint64, error) {
+	if s.cfg.MaterializeDir == "" {
+		return 0, ErrNoMaterializeDir
+	}
+	type res struct {
+		index uint64
+		err   error
+	}
+	ch := make(chan res, 1)
+	err := s.do(ctx, func() {
+		g := s.groups[groupID]
+		if g == nil {
+			ch <- res{err: fmt.Errorf("%w %d", ErrUnknownGroup, groupID)}
+			return
+		}
+		if g.matBusy {
+			ch <- res{err: ErrMaterializeBusy}
+			return
+		}
+		img := g.sm.Materialize()
+		idx := img.Applied()
+		if idx <= g.matIndex {
+			ch <- res{index: g.matIndex}
+			return
+		}
+		term, err := g.storage.Term(idx)
+		if err != nil {
+			ch <- res{err: fmt.Errorf("raftstore: group %d: term of applied index %d: %w", g.id, idx, err)}
+			return
+		}
+		g.matBusy = true
+		go func() {
+			start := time.Now()
+			_, _, size, err := checkpoint.Files{FS: failpointFS{checkpoint.OS}}.Write(s.cfg.MaterializeDir, checkpoint.Meta{Partition: g.id, Index: idx, Term: term}, img.Encode)
+			if err == nil {
+				s.log.Info("materialized", "group", g.id, "index", idx, "bytes", size, "took", time.Since(start))
+			}
+			if derr := s.do(context.Background(), func() { s.materialized(g, idx, term, err) }); derr != nil && err == nil {
+				err = derr
+			}
+			ch <- res{index: idx, err: err}
+		}()
+	})
+	if err != nil {
+		return 0, err
+	}
+	select {
+	case r := <-ch:
+		return r.index, r.err
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// materialized takes a durable materialization into account: raft's
+// snapshot, the in-memory log's compaction, the files kept, and the WAL
+// truncation. Loop only.
+func (s *Store) materialized(g *group, idx, term uint64, err error) {
+	g.matBusy = false
+	if err != nil {
+		s.log.Error("materialization failed; the WAL keeps this group's log until one succeeds", "group", g.id, "index", idx, "err", err)
+		return
+	}
+	// The WAL is kept from the previous materialization, the fallback if
+	// this one is found damaged; the first one has no fallback.
+	g.keepIndex = g.matIndex
+	if g.keepIndex == 0 {
+		g.keepIndex = idx
+	}
+	g.matIndex, g.matTerm, g.matAt = idx, term, time.Now()
+	cs := &raftpb.ConfState{Voters: g.peers}
+	if _, err := g.storage.CreateSnapshot(idx, cs, snapshotData(g.id, idx)); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
+		s.log.Warn("raft snapshot not recorded", "group", g.id, "index", idx, "err", err)
+	}
+	if ci := idx - min(idx, s.cfg.CatchUpEntries); ci > 0 {
+		if first, _ := g.storage.FirstIndex(); ci >= first {
+			if err := g.storage.Compact(ci); err != nil && !errors.Is(err, raft.ErrCompacted) {
+				s.log.Warn("raft log not compacted", "group", g.id, "index", ci, "err", err)
+			}
+		}
+	}
+	s.removeOldMaterializations(g)
+	s.persist.noteKeep(g.id, s.keepFrom(g), g.matIndex, g.matTerm)
+}
+
+// keepFrom is the raft index after which group g needs its WAL entries.
+// Loop only.
+func (s *Store) keepFrom(g *group) uint64 {
+	k := g.keepIndex
+	s.pinMu.Lock()
+	for _, p := range s.pins[g.id] {
+		k = min(k, p)
+	}
+	s.pinMu.Unlock()
+	return k
+}
+
+// removeOldMaterializations keeps the newest keepMaterializations files of
+// g (and any pinned ones).
+func (s *Store) removeOldMaterializations(g *group) {
+	all, err := checkpoint.List(s.cfg.MaterializeDir)
+	if err != nil {
+		s.log.Warn("listing materializations", "err", err)
+		return
+	}
+	mats := all[g.id]
+	for i := 0; i+keepMaterializations < len(mats); i++ {
+		if s.pinned(g.id, mats[i].Index) {
+			continue
+		}
+		if err := checkpoint.Remove(s.cfg.MaterializeDir, mats[i]); err != nil && !errors.Is(err, os.ErrNotExist) {
+			s.log.Warn("removing an old materialization", "file", mats[i].Name(), "err", err)
+		}
+	}
+}
+
+// Pin keeps group's WAL entries after index, and its materializations at
+// or after index, until the returned release is called (a snapshot that
+// has not uploaded them yet).
+func (s *Store) Pin(group, index uint64) (release func()) {
+	s.pinMu.Lock()
+	defer s.pinMu.Unlock()
+	if s.pins == nil {
+		s.pins = map[uint64]map[uint64]uint64{}
+	}
+	if s.pins[group] == nil {
+		s.pins[group] = map[uint64]uint64{}
+	}
+	s.pinSeq++
+	id := s.pinSeq
+	s.pins[group][id] = index
+	return func() {
+		s.pinMu.Lock()
+		defer s.pinMu.Unlock()
+		delete(s.pins[group], id)
+	}
+}
+
+func (s *Store) pinned(group, index uint64) bool {
+	s.pinMu.Lock()
+	defer s.pinMu.Unlock()
+	for _, p := range s.pins[group] {
+		if index >= p {
+			return true
+		}
+	}
+	return false
+}
+
+// MaterializeStatus is a group's checkpoint state on this node.
+type MaterializeStatus struct {
+	Index       uint64 // newest materialization, 0 if none
+	Files       int    // materialization files kept
+	TailEntries uint64 // WAL entries after Index (replayed by a restart)
+	TailBytes   uint64
+}
+
+// MaterializeStatus reports group's checkpoint state.
+func (s *Store) MaterializeStatus(group uint64) MaterializeStatus {
+	st := MaterializeStatus{}
+	if gs, ok := s.Status(group); ok {
+		st.Index = gs.Materialized
+	}
+	st.TailEntries, st.TailBytes = s.persist.tail(group, st.Index)
+	if s.cfg.MaterializeDir != "" {
+		if all, err := checkpoint.List(s.cfg.MaterializeDir); err == nil {
+			st.Files = len(all[group])
+		}
+	}
+	return st
+}
+
+// RunMaterializer materializes, until ctx ends, every group whose newest
+// materialization is older than Config.MaterializeInterval or whose WAL
+// tail passed Config.MaterializeBytes, and the group holding the WAL back
+// when the WAL grew past twice MaterializeBytes.
+func (s *Store) RunMaterializer(ctx context.Context) {
+	if s.cfg.MaterializeDir == "" {
+		return
+	}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		holder := s.persist.holder()
+		walBig := s.cfg.WAL.Size() >= 2*s.cfg.MaterializeBytes
+		for _, id := range s.order {
+			gs, ok := s.Status(id)
+			if ok && id == holder && walBig && gs.Applied <= gs.Materialized && gs.Materialized > 0 {
+				// Idle since its newest materialization, the group holds
+				// the WAL only for the older one kept as a fallback: let
+				// that go rather than the disk fill up.
+				_ = s.do(ctx, func() {
+					g := s.groups[id]
+					if g.keepIndex < g.matIndex {
+						g.keepIndex = g.matIndex
+						s.persist.noteKeep(id, s.keepFrom(g), g.matIndex, g.matTerm)
+					}
+				})
+				continue
+			}
+			if !ok || gs.Applied <= gs.Materialized {
+				continue
+			}
+			_, tailBytes := s.persist.tail(id, gs.Materialized)
+			due := time.Since(gs.MaterializedAt) >= s.cfg.MaterializeInterval ||
+				tailBytes >= uint64(s.cfg.MaterializeBytes) ||
+				(id == holder && s.cfg.WAL.Size() >= 2*s.cfg.MaterializeBytes)
+			if !due {
+				continue
+			}
+			if _, err := s.Materialize(ctx, id); err != nil && !errors.Is(err, ErrMaterializeBusy) && ctx.Err() == nil {
+				s.log.Warn("materialization", "group", id, "err", err)
+			}
+		}
+	}
+}
+
+// failpointFS arms materializeBeforeRename in materialization writes.
+type failpointFS struct{ checkpoint.FS }
+
+func (f failpointFS) Rename(oldPath, newPath string) error {
+	if err := failpoint.Inject(failpoint.MaterializeBeforeRename); err != nil {
+		return err
+	}
+	return f.FS.Rename(oldPath, newPath)
+}
+
+// sortedKeys returns a map's keys in order.
+func sortedKeys[V any](m map[uint64]V) []uint64 {
+	out := make([]uint64, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// snapshotFetchWait bounds one fetch of a materialization file.
+const snapshotFetchWait = 10 * time.Minute
+
+// haveSnapshotFile says whether the materialization a raft snapshot from
+// node from names is on this node; if not, it starts fetching it (once per
+// group at a time) and the message is dropped: the leader sends it again.
+func (s *Store) haveSnapshotFile(from, group uint64, m *raftpb.Message) bool {
+	g, idx, ok := parseSnapshotData(m.GetSnapshot().GetData())
+	if !ok || g != group || s.cfg.MaterializeDir == "" {
+		s.log.Warn("dropping a raft snapshot this node cannot install", "group", group, "from", from)
+		return false
+	}
+	path := s.MaterializationPath(group, idx)
+	if _, err := os.Stat(path); err == nil {
+		return true
+	}
+	if s.cfg.Fetch == nil {
+		return false
+	}
+	s.fetchMu.Lock()
+	if s.fetching == nil {
+		s.fetching = map[uint64]bool{}
+	}
+	busy := s.fetching[group]
+	s.fetching[group] = true
+	s.fetchMu.Unlock()
+	if busy {
+		return false
+	}
+	go func() {
+		defer func() {
+			s.fetchMu.Lock()
+			delete(s.fetching, group)
+			s.fetchMu.Unlock()
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), snapshotFetchWait)
+		defer cancel()
+		start := time.Now()
+		if err := s.cfg.Fetch(ctx, from, group, idx, path); err != nil {
+			s.log.Warn("fetching a raft snapshot's materialization failed; the leader will send it again", "group", group, "index", idx, "from", from, "err", err)
+			return
+		}
+		s.log.Info("fetched a raft snapshot's materialization", "group", group, "index", idx, "from", from, "took", time.Since(start))
+	}()
+	return false
+}
