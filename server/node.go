@@ -188,7 +188,7 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 			}
 			return rpc.FetchMaterialization(ctx, n.pool, addr, n.layout.ClusterID, group, index, path)
 		},
-		OnFatal:       n.onFatal,
+		OnFatal: n.onFatal,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: open raft groups from %s: %w", n.wal.Dir(), err)
