@@ -50,6 +50,10 @@ type Materialization struct {
 }
 
 // Name returns the file name, e.g. p0003-00000000000000001234.mat.
+// DirName is the materializations' directory inside a node's data dir.
+const DirName = "materializations"
+
+// Name is the file name of a materialization.
 func (m Materialization) Name() string {
 	return fmt.Sprintf("p%04d-%020d%s", m.Partition, m.Index, fileExt)
 }

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"github.com/cutkv/cutkv/checkpoint"
+
 	"errors"
 	"fmt"
 	"os"
@@ -28,7 +30,7 @@ const (
 
 // MaterializeDir is the directory of the groups' materialization files
 // inside a data dir.
-const MaterializeDir = "materializations"
+const MaterializeDir = checkpoint.DirName
 
 // WALDir is the node WAL's directory inside a data dir (tools that read a
 // stopped node's WAL, like the cut verifier, find it there).

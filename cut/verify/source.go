@@ -1,13 +1,18 @@
 package verify
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"path/filepath"
 	"sort"
 
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/cutkv/cutkv/checkpoint"
+	"github.com/cutkv/cutkv/meta"
 	"github.com/cutkv/cutkv/partition"
 	"github.com/cutkv/cutkv/raftstore"
 	"github.com/cutkv/cutkv/wal"
@@ -29,6 +34,9 @@ type Replica struct {
 	// returns a fresh one. nil means BaseIndex is 0 and the base is
 	// partition.New(Group).
 	Start func() (*partition.Partition, error)
+	// StartMeta is Start for group 0 (the metadata state); nil means
+	// BaseIndex is 0.
+	StartMeta func() (*meta.State, error)
 	// Entries follow the base in index order without gaps, starting at
 	// BaseIndex+1. Entries above Commit may be uncommitted (and differ
 	// from other replicas). Verify only reads them.
@@ -117,9 +125,83 @@ func ReadWAL(node, dir string, logger *slog.Logger) ([]*Replica, error) {
 		return nil, fmt.Errorf("verify: node %s: read wal %s: %w", node, dir, err)
 	}
 	out := make([]*Replica, 0, len(logs))
+	mats, err := checkpoint.List(filepath.Join(filepath.Dir(dir), checkpoint.DirName))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("verify: node %s: %w", node, err)
+	}
 	for g, l := range logs {
-		out = append(out, &Replica{Node: node, Group: g, Entries: l.Entries, Commit: l.HardState.GetCommit()})
+		r := &Replica{Node: node, Group: g, Entries: l.Entries, Commit: l.HardState.GetCommit()}
+		if first := firstIndex(l); first > 1 {
+			// The WAL front was truncated behind a materialization: start
+			// from the newest one the log continues.
+			if err := withBase(r, filepath.Join(filepath.Dir(dir), checkpoint.DirName), mats[g], first); err != nil {
+				return nil, fmt.Errorf("verify: node %s: group %d: %w", node, g, err)
+			}
+		}
+		out = append(out, r)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Group < out[j].Group })
 	return out, nil
+}
+
+// firstIndex is the index the WAL's log of a group starts at (the
+// installed snapshot's successor when the log is empty after one).
+func firstIndex(l *raftstore.GroupLog) uint64 {
+	if len(l.Entries) > 0 {
+		return l.Entries[0].GetIndex()
+	}
+	if l.Installed != nil {
+		return l.Installed.GetIndex() + 1
+	}
+	return 1
+}
+
+// withBase sets r's base to the oldest intact materialization the log
+// continues from (index >= first-1), so that as many cuts as possible lie
+// after it, and drops the entries inside it.
+func withBase(r *Replica, dir string, mats []checkpoint.Materialization, first uint64) error {
+	for _, m := range mats {
+		if m.Index+1 < first {
+			continue
+		}
+		last := m.Index
+		if n := len(r.Entries); n > 0 {
+			last = max(last, r.Entries[n-1].GetIndex())
+		}
+		if m.Index > last {
+			continue
+		}
+		path := filepath.Join(dir, m.Name())
+		if _, err := checkpoint.Verify(path); err != nil {
+			continue
+		}
+		k := 0
+		for k < len(r.Entries) && r.Entries[k].GetIndex() <= m.Index {
+			k++
+		}
+		r.Entries, r.BaseIndex = r.Entries[k:], m.Index
+		g := r.Group
+		if g == 0 {
+			r.StartMeta = func() (*meta.State, error) {
+				f, err := checkpoint.Open(path)
+				if err != nil {
+					return nil, err
+				}
+				defer f.Close()
+				s := meta.New()
+				return s, s.LoadImage(f)
+			}
+		} else {
+			r.Start = func() (*partition.Partition, error) {
+				f, err := checkpoint.Open(path)
+				if err != nil {
+					return nil, err
+				}
+				defer f.Close()
+				return partition.Decode(g, f)
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("%w: the WAL holds the log from entry %d and no intact materialization covers what is before", ErrLog, first)
 }

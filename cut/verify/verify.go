@@ -237,14 +237,20 @@ func recordedCuts(group0 []*Replica) ([]*kvpb.CutInfo, error) {
 			best = r
 		}
 	}
+	s := meta.New()
 	if best.BaseIndex != 0 {
-		return nil, fmt.Errorf("%w: group 0 replica %s has a base; pass Options.Cuts", ErrLog, best.Node)
+		if best.StartMeta == nil {
+			return nil, fmt.Errorf("%w: group 0 replica %s has a base but no StartMeta; pass Options.Cuts", ErrLog, best.Node)
+		}
+		var err error
+		if s, err = best.StartMeta(); err != nil {
+			return nil, fmt.Errorf("%w: group 0 replica %s: base: %v", ErrLog, best.Node, err)
+		}
 	}
 	l, err := decode(best)
 	if err != nil {
 		return nil, err
 	}
-	s := meta.New()
 	for _, e := range l.ents {
 		if best.Commit != 0 && e.index > best.Commit {
 			break

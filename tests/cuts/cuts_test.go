@@ -50,17 +50,32 @@ const (
 )
 
 func TestCutsUnderBankLoad(t *testing.T) {
-	runCutsUnderLoad(t, false)
+	runCutsUnderLoad(t, false, false)
 }
 
 func TestCutsUnderBankLoadWithKill(t *testing.T) {
-	runCutsUnderLoad(t, true)
+	runCutsUnderLoad(t, true, false)
 }
 
-func runCutsUnderLoad(t *testing.T, kill bool) {
+// TestCutsUnderBankLoadWithCheckpoints materializes every group every
+// second during the first two thirds of the run (small WAL segments, so
+// the WALs are truncated): the verifier rebuilds the later cuts from the
+// materializations plus the WAL tails.
+func TestCutsUnderBankLoadWithCheckpoints(t *testing.T) {
+	runCutsUnderLoad(t, false, true)
+}
+
+func runCutsUnderLoad(t *testing.T, kill, checkpoints bool) {
 	soak := process.SoakDuration(t)
 	rng := process.NewRand(t)
-	c := clustertest.Start(t, nodes, clustertest.Options{Partitions: partitions})
+	opts := clustertest.Options{Partitions: partitions}
+	if checkpoints {
+		opts.Configure = func(_ int, cfg *server.Config) {
+			cfg.WALSegmentSize = 32 << 10
+			cfg.CatchUpEntries = 50
+		}
+	}
+	c := clustertest.Start(t, nodes, opts)
 	r, err := bank.NewRouter(c.Endpoints())
 	if err != nil {
 		t.Fatal(err)
@@ -121,6 +136,25 @@ func runCutsUnderLoad(t *testing.T, kill bool) {
 		time.Sleep(soak / 3)
 		c.Restart(victim)
 		t.Logf("%s: n%d restarted and ready; %d cuts completed so far", at(), victim+1, cu.completedCount())
+	}
+	var verifyFrom uint64 // checkpoints: the cuts after it lie after every base
+	if checkpoints {
+		cl := kvpb.NewClusterClient(conns[0])
+		n := 0
+		for time.Since(began) < 2*soak/3 {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			if _, err := cl.Checkpoint(ctx, &kvpb.CheckpointRequest{}); err != nil {
+				t.Logf("checkpoint: %v", err)
+			} else {
+				n++
+			}
+			cancel()
+			time.Sleep(time.Second)
+		}
+		// The second newest materialization (the oldest kept) was taken
+		// before this: later cuts fall after it.
+		verifyFrom = cu.highestVersion()
+		t.Logf("%s: %d checkpoints; verifying the cuts after %d", at(), n, verifyFrom)
 	}
 	time.Sleep(time.Until(began.Add(soak)))
 	for cu.completedCount() < minCompletedCuts && time.Since(began) < soak+overtime {
@@ -197,9 +231,27 @@ func runCutsUnderLoad(t *testing.T, kill bool) {
 		dirs[c.Config(i).ID] = dir
 	}
 	vbegan := time.Now()
-	rep, err := verify.Verify(verify.WALSource{Dirs: dirs}, verify.Options{
+	vopts := verify.Options{
 		Invariant: func(_ uint64, state map[string][]byte) error { return b.CheckTotal(state) },
-	})
+	}
+	if checkpoints {
+		for _, ci := range listed {
+			if ci.GetState() == kvpb.CutState_CUT_STATE_COMPLETED && ci.GetVersion() > verifyFrom {
+				vopts.Cuts = append(vopts.Cuts, ci)
+			} else {
+				delete(completed, ci.GetVersion())
+			}
+		}
+		for i := 0; i < nodes; i++ {
+			if first := walFirstFile(t, dirs[c.Config(i).ID]); first <= 1 {
+				t.Errorf("n%d: WAL not truncated by the checkpoints (starts at %d)", i+1, first)
+			}
+		}
+		if len(vopts.Cuts) < minCompletedCuts/4 {
+			t.Errorf("only %d completed cuts after the checkpoints", len(vopts.Cuts))
+		}
+	}
+	rep, err := verify.Verify(verify.WALSource{Dirs: dirs}, vopts)
 	if rep == nil {
 		t.Fatalf("verify: %v", err)
 	}
@@ -381,4 +433,31 @@ func (c *cutter) summary() string {
 		s += fmt.Sprintf("; last error: %v", c.lastErr)
 	}
 	return s
+}
+
+// walFirstFile returns the first index of a stopped node's WAL (the name
+// of its oldest segment).
+func walFirstFile(t *testing.T, dir string) uint64 {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var first uint64
+	for _, e := range ents {
+		var n uint64
+		if _, err := fmt.Sscanf(e.Name(), "%d", &n); err == nil && (first == 0 || n < first) {
+			first = n
+		}
+	}
+	return first
+}
+
+// highestVersion is the highest cut version the cutter saw completed.
+func (c *cutter) highestVersion() uint64 {
+	var v uint64
+	for _, x := range c.completedVersions() {
+		v = max(v, x)
+	}
+	return v
 }
