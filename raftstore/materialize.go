@@ -232,6 +232,7 @@ func (s *Store) materialized(g *group, idx, term uint64, err error) {
 	}
 	s.removeOldMaterializations(g)
 	s.persist.noteKeep(g.id, s.keepFrom(g), g.matIndex, g.matTerm)
+	s.publishStatus(g)
 }
 
 // keepFrom is the raft index after which group g needs its WAL entries.

@@ -17,6 +17,9 @@ import (
 	"github.com/cutkv/cutkv/raftstore"
 )
 
+// checkpointNodeWait bounds one node's part of a Checkpoint.
+const checkpointNodeWait = 50 * time.Second
+
 // fileChunk is the size of one chunk of a streamed materialization.
 const fileChunk = 1 << 20
 
@@ -175,15 +178,19 @@ func (s *ClusterServer) Checkpoint(ctx context.Context, req *kvpb.CheckpointRequ
 			var resp *internalpb.MaterializeResponse
 			var err error
 			mreq := &internalpb.MaterializeRequest{ClusterId: s.n.Layout.ClusterID}
+			// One hung node must not hold the others' answers: each is
+			// bounded (materializing is seconds even for large partitions).
+			nctx, cancel := context.WithTimeout(ctx, checkpointNodeWait)
+			defer cancel()
 			if conn, cerr := s.n.Pool.Conn(s.n.Addr(m.ID)); cerr != nil {
 				err = cerr
 			} else {
-				resp, err = internalpb.NewRaftClient(conn).Materialize(ctx, mreq)
+				resp, err = internalpb.NewRaftClient(conn).Materialize(nctx, mreq)
 			}
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
-				out.Groups = append(out.Groups, &kvpb.GroupCheckpoint{Node: m.ID, Error: err.Error()})
+				out.Groups = append(out.Groups, &kvpb.GroupCheckpoint{Node: m.ID, Error: err.Error(), NotAsked: true})
 				return
 			}
 			for _, g := range resp.GetGroups() {

@@ -18,8 +18,9 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// The Go client has no methods for the cut and check calls of the Cluster
-// service, so kvctl sends them itself. Any node serves them (a node that
+// The Go client has no methods for the cut, check and checkpoint calls of
+// the Cluster service, and its Status leaves out the checkpoint fields, so
+// kvctl sends these itself. Any node serves them (a node that
 // does not lead group 0 forwards a cut call to the one that does), so
 // there is no routing: kvctl tries the endpoints in turn, with the
 // client's retry rules (client/doc.go), and reports failures as the

@@ -29,9 +29,11 @@ type adminFake struct {
 	createCut func(ctx context.Context) (*kvpb.CreateCutResponse, error)
 	cuts      []*kvpb.CutInfo
 	check     *kvpb.CheckResponse
+	ckpt      func(ctx context.Context) (*kvpb.CheckpointResponse, error)
+	status    *kvpb.StatusResponse
 	calls     map[string]int
 	limits    []uint32      // ListCuts limits received
-	deadlines time.Duration // time left to CreateCut's deadline, last call
+	deadlines time.Duration // time left to CreateCut's or Checkpoint's deadline, last call
 }
 
 func startAdminFake(t *testing.T) *adminFake {
@@ -71,7 +73,22 @@ func (f *adminFake) setCheck(r *kvpb.CheckResponse) {
 	f.check = r
 }
 
-// Deadline returns the time that was left to the last CreateCut's deadline.
+// onCheckpoint sets what Checkpoint does.
+func (f *adminFake) onCheckpoint(fn func(ctx context.Context) (*kvpb.CheckpointResponse, error)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ckpt = fn
+}
+
+// setStatus sets Status's answer.
+func (f *adminFake) setStatus(r *kvpb.StatusResponse) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.status = r
+}
+
+// Deadline returns the time that was left to the last CreateCut's or
+// Checkpoint's deadline.
 func (f *adminFake) Deadline() time.Duration {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -137,6 +154,24 @@ func (f *adminFake) Check(context.Context, *kvpb.CheckRequest) (*kvpb.CheckRespo
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.check, nil
+}
+
+func (f *adminFake) Checkpoint(ctx context.Context, _ *kvpb.CheckpointRequest) (*kvpb.CheckpointResponse, error) {
+	f.count("Checkpoint")
+	f.mu.Lock()
+	if dl, ok := ctx.Deadline(); ok {
+		f.deadlines = time.Until(dl)
+	}
+	fn := f.ckpt
+	f.mu.Unlock()
+	return fn(ctx)
+}
+
+func (f *adminFake) Status(context.Context, *kvpb.StatusRequest) (*kvpb.StatusResponse, error) {
+	f.count("Status")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.status, nil
 }
 
 // Two cuts of two partitions: 12 completed in 35ms, 13 failed.
@@ -459,7 +494,7 @@ func TestCheck(t *testing.T) {
 
 func TestAdminUnavailable(t *testing.T) {
 	dead := clienttest.DeadAddr(t) + "," + clienttest.DeadAddr(t)
-	for _, args := range [][]string{{"cut", "create"}, {"cut", "list"}, {"cut", "show", "1"}, {"check"}} {
+	for _, args := range [][]string{{"cut", "create"}, {"cut", "list"}, {"cut", "show", "1"}, {"check"}, {"checkpoint"}, {"status"}} {
 		r := kvctl(t, nil, "", append([]string{"--endpoints", dead, "--dial-timeout", "200ms", "--timeout", "500ms"}, args...)...)
 		if r.code != 3 || !strings.Contains(r.stderr, "unavailable") || r.stdout != "" {
 			t.Errorf("%q with every node down: %+v; want exit 3", args, r)

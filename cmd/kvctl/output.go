@@ -131,6 +131,11 @@ type jsonGroup struct {
 	Replicas     []string `json:"replicas"`
 	ReportedBy   string   `json:"reported_by"`
 	Keys         uint64   `json:"keys"`
+	// Checkpoints, as the reporting node holds them.
+	MaterializedIndex uint64 `json:"materialized_index"`
+	Materializations  uint32 `json:"materializations"`
+	WALTailEntries    uint64 `json:"wal_tail_entries"`
+	WALTailBytes      uint64 `json:"wal_tail_bytes"`
 }
 
 type jsonNode struct {

@@ -23,6 +23,7 @@ const (
 	exitConflict    = 5 // txn: kept conflicting until the deadline
 	exitCutFailed   = 6 // cut create: the cluster recorded the cut as failed
 	exitCheckFailed = 7 // check: replicas diverge or could not be checked
+	exitCheckpoint  = 8 // checkpoint: some group was not materialized, or some node not asked
 )
 
 const (
@@ -90,7 +91,8 @@ func newRootCmd(g *globals) *cobra.Command {
 
 Endpoints come from --endpoints, else from $` + envEndpoints + `, else ` + defaultEndpoints + `.
 Exit codes: 0 ok, 1 not found (or other error), 2 usage, 3 cluster unavailable, 4 write outcome unknown,
-5 transaction kept conflicting (not applied), 6 cut failed, 7 replicas diverge or could not be checked.`,
+5 transaction kept conflicting (not applied), 6 cut failed, 7 replicas diverge or could not be checked,
+8 checkpoint incomplete.`,
 		Args:          cobra.NoArgs,
 		SilenceErrors: true,
 		SilenceUsage:  true,
@@ -106,7 +108,7 @@ Exit codes: 0 ok, 1 not found (or other error), 2 usage, 3 cluster unavailable, 
 	f.DurationVar(&g.timeout, "timeout", 5*time.Second, "time limit for the whole command, retries included")
 	f.DurationVar(&g.dialTimeout, "dial-timeout", 2*time.Second, "time limit for reaching a first node, and for connecting to any node")
 	root.AddCommand(newPutCmd(g), newGetCmd(g), newDelCmd(g), newScanCmd(g), newTxnCmd(g), newMembersCmd(g), newStatusCmd(g),
-		newCutCmd(g), newCheckCmd(g))
+		newCutCmd(g), newCheckCmd(g), newCheckpointCmd(g))
 	return root
 }
 
@@ -184,6 +186,7 @@ func describe(err error, cmd *cobra.Command, g *globals) (int, string) {
 		cutFailed   *cutFailedError
 		cutNotFound *cutNotFoundError
 		checkFailed *checkFailedError
+		ckptFailed  *checkpointFailedError
 	)
 	switch {
 	case errors.As(err, &cutFailed):
@@ -192,6 +195,10 @@ func describe(err error, cmd *cobra.Command, g *globals) (int, string) {
 		return exitNotFound, fmt.Sprintf("%v\nList the cuts the cluster remembers with 'kvctl cut list --limit 0'.", err)
 	case errors.As(err, &checkFailed):
 		return exitCheckFailed, fmt.Sprintf("%v\n%s", err, checkFailed.hint())
+	case errors.As(err, &ckptFailed):
+		return exitCheckpoint, fmt.Sprintf("%v\n%s", err, ckptFailed.hint())
+	case errors.Is(err, client.ErrOutcomeUnknown) && isCheckpoint(cmd):
+		return exitUnknown, fmt.Sprintf("%v\nThe checkpoint may have been taken on some nodes: see the MATERIALIZED column of 'kvctl status', or run 'kvctl checkpoint' again (that is harmless).", err)
 	case errors.Is(err, client.ErrOutcomeUnknown) && isCutCreate(cmd):
 		return exitUnknown, fmt.Sprintf("%v\nThe cut may or may not have been taken: see 'kvctl cut list'.", err)
 	case errors.Is(err, client.ErrOutcomeUnknown):
@@ -220,6 +227,8 @@ func describe(err error, cmd *cobra.Command, g *globals) (int, string) {
 }
 
 func isTxn(cmd *cobra.Command) bool { return cmd != nil && cmd.Name() == "txn" }
+
+func isCheckpoint(cmd *cobra.Command) bool { return cmd != nil && cmd.Name() == "checkpoint" }
 
 func isCutCreate(cmd *cobra.Command) bool {
 	return cmd != nil && cmd.Name() == "create" && cmd.HasParent() && cmd.Parent().Name() == "cut"

@@ -254,8 +254,8 @@ func TestStatus(t *testing.T) {
 		t.Fatalf("status output:\n%s", r.stdout)
 	}
 	groups := strings.Split(strings.TrimSpace(parts[0]), "\n")
-	if len(groups) != 4 || strings.Join(strings.Fields(groups[0]), " ") != "GROUP LEADER TERM COMMIT APPLIED REPLICAS" ||
-		!strings.HasPrefix(groups[1], "0 ") || !strings.Contains(groups[1], "n1,n2,n3") {
+	if len(groups) != 4 || strings.Join(strings.Fields(groups[0]), " ") != "GROUP LEADER TERM COMMIT APPLIED MATERIALIZED MATS WAL TAIL REPLICAS" ||
+		!strings.HasPrefix(groups[1], "0 ") || !strings.HasSuffix(strings.Join(strings.Fields(groups[1]), " "), " - 0 0 (0 B) n1,n2,n3") {
 		t.Errorf("group table:\n%s", parts[0])
 	}
 	nodes := strings.Split(strings.TrimSpace(parts[1]), "\n")

@@ -2162,8 +2162,10 @@ type GroupCheckpoint struct {
 	Group             uint64                 `protobuf:"varint,2,opt,name=group,proto3" json:"group,omitempty"`
 	MaterializedIndex uint64                 `protobuf:"varint,3,opt,name=materialized_index,json=materializedIndex,proto3" json:"materialized_index,omitempty"`
 	Error             string                 `protobuf:"bytes,4,opt,name=error,proto3" json:"error,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// The node could not be asked (error says why); group is then unset.
+	NotAsked      bool `protobuf:"varint,5,opt,name=not_asked,json=notAsked,proto3" json:"not_asked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GroupCheckpoint) Reset() {
@@ -2222,6 +2224,13 @@ func (x *GroupCheckpoint) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *GroupCheckpoint) GetNotAsked() bool {
+	if x != nil {
+		return x.NotAsked
+	}
+	return false
 }
 
 type CheckpointResponse struct {
@@ -3159,12 +3168,13 @@ const file_kvpb_kv_proto_rawDesc = "" +
 	"\amembers\x18\x04 \x03(\v2\x13.cutkv.kv.v1.MemberR\amembers\x12\x18\n" +
 	"\aleaders\x18\x05 \x03(\tR\aleaders\"G\n" +
 	"\x11CheckpointRequest\x122\n" +
-	"\x06header\x18\x01 \x01(\v2\x1a.cutkv.kv.v1.RequestHeaderR\x06header\"\x80\x01\n" +
+	"\x06header\x18\x01 \x01(\v2\x1a.cutkv.kv.v1.RequestHeaderR\x06header\"\x9d\x01\n" +
 	"\x0fGroupCheckpoint\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\x04R\x05group\x12-\n" +
 	"\x12materialized_index\x18\x03 \x01(\x04R\x11materializedIndex\x12\x14\n" +
-	"\x05error\x18\x04 \x01(\tR\x05error\"\x7f\n" +
+	"\x05error\x18\x04 \x01(\tR\x05error\x12\x1b\n" +
+	"\tnot_asked\x18\x05 \x01(\bR\bnotAsked\"\x7f\n" +
 	"\x12CheckpointResponse\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.cutkv.kv.v1.ResponseHeaderR\x06header\x124\n" +
 	"\x06groups\x18\x02 \x03(\v2\x1c.cutkv.kv.v1.GroupCheckpointR\x06groups\"\xa9\x01\n" +

@@ -29,6 +29,12 @@
 //   - TestWALSyncFailureIsSticky, TestCrashAfterSave: failpoints
 //     (-tags failpoints) make a WAL fsync fail or crash a node right after a
 //     durable save; no acknowledged write is lost.
+//   - TestKvctlCheckpoint: kvctl checkpoint materializes every group and
+//     truncates the WAL (kvctl status shows both); a SIGTERM restart keeps
+//     every acknowledged write.
+//   - TestCrashDuringCheckpoint: a node crashes in a checkpoint before a
+//     materialization's rename or before the WAL truncation; restarted, it
+//     loses nothing, agrees with the others and leaves no temporary file.
 //
 // Knobs (environment):
 //

@@ -61,6 +61,11 @@ type (
 		Replicas     []string `json:"replicas"`
 		ReportedBy   string   `json:"reported_by"`
 		Keys         uint64   `json:"keys"`
+		// Checkpoints.
+		MaterializedIndex uint64 `json:"materialized_index"`
+		Materializations  uint32 `json:"materializations"`
+		WALTailEntries    uint64 `json:"wal_tail_entries"`
+		WALTailBytes      uint64 `json:"wal_tail_bytes"`
 	}
 	jNode struct {
 		ID             string `json:"id"`
@@ -87,7 +92,7 @@ var (
 	headerFields = []string{"cluster_id", "cut_version", "member_id", "raft_term"}
 	kvFields     = []string{"create_index", "key", "mod_index", "value", "version"}
 	memberFields = []string{"gossip_addr", "grpc_addr", "http_addr", "id", "raft_id", "since_unix_ms", "state"}
-	groupFields  = []string{"applied_index", "commit_index", "id", "keys", "leader", "replicas", "reported_by", "term"}
+	groupFields  = []string{"applied_index", "commit_index", "id", "keys", "leader", "materializations", "materialized_index", "replicas", "reported_by", "term", "wal_tail_bytes", "wal_tail_entries"}
 	nodeFields   = []string{"disk_free_bytes", "disk_total_bytes", "id", "serving", "version", "wal_bytes", "wal_first_index", "wal_last_index"}
 )
 
@@ -385,7 +390,7 @@ func TestKvctl(t *testing.T) {
 	t.Run("status", func(t *testing.T) {
 		r := ctl(t, "status")
 		want(t, r, 0, nil)
-		for _, h := range []string{"GROUP  LEADER  TERM  COMMIT  APPLIED  REPLICAS", "NODE  SERVING  WAL"} {
+		for _, h := range []string{"GROUP  LEADER  TERM  COMMIT  APPLIED  MATERIALIZED  MATS  WAL TAIL", "NODE  SERVING  WAL"} {
 			if !strings.Contains(r.stdout, h) {
 				t.Errorf("status text lacks %q:\n%s", h, r.stdout)
 			}
