@@ -11,7 +11,7 @@ PROTOC_GEN_GRPC_VERSION := v1.6.2
 STATICCHECK_VERSION    := v0.8.2
 
 # Packages with goroutines and locks: their tests run with -race.
-RACE_PKGS := ./wal/... ./discovery/... ./raftstore/... ./partition/... ./rpc/... ./client/... ./server/...
+RACE_PKGS := ./wal/... ./discovery/... ./raftstore/... ./partition/... ./rpc/... ./client/... ./server/... ./snapshot/...
 
 # make test's soak duration (tests read CUTKV_SOAK).
 CUTKV_SOAK ?= 10s
