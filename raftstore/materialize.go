@@ -339,10 +339,18 @@ func (s *Store) RunMaterializer(ctx context.Context) {
 		case <-t.C:
 		}
 		holder := s.persist.holder()
-		walBig := s.cfg.WAL.Size() >= 2*s.cfg.MaterializeBytes
+		// Early only when it can free something: the WAL is large and has
+		// an older segment than the one being written (truncation deletes
+		// whole segments), and not more often than earlyGap per group (a
+		// group needs two materializations past a segment, its previous
+		// one being the fallback kept).
+		w := s.cfg.WAL
+		walBig := w.Size() >= 2*s.cfg.MaterializeBytes && w.SegmentStart(w.LastIndex()) > w.FirstIndex()
+		earlyGap := max(s.cfg.MaterializeInterval/6, 5*time.Second)
 		for _, id := range s.order {
 			gs, ok := s.Status(id)
-			if ok && id == holder && walBig && gs.Applied <= gs.Materialized && gs.Materialized > 0 {
+			early := id == holder && walBig && (gs.Materialized == 0 || time.Since(gs.MaterializedAt) >= earlyGap)
+			if ok && early && gs.Applied <= gs.Materialized && gs.Materialized > 0 {
 				// Idle since its newest materialization, the group holds
 				// the WAL only for the older one kept as a fallback: let
 				// that go rather than the disk fill up.
@@ -361,7 +369,7 @@ func (s *Store) RunMaterializer(ctx context.Context) {
 			_, tailBytes := s.persist.tail(id, gs.Materialized)
 			due := time.Since(gs.MaterializedAt) >= s.cfg.MaterializeInterval ||
 				tailBytes >= uint64(s.cfg.MaterializeBytes) ||
-				(id == holder && s.cfg.WAL.Size() >= 2*s.cfg.MaterializeBytes)
+				early
 			if !due {
 				continue
 			}

@@ -344,3 +344,35 @@ func groupWithTruncatedLog(t *testing.T, cfg server.Config) uint64 {
 	t.Fatalf("no partition's log was truncated in the WAL (WAL from record %d)", w.FirstIndex())
 	return 0
 }
+
+// TestBackgroundMaterializationBoundsWAL: with no checkpoint asked for,
+// groups whose WAL tail passes --materialize-bytes are materialized in the
+// background and the WAL front is truncated while writes go on.
+func TestBackgroundMaterializationBoundsWAL(t *testing.T) {
+	c := clustertest.Start(t, 3, clustertest.Options{Configure: func(i int, cfg *server.Config) {
+		smallCheckpoints(i, cfg)
+		cfg.MaterializeBytes = 16 << 10
+	}})
+	want := map[string]string{}
+	var firsts map[string]uint64
+	for round := 0; round < 20; round++ {
+		for k, v := range writeMany(t, c, fmt.Sprintf("r%02d", round), 150) {
+			want[k] = v
+		}
+		firsts = walFirstIndex(t, c, 0)
+		done := true
+		for _, f := range firsts {
+			done = done && f > 1
+		}
+		if done {
+			break
+		}
+	}
+	for id, f := range firsts {
+		if f <= 1 {
+			t.Fatalf("node %s: WAL never truncated by background materialization (first index %d)", id, f)
+		}
+	}
+	readAll(t, c, 1, want)
+	requireConsistent(t, c, 2)
+}
