@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"time"
 
@@ -390,15 +389,6 @@ func (f failpointFS) Rename(oldPath, newPath string) error {
 	return f.FS.Rename(oldPath, newPath)
 }
 
-// sortedKeys returns a map's keys in order.
-func sortedKeys[V any](m map[uint64]V) []uint64 {
-	out := make([]uint64, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
-}
 
 // snapshotFetchWait bounds one fetch of a materialization file.
 const snapshotFetchWait = 10 * time.Minute
