@@ -389,7 +389,6 @@ func (f failpointFS) Rename(oldPath, newPath string) error {
 	return f.FS.Rename(oldPath, newPath)
 }
 
-
 // snapshotFetchWait bounds one fetch of a materialization file.
 const snapshotFetchWait = 10 * time.Minute
 
