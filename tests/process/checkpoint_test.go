@@ -24,6 +24,7 @@ type (
 		Group             uint64 `json:"group"`
 		MaterializedIndex uint64 `json:"materialized_index"`
 		Error             string `json:"error"`
+		NotAsked          bool   `json:"not_asked"`
 	}
 	jCheckpoint struct {
 		Header jHeader            `json:"header"`
@@ -104,6 +105,9 @@ func checkpointJSON(t testing.TB, endpoints []string) (jCheckpoint, kvctlResult)
 		fields := groupCheckpointFields
 		if ck.Groups[i].Error != "" {
 			fields = []string{"error", "group", "materialized_index", "node"}
+		}
+		if ck.Groups[i].NotAsked {
+			fields = []string{"error", "group", "materialized_index", "node", "not_asked"}
 		}
 		checkFields(t, fmt.Sprintf("checkpoint.groups[%d]", i), it, fields)
 	}
