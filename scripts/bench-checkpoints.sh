@@ -30,6 +30,10 @@ cd "$(dirname "$0")/.."
 FULL=${FULL:-1}
 DURATION=${DURATION:-5m}
 RUN=${RUN:-15s}
+# CKPT_EVERY: pause between two checkpoints in part 3's B runs (0: back to
+# back). PARTS: which parts to run, e.g. PARTS=3.
+CKPT_EVERY=${CKPT_EVERY:-0}
+PARTS=${PARTS:-123}
 CLIENTS=64
 EP=127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003
 METRICS=127.0.0.1:7201,127.0.0.1:7202,127.0.0.1:7203
@@ -115,6 +119,7 @@ echo "cutkv: commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $
 echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//'), load average $(loadavg) at the start ($(date -u '+%Y-%m-%d %H:%M UTC'))"
 echo
 
+if [[ $PARTS == *1* ]]; then
 # --- 1. Restart time vs history length ---
 if [ -n "${WRITES:-}" ]; then
 	read -r -a NS <<<"$WRITES"
@@ -155,6 +160,9 @@ echo "|--:|---|--:|--:|---|---|---|"
 printf '%s\n' "${RESTART_ROWS[@]}"
 echo
 
+fi
+
+if [[ $PARTS == *2* ]]; then
 # --- 2. WAL size under steady writes ---
 D=$WORK/walsize
 start_cluster "$D" "$D/start.events" "" -- --materialize-bytes 16777216
@@ -171,6 +179,9 @@ cat "$D/watch.md"
 echo
 if [ "${KEEP:-0}" != 1 ]; then rm -rf "$D"/n*/wal "$D"/n*/materializations; fi
 
+fi
+
+if [[ $PARTS == *3* ]]; then
 # --- 3. Put throughput: checkpoints back to back vs none ---
 D=$WORK/throughput
 start_cluster "$D" "$D/start.events" "" -- "${NOMAT[@]}"
@@ -184,12 +195,14 @@ echo "| run | checkpoints | ops/s | p50 ms | p99 ms | errors | WAL write+fsync m
 echo "|---|---|--:|--:|--:|--:|--:|---|"
 SUM_A=0
 SUM_B=0
+BLABEL="back to back"
+[ "$CKPT_EVERY" != 0 ] && BLABEL="every $CKPT_EVERY"
 for i in 1 2 3 4; do
 	for mode in A B; do
 		out=$D/r$i-$mode.json
 		ck="-"
 		if [ "$mode" = B ]; then
-			"$B" ckloop -endpoints "$EP" -for 1h >"$D/ck-$i.txt" 2>"$D/ck-$i.err" &
+			"$B" ckloop -endpoints "$EP" -for 1h -every "$CKPT_EVERY" >"$D/ck-$i.txt" 2>"$D/ck-$i.err" &
 			CK_PID=$!
 		fi
 		bin/kvbench put "${PUT[@]}" --duration "$RUN" --warmup 2s --seed "$i" --metrics-url "$METRICS" \
@@ -202,7 +215,7 @@ for i in 1 2 3 4; do
 			if [ -s "$D/ck-$i.err" ]; then echo "run $i: $(cat "$D/ck-$i.err")" >&2; fi
 		fi
 		row=$("$B" row "$i" "$out" "$ck")
-		echo "$row" | sed "s/^| $i |/| $i | $([ "$mode" = A ] && echo none || echo 'back to back') |/"
+		echo "$row" | sed "s/^| $i |/| $i | $([ "$mode" = A ] && echo none || echo "$BLABEL") |/"
 		ops=$(echo "$row" | cut -d'|' -f3 | tr -d ' ')
 		if [ "$mode" = A ]; then SUM_A=$((SUM_A + ops)); else SUM_B=$((SUM_B + ops)); fi
 	done
@@ -212,3 +225,4 @@ echo
 echo "B / A (sums of ops/s over the 4 pairs): $SUM_B / $SUM_A = $(awk -v a="$SUM_A" -v b="$SUM_B" 'BEGIN { printf "%.2f", b / a }')"
 echo
 echo "load average at the end: $(loadavg)"
+fi

@@ -162,6 +162,7 @@ func runCheckpointLoop(args []string) error {
 	fs := flag.NewFlagSet("ckloop", flag.ContinueOnError)
 	endpoints := fs.String("endpoints", defaultEndpoints, "gRPC addresses of the nodes")
 	dur := fs.Duration("for", time.Minute, "stop starting checkpoints after this long")
+	every := fs.Duration("every", 0, "wait this long between two checkpoints (0: back to back)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -193,6 +194,12 @@ func runCheckpointLoop(args []string) error {
 			}
 		default:
 			took = append(took, d.Seconds())
+		}
+		if *every > 0 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(*every):
+			}
 		}
 	}
 	sort.Float64s(took)
