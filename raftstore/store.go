@@ -435,8 +435,11 @@ func (s *Store) openGroup(gc GroupConfig, l *groupLog) (*group, error) {
 			return nil, fmt.Errorf("raftstore: group %d: restore entries: %w", gc.ID, err)
 		}
 	}
-	if hs := l.HardState; hs != nil || base != nil {
-		hs := proto.Clone(hs).(*raftpb.HardState)
+	if l.HardState != nil || base != nil {
+		hs := &raftpb.HardState{}
+		if l.HardState != nil {
+			hs = proto.Clone(l.HardState).(*raftpb.HardState)
+		}
 		if base != nil && hs.GetCommit() < base.index {
 			// Commit-only hard states are written lazily; the
 			// materialization proves its index was committed.
