@@ -17,7 +17,7 @@ RACE_PKGS := ./wal/... ./discovery/... ./raftstore/... ./partition/... ./rpc/...
 CUTKV_SOAK ?= 10s
 export CUTKV_SOAK
 
-.PHONY: all build run test test-unit verify fmt vet staticcheck tidy-check proto proto-check e2e bench clean
+.PHONY: all build run test test-unit verify fmt vet staticcheck tidy-check proto proto-check e2e bench clean bench-compare
 
 all: build
 
@@ -80,3 +80,10 @@ e2e: build
 
 clean:
 	rm -rf $(BIN)
+
+# cutkv side by side with etcd (installs Debian's etcd-server if etcd is
+# missing): A B A B runs per workload, then replaces the section "Side by
+# side with etcd" of docs/benchmarks.md and its charts in docs/img/.
+# Minutes; not part of test or CI. RUN=20s and WORKLOADS="put get txn" by default.
+bench-compare:
+	./scripts/bench-compare.sh

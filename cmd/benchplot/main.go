@@ -1,0 +1,137 @@
+// Command benchplot turns the kvbench JSON results of
+// scripts/bench-compare.sh into the Markdown section "Side by side with
+// etcd (make bench-compare)" of docs/benchmarks.md and one SVG bar chart
+// per workload. It replaces the section if the document has it (so
+// repeated runs do not pile up) and appends it otherwise.
+//
+// Usage:
+//
+//	benchplot --results DIR --doc docs/benchmarks.md --imgdir docs/img \
+//	    [--etcd-version V] [--commands TEXT] [--took 240s] [--run 20s]
+//
+// DIR holds files named WORKLOAD-N-TARGET.json (N the pass, TARGET cutkv
+// or etcd), as the script writes them.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+)
+
+func main() {
+	if err := run(os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "benchplot:", err)
+		os.Exit(1)
+	}
+}
+
+// options are the command line.
+type options struct {
+	// Results is the directory of kvbench JSON results.
+	Results string
+	// Doc is the Markdown file whose section is replaced or appended.
+	Doc string
+	// ImgDir is where the SVG charts are written; the section links them
+	// relative to Doc's directory.
+	ImgDir string
+	// EtcdVersion, Commands, Took and RunDur are shown in the section as given.
+	EtcdVersion, Commands, Took, RunDur string
+}
+
+func run(args []string) error {
+	var o options
+	fl := flag.NewFlagSet("benchplot", flag.ContinueOnError)
+	fl.StringVar(&o.Results, "results", "", "directory of kvbench JSON results WORKLOAD-N-TARGET.json (required)")
+	fl.StringVar(&o.Doc, "doc", "docs/benchmarks.md", "Markdown file whose bench-compare section is replaced or appended")
+	fl.StringVar(&o.ImgDir, "imgdir", "docs/img", "directory for the SVG charts")
+	fl.StringVar(&o.EtcdVersion, "etcd-version", "", "etcd's version, as shown in the section")
+	fl.StringVar(&o.Commands, "commands", "", "the kvbench command line, as shown in the section")
+	fl.StringVar(&o.Took, "took", "", "how long the measured runs took, as shown in the section")
+	fl.StringVar(&o.RunDur, "run", "", "the duration of each run, as shown in the section")
+	if err := fl.Parse(args); err != nil {
+		return err
+	}
+	if o.Results == "" {
+		return errors.New("--results is required")
+	}
+	runs, err := loadRuns(o.Results)
+	if err != nil {
+		return err
+	}
+	groups := groupRuns(runs)
+	if len(groups) == 0 {
+		return fmt.Errorf("no results in %s", o.Results)
+	}
+	if err := os.MkdirAll(o.ImgDir, 0o755); err != nil {
+		return err
+	}
+	links := map[string]string{}
+	for _, g := range groups {
+		name := "bench-compare-" + g.Workload + ".svg"
+		path := filepath.Join(o.ImgDir, name)
+		if err := writeFileAtomic(path, []byte(chartSVG(g))); err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(filepath.Dir(o.Doc), path)
+		if err != nil {
+			rel = path
+		}
+		links[g.Workload] = filepath.ToSlash(rel)
+	}
+	sec := section(sectionInput{
+		Groups: groups, Links: links, Machine: describeMachine(runs),
+		EtcdVersion: o.EtcdVersion, Commands: o.Commands, Took: o.Took, RunDur: o.RunDur,
+		Date: firstStart(runs).UTC(),
+	})
+	doc, err := os.ReadFile(o.Doc)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return writeFileAtomic(o.Doc, []byte(replaceSection(string(doc), sectionTitle, sec)))
+}
+
+// describeMachine is the machine line: the kernel from uname, the rest
+// from the results (CPUs, CPU model, load averages over the runs).
+func describeMachine(runs []Run) string {
+	var b strings.Builder
+	m := runs[0].Machine
+	fmt.Fprintf(&b, "%d CPUs (nproc)", m.NumCPU)
+	if m.CPU != "" {
+		fmt.Fprintf(&b, ", %s", m.CPU)
+	}
+	if k, err := exec.Command("uname", "-sr").Output(); err == nil {
+		fmt.Fprintf(&b, ", kernel %s", strings.TrimSpace(string(k)))
+	}
+	fmt.Fprintf(&b, ", %s/%s, kvbench built with %s", m.GOOS, m.GOARCH, m.GoVersion)
+	lo, hi, ok := loadRange(runs)
+	if ok {
+		fmt.Fprintf(&b, "; 1-minute load average at the end of each run between %.2f and %.2f", lo, hi)
+	}
+	return b.String()
+}
+
+// writeFileAtomic writes a temporary file and renames it over path, so a
+// failed run never leaves a half-written document.
+func writeFileAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
