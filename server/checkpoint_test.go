@@ -308,7 +308,17 @@ func TestKillDuringMaterialization(t *testing.T) {
 				_, _ = raftSrv.Checkpoint(ctxT(t, 5*time.Second), &kvpb.CheckpointRequest{})
 			}
 		}()
+		// Kill at a random moment, once this round has some acknowledged
+		// writes (slow under -race).
 		time.Sleep(time.Duration(200+rng.IntN(600)) * time.Millisecond)
+		clustertest.Eventually(t, 20*time.Second, func() error {
+			mu.Lock()
+			defer mu.Unlock()
+			if n := len(want); n < 25*(round+1) {
+				return fmt.Errorf("%d writes acknowledged", n)
+			}
+			return nil
+		})
 		c.Kill(0)
 		close(stop)
 		wg.Wait()
