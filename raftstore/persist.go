@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"go.etcd.io/raft/v3"
-	"google.golang.org/protobuf/encoding/protowire"
 
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
@@ -278,7 +277,10 @@ func (p *persister) takeLazy(recs []wal.Record) []wal.Record {
 // persist makes reqs durable, applies them to raft storage and delivers
 // their responses.
 func (p *persister) persist(reqs []appendReq) error {
-	var recs []wal.Record
+	var (
+		recs []wal.Record
+		ents []entryRec // the entry records of recs
+	)
 	sync := false
 	for _, r := range reqs {
 		m, gid := r.m, r.g.id
@@ -287,6 +289,7 @@ func (p *persister) persist(reqs []appendReq) error {
 			if err != nil {
 				return fmt.Errorf("raftstore: marshal entry: %w", err)
 			}
+			ents = append(ents, entryRec{rec: len(recs), raft: e.GetIndex()})
 			recs = append(recs, wal.Record{Type: wal.RecordEntry, Group: gid, Data: data})
 			sync = true
 		}
@@ -320,7 +323,7 @@ func (p *persister) persist(reqs []appendReq) error {
 		if err := failpoint.Inject(failpoint.RaftAfterSave); err != nil {
 			return err
 		}
-		p.notePositions(recs, first)
+		p.notePositions(recs, ents, first)
 	}
 	// Durable (or needing no durability, with every earlier batch already
 	// durable): update raft storage, then deliver the responses.
@@ -371,20 +374,23 @@ func (p *persister) persist(reqs []appendReq) error {
 
 // notePositions records where the entry records of a batch that starts at
 // WAL index first went.
-func (p *persister) notePositions(recs []wal.Record, first uint64) {
+func (p *persister) notePositions(recs []wal.Record, ents []entryRec, first uint64) {
 	p.posMu.Lock()
 	defer p.posMu.Unlock()
-	for i, r := range recs {
-		if r.Type != wal.RecordEntry {
-			continue
-		}
-		idx := entryIndex(r.Data)
+	for _, e := range ents {
+		r := recs[e.rec]
 		ps := p.pos[r.Group]
 		// A rewritten tail (raft overwrote uncommitted entries) replaces
 		// the old positions from that index on.
-		j := sort.Search(len(ps), func(j int) bool { return ps[j].raft >= idx })
-		p.pos[r.Group] = append(ps[:j], walPos{raft: idx, wal: first + uint64(i), bytes: len(r.Data)})
+		j := sort.Search(len(ps), func(j int) bool { return ps[j].raft >= e.raft })
+		p.pos[r.Group] = append(ps[:j], walPos{raft: e.raft, wal: first + uint64(e.rec), bytes: len(r.Data)})
 	}
+}
+
+// entryRec names the raft index of the entry in recs[rec] of a batch.
+type entryRec struct {
+	rec  int
+	raft uint64
 }
 
 // install makes a raft snapshot from the leader durable before raft
@@ -424,25 +430,4 @@ func (p *persister) install(g *group, snap *raftpb.Snapshot) error {
 	p.posMu.Unlock()
 	p.s.log.Info("installed a snapshot from the leader", "group", g.id, "index", md.GetIndex(), "file", path)
 	return nil
-}
-
-// entryIndex reads the index of a marshaled raftpb.Entry (field 3).
-func entryIndex(b []byte) uint64 {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return 0
-		}
-		b = b[n:]
-		if num == 3 && typ == protowire.VarintType {
-			v, _ := protowire.ConsumeVarint(b)
-			return v
-		}
-		n = protowire.ConsumeFieldValue(num, typ, b)
-		if n < 0 {
-			return 0
-		}
-		b = b[n:]
-	}
-	return 0
 }

@@ -215,17 +215,28 @@ func TestOpenAfterOverwrite(t *testing.T) {
 	}
 }
 
-func TestEntryIndexReadsTheIndexField(t *testing.T) {
-	for _, e := range []*raftpb.Entry{
-		{Index: proto.Uint64(7), Term: proto.Uint64(3), Data: []byte("x")},
-		{Index: proto.Uint64(1 << 40), Term: proto.Uint64(1), Type: raftpb.EntryConfChange.Enum()},
-	} {
-		b, err := proto.Marshal(e)
-		if err != nil {
-			t.Fatal(err)
+func TestPositionsFollowEntryIndexes(t *testing.T) {
+	p := newPersister(&Store{order: []uint64{1}})
+	batch := func(first uint64, idxs ...uint64) {
+		var recs []wal.Record
+		var ents []entryRec
+		for _, i := range idxs {
+			ents = append(ents, entryRec{rec: len(recs), raft: i})
+			recs = append(recs, wal.Record{Type: wal.RecordEntry, Group: 1, Data: make([]byte, 10)})
+			recs = append(recs, wal.Record{Type: wal.RecordHardState, Group: 1})
 		}
-		if got := entryIndex(b); got != e.GetIndex() {
-			t.Fatalf("entryIndex = %d, want %d", got, e.GetIndex())
-		}
+		p.notePositions(recs, ents, first)
+	}
+	batch(1, 7, 8, 9) // WAL records 1..6, entries at 1, 3, 5
+	if n, b := p.tail(1, 7); n != 2 || b != 20 {
+		t.Fatalf("after 7: %d entries, %d bytes; want 2, 20", n, b)
+	}
+	batch(7, 8) // raft overwrote 8 and 9 with a new 8
+	if n, _ := p.tail(1, 7); n != 1 {
+		t.Fatalf("after the overwrite: %d entries after 7, want 1", n)
+	}
+	p.keep[1] = 7
+	if need, holder := p.needLocked(); need != 7 || holder != 1 {
+		t.Fatalf("need WAL index %d (holder %d), want 7 (group 1)", need, holder)
 	}
 }

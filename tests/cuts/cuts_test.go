@@ -19,6 +19,7 @@ import (
 	"github.com/cutkv/cutkv/server"
 	"github.com/cutkv/cutkv/tests/bank"
 	"github.com/cutkv/cutkv/tests/process"
+	"github.com/cutkv/cutkv/wal"
 )
 
 // Shape of the run (doc.go).
@@ -435,22 +436,15 @@ func (c *cutter) summary() string {
 	return s
 }
 
-// walFirstFile returns the first index of a stopped node's WAL (the name
-// of its oldest segment).
+// walFirstFile returns the first index of a stopped node's WAL.
 func walFirstFile(t *testing.T, dir string) uint64 {
 	t.Helper()
-	ents, err := os.ReadDir(dir)
+	w, err := wal.Open(dir, wal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var first uint64
-	for _, e := range ents {
-		var n uint64
-		if _, err := fmt.Sscanf(e.Name(), "%d", &n); err == nil && (first == 0 || n < first) {
-			first = n
-		}
-	}
-	return first
+	defer w.Close()
+	return w.FirstIndex()
 }
 
 // highestVersion is the highest cut version the cutter saw completed.
