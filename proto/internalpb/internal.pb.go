@@ -183,6 +183,491 @@ func (*RaftAck) Descriptor() ([]byte, []int) {
 	return file_internalpb_internal_proto_rawDescGZIP(), []int{2}
 }
 
+type PrepareSnapshotRequest struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId   uint64                 `protobuf:"varint,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	Group       uint64                 `protobuf:"varint,2,opt,name=group,proto3" json:"group,omitempty"`
+	Version     uint64                 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	Pos         uint64                 `protobuf:"varint,4,opt,name=pos,proto3" json:"pos,omitempty"`
+	FinishIndex uint64                 `protobuf:"varint,5,opt,name=finish_index,json=finishIndex,proto3" json:"finish_index,omitempty"`
+	// Build a materialization at pos-1 (a full snapshot).
+	Full          bool  `protobuf:"varint,6,opt,name=full,proto3" json:"full,omitempty"`
+	LeaseMs       int64 `protobuf:"varint,7,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrepareSnapshotRequest) Reset() {
+	*x = PrepareSnapshotRequest{}
+	mi := &file_internalpb_internal_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrepareSnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrepareSnapshotRequest) ProtoMessage() {}
+
+func (x *PrepareSnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrepareSnapshotRequest.ProtoReflect.Descriptor instead.
+func (*PrepareSnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *PrepareSnapshotRequest) GetClusterId() uint64 {
+	if x != nil {
+		return x.ClusterId
+	}
+	return 0
+}
+
+func (x *PrepareSnapshotRequest) GetGroup() uint64 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+func (x *PrepareSnapshotRequest) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *PrepareSnapshotRequest) GetPos() uint64 {
+	if x != nil {
+		return x.Pos
+	}
+	return 0
+}
+
+func (x *PrepareSnapshotRequest) GetFinishIndex() uint64 {
+	if x != nil {
+		return x.FinishIndex
+	}
+	return 0
+}
+
+func (x *PrepareSnapshotRequest) GetFull() bool {
+	if x != nil {
+		return x.Full
+	}
+	return false
+}
+
+func (x *PrepareSnapshotRequest) GetLeaseMs() int64 {
+	if x != nil {
+		return x.LeaseMs
+	}
+	return 0
+}
+
+type PrepareSnapshotResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Pin   string                 `protobuf:"bytes,1,opt,name=pin,proto3" json:"pin,omitempty"`
+	// The newest base this node has with index < pos (0: none, the empty
+	// partition). With full, it is pos-1.
+	BaseIndex uint64 `protobuf:"varint,2,opt,name=base_index,json=baseIndex,proto3" json:"base_index,omitempty"`
+	// The node can serve the committed log from log_from to finish_index.
+	LogFrom       uint64 `protobuf:"varint,3,opt,name=log_from,json=logFrom,proto3" json:"log_from,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PrepareSnapshotResponse) Reset() {
+	*x = PrepareSnapshotResponse{}
+	mi := &file_internalpb_internal_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PrepareSnapshotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PrepareSnapshotResponse) ProtoMessage() {}
+
+func (x *PrepareSnapshotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PrepareSnapshotResponse.ProtoReflect.Descriptor instead.
+func (*PrepareSnapshotResponse) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *PrepareSnapshotResponse) GetPin() string {
+	if x != nil {
+		return x.Pin
+	}
+	return ""
+}
+
+func (x *PrepareSnapshotResponse) GetBaseIndex() uint64 {
+	if x != nil {
+		return x.BaseIndex
+	}
+	return 0
+}
+
+func (x *PrepareSnapshotResponse) GetLogFrom() uint64 {
+	if x != nil {
+		return x.LogFrom
+	}
+	return 0
+}
+
+type LogRange struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Lo            uint64                 `protobuf:"varint,1,opt,name=lo,proto3" json:"lo,omitempty"`
+	Hi            uint64                 `protobuf:"varint,2,opt,name=hi,proto3" json:"hi,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogRange) Reset() {
+	*x = LogRange{}
+	mi := &file_internalpb_internal_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogRange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogRange) ProtoMessage() {}
+
+func (x *LogRange) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogRange.ProtoReflect.Descriptor instead.
+func (*LogRange) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *LogRange) GetLo() uint64 {
+	if x != nil {
+		return x.Lo
+	}
+	return 0
+}
+
+func (x *LogRange) GetHi() uint64 {
+	if x != nil {
+		return x.Hi
+	}
+	return 0
+}
+
+type UploadSnapshotRequest struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId uint64                 `protobuf:"varint,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	Pin       string                 `protobuf:"bytes,2,opt,name=pin,proto3" json:"pin,omitempty"`
+	Store     string                 `protobuf:"bytes,3,opt,name=store,proto3" json:"store,omitempty"`
+	Group     uint64                 `protobuf:"varint,4,opt,name=group,proto3" json:"group,omitempty"`
+	// Upload the base at base_index (0: none).
+	BaseIndex     uint64      `protobuf:"varint,5,opt,name=base_index,json=baseIndex,proto3" json:"base_index,omitempty"`
+	Pieces        []*LogRange `protobuf:"bytes,6,rep,name=pieces,proto3" json:"pieces,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UploadSnapshotRequest) Reset() {
+	*x = UploadSnapshotRequest{}
+	mi := &file_internalpb_internal_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadSnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadSnapshotRequest) ProtoMessage() {}
+
+func (x *UploadSnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadSnapshotRequest.ProtoReflect.Descriptor instead.
+func (*UploadSnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *UploadSnapshotRequest) GetClusterId() uint64 {
+	if x != nil {
+		return x.ClusterId
+	}
+	return 0
+}
+
+func (x *UploadSnapshotRequest) GetPin() string {
+	if x != nil {
+		return x.Pin
+	}
+	return ""
+}
+
+func (x *UploadSnapshotRequest) GetStore() string {
+	if x != nil {
+		return x.Store
+	}
+	return ""
+}
+
+func (x *UploadSnapshotRequest) GetGroup() uint64 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+func (x *UploadSnapshotRequest) GetBaseIndex() uint64 {
+	if x != nil {
+		return x.BaseIndex
+	}
+	return 0
+}
+
+func (x *UploadSnapshotRequest) GetPieces() []*LogRange {
+	if x != nil {
+		return x.Pieces
+	}
+	return nil
+}
+
+type UploadedObject struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Size          int64                  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	Sha256        string                 `protobuf:"bytes,3,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UploadedObject) Reset() {
+	*x = UploadedObject{}
+	mi := &file_internalpb_internal_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadedObject) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadedObject) ProtoMessage() {}
+
+func (x *UploadedObject) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadedObject.ProtoReflect.Descriptor instead.
+func (*UploadedObject) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *UploadedObject) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UploadedObject) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *UploadedObject) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+type UploadSnapshotResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Objects       []*UploadedObject      `protobuf:"bytes,1,rep,name=objects,proto3" json:"objects,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UploadSnapshotResponse) Reset() {
+	*x = UploadSnapshotResponse{}
+	mi := &file_internalpb_internal_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadSnapshotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadSnapshotResponse) ProtoMessage() {}
+
+func (x *UploadSnapshotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadSnapshotResponse.ProtoReflect.Descriptor instead.
+func (*UploadSnapshotResponse) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *UploadSnapshotResponse) GetObjects() []*UploadedObject {
+	if x != nil {
+		return x.Objects
+	}
+	return nil
+}
+
+type ReleaseSnapshotRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId     uint64                 `protobuf:"varint,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	Pin           string                 `protobuf:"bytes,2,opt,name=pin,proto3" json:"pin,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseSnapshotRequest) Reset() {
+	*x = ReleaseSnapshotRequest{}
+	mi := &file_internalpb_internal_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseSnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseSnapshotRequest) ProtoMessage() {}
+
+func (x *ReleaseSnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseSnapshotRequest.ProtoReflect.Descriptor instead.
+func (*ReleaseSnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ReleaseSnapshotRequest) GetClusterId() uint64 {
+	if x != nil {
+		return x.ClusterId
+	}
+	return 0
+}
+
+func (x *ReleaseSnapshotRequest) GetPin() string {
+	if x != nil {
+		return x.Pin
+	}
+	return ""
+}
+
+type ReleaseSnapshotResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReleaseSnapshotResponse) Reset() {
+	*x = ReleaseSnapshotResponse{}
+	mi := &file_internalpb_internal_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReleaseSnapshotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReleaseSnapshotResponse) ProtoMessage() {}
+
+func (x *ReleaseSnapshotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReleaseSnapshotResponse.ProtoReflect.Descriptor instead.
+func (*ReleaseSnapshotResponse) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{10}
+}
+
 type FetchMaterializationRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ClusterId     uint64                 `protobuf:"varint,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
@@ -194,7 +679,7 @@ type FetchMaterializationRequest struct {
 
 func (x *FetchMaterializationRequest) Reset() {
 	*x = FetchMaterializationRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[3]
+	mi := &file_internalpb_internal_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -206,7 +691,7 @@ func (x *FetchMaterializationRequest) String() string {
 func (*FetchMaterializationRequest) ProtoMessage() {}
 
 func (x *FetchMaterializationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[3]
+	mi := &file_internalpb_internal_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -219,7 +704,7 @@ func (x *FetchMaterializationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchMaterializationRequest.ProtoReflect.Descriptor instead.
 func (*FetchMaterializationRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{3}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *FetchMaterializationRequest) GetClusterId() uint64 {
@@ -254,7 +739,7 @@ type FileChunk struct {
 
 func (x *FileChunk) Reset() {
 	*x = FileChunk{}
-	mi := &file_internalpb_internal_proto_msgTypes[4]
+	mi := &file_internalpb_internal_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -266,7 +751,7 @@ func (x *FileChunk) String() string {
 func (*FileChunk) ProtoMessage() {}
 
 func (x *FileChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[4]
+	mi := &file_internalpb_internal_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -279,7 +764,7 @@ func (x *FileChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileChunk.ProtoReflect.Descriptor instead.
 func (*FileChunk) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{4}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *FileChunk) GetData() []byte {
@@ -306,7 +791,7 @@ type MaterializeRequest struct {
 
 func (x *MaterializeRequest) Reset() {
 	*x = MaterializeRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[5]
+	mi := &file_internalpb_internal_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -318,7 +803,7 @@ func (x *MaterializeRequest) String() string {
 func (*MaterializeRequest) ProtoMessage() {}
 
 func (x *MaterializeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[5]
+	mi := &file_internalpb_internal_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -331,7 +816,7 @@ func (x *MaterializeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MaterializeRequest.ProtoReflect.Descriptor instead.
 func (*MaterializeRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{5}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *MaterializeRequest) GetClusterId() uint64 {
@@ -359,7 +844,7 @@ type GroupMaterialized struct {
 
 func (x *GroupMaterialized) Reset() {
 	*x = GroupMaterialized{}
-	mi := &file_internalpb_internal_proto_msgTypes[6]
+	mi := &file_internalpb_internal_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -371,7 +856,7 @@ func (x *GroupMaterialized) String() string {
 func (*GroupMaterialized) ProtoMessage() {}
 
 func (x *GroupMaterialized) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[6]
+	mi := &file_internalpb_internal_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -384,7 +869,7 @@ func (x *GroupMaterialized) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMaterialized.ProtoReflect.Descriptor instead.
 func (*GroupMaterialized) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{6}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GroupMaterialized) GetGroup() uint64 {
@@ -417,7 +902,7 @@ type MaterializeResponse struct {
 
 func (x *MaterializeResponse) Reset() {
 	*x = MaterializeResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[7]
+	mi := &file_internalpb_internal_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -429,7 +914,7 @@ func (x *MaterializeResponse) String() string {
 func (*MaterializeResponse) ProtoMessage() {}
 
 func (x *MaterializeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[7]
+	mi := &file_internalpb_internal_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -442,7 +927,7 @@ func (x *MaterializeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MaterializeResponse.ProtoReflect.Descriptor instead.
 func (*MaterializeResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{7}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *MaterializeResponse) GetGroups() []*GroupMaterialized {
@@ -466,7 +951,7 @@ type MaterializedMark struct {
 
 func (x *MaterializedMark) Reset() {
 	*x = MaterializedMark{}
-	mi := &file_internalpb_internal_proto_msgTypes[8]
+	mi := &file_internalpb_internal_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -478,7 +963,7 @@ func (x *MaterializedMark) String() string {
 func (*MaterializedMark) ProtoMessage() {}
 
 func (x *MaterializedMark) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[8]
+	mi := &file_internalpb_internal_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -491,7 +976,7 @@ func (x *MaterializedMark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MaterializedMark.ProtoReflect.Descriptor instead.
 func (*MaterializedMark) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{8}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *MaterializedMark) GetIndex() uint64 {
@@ -544,7 +1029,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_internalpb_internal_proto_msgTypes[9]
+	mi := &file_internalpb_internal_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -556,7 +1041,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[9]
+	mi := &file_internalpb_internal_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -569,7 +1054,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{9}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Command) GetId() uint64 {
@@ -808,7 +1293,7 @@ type TxnShare struct {
 
 func (x *TxnShare) Reset() {
 	*x = TxnShare{}
-	mi := &file_internalpb_internal_proto_msgTypes[10]
+	mi := &file_internalpb_internal_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -820,7 +1305,7 @@ func (x *TxnShare) String() string {
 func (*TxnShare) ProtoMessage() {}
 
 func (x *TxnShare) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[10]
+	mi := &file_internalpb_internal_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -833,7 +1318,7 @@ func (x *TxnShare) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnShare.ProtoReflect.Descriptor instead.
 func (*TxnShare) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{10}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TxnShare) GetCompares() []*kvpb.Compare {
@@ -890,7 +1375,7 @@ type TxnPrepareOp struct {
 
 func (x *TxnPrepareOp) Reset() {
 	*x = TxnPrepareOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[11]
+	mi := &file_internalpb_internal_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -902,7 +1387,7 @@ func (x *TxnPrepareOp) String() string {
 func (*TxnPrepareOp) ProtoMessage() {}
 
 func (x *TxnPrepareOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[11]
+	mi := &file_internalpb_internal_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -915,7 +1400,7 @@ func (x *TxnPrepareOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnPrepareOp.ProtoReflect.Descriptor instead.
 func (*TxnPrepareOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{11}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TxnPrepareOp) GetTxnId() []byte {
@@ -967,7 +1452,7 @@ type TxnFinishOp struct {
 
 func (x *TxnFinishOp) Reset() {
 	*x = TxnFinishOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[12]
+	mi := &file_internalpb_internal_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -979,7 +1464,7 @@ func (x *TxnFinishOp) String() string {
 func (*TxnFinishOp) ProtoMessage() {}
 
 func (x *TxnFinishOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[12]
+	mi := &file_internalpb_internal_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -992,7 +1477,7 @@ func (x *TxnFinishOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnFinishOp.ProtoReflect.Descriptor instead.
 func (*TxnFinishOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{12}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TxnFinishOp) GetTxnId() []byte {
@@ -1038,7 +1523,7 @@ type TxnDecideOp struct {
 
 func (x *TxnDecideOp) Reset() {
 	*x = TxnDecideOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[13]
+	mi := &file_internalpb_internal_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1050,7 +1535,7 @@ func (x *TxnDecideOp) String() string {
 func (*TxnDecideOp) ProtoMessage() {}
 
 func (x *TxnDecideOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[13]
+	mi := &file_internalpb_internal_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1063,7 +1548,7 @@ func (x *TxnDecideOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnDecideOp.ProtoReflect.Descriptor instead.
 func (*TxnDecideOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{13}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TxnDecideOp) GetTxnId() []byte {
@@ -1112,7 +1597,7 @@ type TxnOnePhaseOp struct {
 
 func (x *TxnOnePhaseOp) Reset() {
 	*x = TxnOnePhaseOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[14]
+	mi := &file_internalpb_internal_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +1609,7 @@ func (x *TxnOnePhaseOp) String() string {
 func (*TxnOnePhaseOp) ProtoMessage() {}
 
 func (x *TxnOnePhaseOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[14]
+	mi := &file_internalpb_internal_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +1622,7 @@ func (x *TxnOnePhaseOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnOnePhaseOp.ProtoReflect.Descriptor instead.
 func (*TxnOnePhaseOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{14}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TxnOnePhaseOp) GetTxnId() []byte {
@@ -1166,7 +1651,7 @@ type PrepareRequest struct {
 
 func (x *PrepareRequest) Reset() {
 	*x = PrepareRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[15]
+	mi := &file_internalpb_internal_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1178,7 +1663,7 @@ func (x *PrepareRequest) String() string {
 func (*PrepareRequest) ProtoMessage() {}
 
 func (x *PrepareRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[15]
+	mi := &file_internalpb_internal_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1191,7 +1676,7 @@ func (x *PrepareRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareRequest.ProtoReflect.Descriptor instead.
 func (*PrepareRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{15}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *PrepareRequest) GetPartition() uint64 {
@@ -1231,7 +1716,7 @@ type PrepareResponse struct {
 
 func (x *PrepareResponse) Reset() {
 	*x = PrepareResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[16]
+	mi := &file_internalpb_internal_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1243,7 +1728,7 @@ func (x *PrepareResponse) String() string {
 func (*PrepareResponse) ProtoMessage() {}
 
 func (x *PrepareResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[16]
+	mi := &file_internalpb_internal_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1256,7 +1741,7 @@ func (x *PrepareResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareResponse.ProtoReflect.Descriptor instead.
 func (*PrepareResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{16}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PrepareResponse) GetPrepared() bool {
@@ -1305,7 +1790,7 @@ type FinishRequest struct {
 
 func (x *FinishRequest) Reset() {
 	*x = FinishRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[17]
+	mi := &file_internalpb_internal_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1317,7 +1802,7 @@ func (x *FinishRequest) String() string {
 func (*FinishRequest) ProtoMessage() {}
 
 func (x *FinishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[17]
+	mi := &file_internalpb_internal_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1330,7 +1815,7 @@ func (x *FinishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishRequest.ProtoReflect.Descriptor instead.
 func (*FinishRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{17}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *FinishRequest) GetPartition() uint64 {
@@ -1363,7 +1848,7 @@ type FinishResponse struct {
 
 func (x *FinishResponse) Reset() {
 	*x = FinishResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[18]
+	mi := &file_internalpb_internal_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1375,7 +1860,7 @@ func (x *FinishResponse) String() string {
 func (*FinishResponse) ProtoMessage() {}
 
 func (x *FinishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[18]
+	mi := &file_internalpb_internal_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1388,7 +1873,7 @@ func (x *FinishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishResponse.ProtoReflect.Descriptor instead.
 func (*FinishResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{18}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *FinishResponse) GetCutVersion() uint64 {
@@ -1409,7 +1894,7 @@ type DecideRequest struct {
 
 func (x *DecideRequest) Reset() {
 	*x = DecideRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[19]
+	mi := &file_internalpb_internal_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1421,7 +1906,7 @@ func (x *DecideRequest) String() string {
 func (*DecideRequest) ProtoMessage() {}
 
 func (x *DecideRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[19]
+	mi := &file_internalpb_internal_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1434,7 +1919,7 @@ func (x *DecideRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideRequest.ProtoReflect.Descriptor instead.
 func (*DecideRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{19}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DecideRequest) GetPartition() uint64 {
@@ -1469,7 +1954,7 @@ type DecideResponse struct {
 
 func (x *DecideResponse) Reset() {
 	*x = DecideResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[20]
+	mi := &file_internalpb_internal_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1481,7 +1966,7 @@ func (x *DecideResponse) String() string {
 func (*DecideResponse) ProtoMessage() {}
 
 func (x *DecideResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[20]
+	mi := &file_internalpb_internal_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1494,7 +1979,7 @@ func (x *DecideResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideResponse.ProtoReflect.Descriptor instead.
 func (*DecideResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{20}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DecideResponse) GetRecorded() *TxnDecideOp {
@@ -1522,7 +2007,7 @@ type CutStartOp struct {
 
 func (x *CutStartOp) Reset() {
 	*x = CutStartOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[21]
+	mi := &file_internalpb_internal_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1534,7 +2019,7 @@ func (x *CutStartOp) String() string {
 func (*CutStartOp) ProtoMessage() {}
 
 func (x *CutStartOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[21]
+	mi := &file_internalpb_internal_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1547,7 +2032,7 @@ func (x *CutStartOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutStartOp.ProtoReflect.Descriptor instead.
 func (*CutStartOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{21}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CutStartOp) GetVersion() uint64 {
@@ -1570,7 +2055,7 @@ type CutTxn struct {
 
 func (x *CutTxn) Reset() {
 	*x = CutTxn{}
-	mi := &file_internalpb_internal_proto_msgTypes[22]
+	mi := &file_internalpb_internal_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1582,7 +2067,7 @@ func (x *CutTxn) String() string {
 func (*CutTxn) ProtoMessage() {}
 
 func (x *CutTxn) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[22]
+	mi := &file_internalpb_internal_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1595,7 +2080,7 @@ func (x *CutTxn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutTxn.ProtoReflect.Descriptor instead.
 func (*CutTxn) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{22}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CutTxn) GetTxnId() []byte {
@@ -1634,7 +2119,7 @@ type CutFinishOp struct {
 
 func (x *CutFinishOp) Reset() {
 	*x = CutFinishOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[23]
+	mi := &file_internalpb_internal_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1646,7 +2131,7 @@ func (x *CutFinishOp) String() string {
 func (*CutFinishOp) ProtoMessage() {}
 
 func (x *CutFinishOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[23]
+	mi := &file_internalpb_internal_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1659,7 +2144,7 @@ func (x *CutFinishOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutFinishOp.ProtoReflect.Descriptor instead.
 func (*CutFinishOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{23}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CutFinishOp) GetVersion() uint64 {
@@ -1706,7 +2191,7 @@ type HashOp struct {
 
 func (x *HashOp) Reset() {
 	*x = HashOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[24]
+	mi := &file_internalpb_internal_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1718,7 +2203,7 @@ func (x *HashOp) String() string {
 func (*HashOp) ProtoMessage() {}
 
 func (x *HashOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[24]
+	mi := &file_internalpb_internal_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1731,7 +2216,7 @@ func (x *HashOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HashOp.ProtoReflect.Descriptor instead.
 func (*HashOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{24}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{32}
 }
 
 // CutAllocateOp (group 0) starts a new cut unless one is running; the
@@ -1745,7 +2230,7 @@ type CutAllocateOp struct {
 
 func (x *CutAllocateOp) Reset() {
 	*x = CutAllocateOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[25]
+	mi := &file_internalpb_internal_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1757,7 +2242,7 @@ func (x *CutAllocateOp) String() string {
 func (*CutAllocateOp) ProtoMessage() {}
 
 func (x *CutAllocateOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[25]
+	mi := &file_internalpb_internal_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1770,7 +2255,7 @@ func (x *CutAllocateOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutAllocateOp.ProtoReflect.Descriptor instead.
 func (*CutAllocateOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{25}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CutAllocateOp) GetStartedUnixMs() int64 {
@@ -1790,7 +2275,7 @@ type CutRecordOp struct {
 
 func (x *CutRecordOp) Reset() {
 	*x = CutRecordOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[26]
+	mi := &file_internalpb_internal_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1802,7 +2287,7 @@ func (x *CutRecordOp) String() string {
 func (*CutRecordOp) ProtoMessage() {}
 
 func (x *CutRecordOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[26]
+	mi := &file_internalpb_internal_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1815,7 +2300,7 @@ func (x *CutRecordOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutRecordOp.ProtoReflect.Descriptor instead.
 func (*CutRecordOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{26}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CutRecordOp) GetCut() *kvpb.CutInfo {
@@ -1837,7 +2322,7 @@ type StartCutRequest struct {
 
 func (x *StartCutRequest) Reset() {
 	*x = StartCutRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[27]
+	mi := &file_internalpb_internal_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1849,7 +2334,7 @@ func (x *StartCutRequest) String() string {
 func (*StartCutRequest) ProtoMessage() {}
 
 func (x *StartCutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[27]
+	mi := &file_internalpb_internal_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1862,7 +2347,7 @@ func (x *StartCutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartCutRequest.ProtoReflect.Descriptor instead.
 func (*StartCutRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{27}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *StartCutRequest) GetPartition() uint64 {
@@ -1906,7 +2391,7 @@ type StartCutResponse struct {
 
 func (x *StartCutResponse) Reset() {
 	*x = StartCutResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[28]
+	mi := &file_internalpb_internal_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1918,7 +2403,7 @@ func (x *StartCutResponse) String() string {
 func (*StartCutResponse) ProtoMessage() {}
 
 func (x *StartCutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[28]
+	mi := &file_internalpb_internal_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1931,7 +2416,7 @@ func (x *StartCutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartCutResponse.ProtoReflect.Descriptor instead.
 func (*StartCutResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{28}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *StartCutResponse) GetFinished() bool {
@@ -1973,7 +2458,7 @@ type PartitionHashRequest struct {
 
 func (x *PartitionHashRequest) Reset() {
 	*x = PartitionHashRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[29]
+	mi := &file_internalpb_internal_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1985,7 +2470,7 @@ func (x *PartitionHashRequest) String() string {
 func (*PartitionHashRequest) ProtoMessage() {}
 
 func (x *PartitionHashRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[29]
+	mi := &file_internalpb_internal_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1998,7 +2483,7 @@ func (x *PartitionHashRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionHashRequest.ProtoReflect.Descriptor instead.
 func (*PartitionHashRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{29}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PartitionHashRequest) GetPartition() uint64 {
@@ -2033,7 +2518,7 @@ type PartitionHashResponse struct {
 
 func (x *PartitionHashResponse) Reset() {
 	*x = PartitionHashResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[30]
+	mi := &file_internalpb_internal_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2045,7 +2530,7 @@ func (x *PartitionHashResponse) String() string {
 func (*PartitionHashResponse) ProtoMessage() {}
 
 func (x *PartitionHashResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[30]
+	mi := &file_internalpb_internal_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2058,7 +2543,7 @@ func (x *PartitionHashResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionHashResponse.ProtoReflect.Descriptor instead.
 func (*PartitionHashResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{30}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PartitionHashResponse) GetIndex() uint64 {
@@ -2092,7 +2577,7 @@ type PutOp struct {
 
 func (x *PutOp) Reset() {
 	*x = PutOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[31]
+	mi := &file_internalpb_internal_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2104,7 +2589,7 @@ func (x *PutOp) String() string {
 func (*PutOp) ProtoMessage() {}
 
 func (x *PutOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[31]
+	mi := &file_internalpb_internal_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2117,7 +2602,7 @@ func (x *PutOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutOp.ProtoReflect.Descriptor instead.
 func (*PutOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{31}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *PutOp) GetKey() []byte {
@@ -2143,7 +2628,7 @@ type DeleteOp struct {
 
 func (x *DeleteOp) Reset() {
 	*x = DeleteOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[32]
+	mi := &file_internalpb_internal_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2155,7 +2640,7 @@ func (x *DeleteOp) String() string {
 func (*DeleteOp) ProtoMessage() {}
 
 func (x *DeleteOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[32]
+	mi := &file_internalpb_internal_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2168,7 +2653,7 @@ func (x *DeleteOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteOp.ProtoReflect.Descriptor instead.
 func (*DeleteOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{32}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DeleteOp) GetKey() []byte {
@@ -2186,7 +2671,7 @@ type NoopOp struct {
 
 func (x *NoopOp) Reset() {
 	*x = NoopOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[33]
+	mi := &file_internalpb_internal_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2198,7 +2683,7 @@ func (x *NoopOp) String() string {
 func (*NoopOp) ProtoMessage() {}
 
 func (x *NoopOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[33]
+	mi := &file_internalpb_internal_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2211,7 +2696,7 @@ func (x *NoopOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoopOp.ProtoReflect.Descriptor instead.
 func (*NoopOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{33}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{41}
 }
 
 // BootstrapOp is the first entry of group 0: the cluster's fixed layout.
@@ -2224,7 +2709,7 @@ type BootstrapOp struct {
 
 func (x *BootstrapOp) Reset() {
 	*x = BootstrapOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[34]
+	mi := &file_internalpb_internal_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2236,7 +2721,7 @@ func (x *BootstrapOp) String() string {
 func (*BootstrapOp) ProtoMessage() {}
 
 func (x *BootstrapOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[34]
+	mi := &file_internalpb_internal_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2249,7 +2734,7 @@ func (x *BootstrapOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BootstrapOp.ProtoReflect.Descriptor instead.
 func (*BootstrapOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{34}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *BootstrapOp) GetLayout() *ClusterLayout {
@@ -2270,7 +2755,7 @@ type MemberInfo struct {
 
 func (x *MemberInfo) Reset() {
 	*x = MemberInfo{}
-	mi := &file_internalpb_internal_proto_msgTypes[35]
+	mi := &file_internalpb_internal_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2282,7 +2767,7 @@ func (x *MemberInfo) String() string {
 func (*MemberInfo) ProtoMessage() {}
 
 func (x *MemberInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[35]
+	mi := &file_internalpb_internal_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2295,7 +2780,7 @@ func (x *MemberInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberInfo.ProtoReflect.Descriptor instead.
 func (*MemberInfo) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{35}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *MemberInfo) GetId() string {
@@ -2332,7 +2817,7 @@ type ClusterLayout struct {
 
 func (x *ClusterLayout) Reset() {
 	*x = ClusterLayout{}
-	mi := &file_internalpb_internal_proto_msgTypes[36]
+	mi := &file_internalpb_internal_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2344,7 +2829,7 @@ func (x *ClusterLayout) String() string {
 func (*ClusterLayout) ProtoMessage() {}
 
 func (x *ClusterLayout) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[36]
+	mi := &file_internalpb_internal_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2357,7 +2842,7 @@ func (x *ClusterLayout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterLayout.ProtoReflect.Descriptor instead.
 func (*ClusterLayout) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{36}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ClusterLayout) GetClusterId() uint64 {
@@ -2397,7 +2882,7 @@ type Replicas struct {
 
 func (x *Replicas) Reset() {
 	*x = Replicas{}
-	mi := &file_internalpb_internal_proto_msgTypes[37]
+	mi := &file_internalpb_internal_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2409,7 +2894,7 @@ func (x *Replicas) String() string {
 func (*Replicas) ProtoMessage() {}
 
 func (x *Replicas) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[37]
+	mi := &file_internalpb_internal_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2422,7 +2907,7 @@ func (x *Replicas) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replicas.ProtoReflect.Descriptor instead.
 func (*Replicas) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{37}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Replicas) GetRaftIds() []uint64 {
@@ -2445,7 +2930,7 @@ type MetaImage struct {
 
 func (x *MetaImage) Reset() {
 	*x = MetaImage{}
-	mi := &file_internalpb_internal_proto_msgTypes[38]
+	mi := &file_internalpb_internal_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2457,7 +2942,7 @@ func (x *MetaImage) String() string {
 func (*MetaImage) ProtoMessage() {}
 
 func (x *MetaImage) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[38]
+	mi := &file_internalpb_internal_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2470,7 +2955,7 @@ func (x *MetaImage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaImage.ProtoReflect.Descriptor instead.
 func (*MetaImage) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{38}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *MetaImage) GetApplied() uint64 {
@@ -2503,16 +2988,20 @@ func (x *MetaImage) GetLastCut() uint64 {
 
 // NodeIdentity is what a node's data dir remembers (cluster.json).
 type NodeIdentity struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	Layout        *ClusterLayout         `protobuf:"bytes,2,opt,name=layout,proto3" json:"layout,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	NodeId string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Layout *ClusterLayout         `protobuf:"bytes,2,opt,name=layout,proto3" json:"layout,omitempty"`
+	// Set by kvnode restore: the snapshot this cluster was restored from
+	// ("<source cluster hex>/<snapshot id>"). A restored data dir accepts an
+	// --initial-cluster with the same members and partition count.
+	RestoredFrom  string `protobuf:"bytes,3,opt,name=restored_from,json=restoredFrom,proto3" json:"restored_from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeIdentity) Reset() {
 	*x = NodeIdentity{}
-	mi := &file_internalpb_internal_proto_msgTypes[39]
+	mi := &file_internalpb_internal_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2524,7 +3013,7 @@ func (x *NodeIdentity) String() string {
 func (*NodeIdentity) ProtoMessage() {}
 
 func (x *NodeIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[39]
+	mi := &file_internalpb_internal_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2537,7 +3026,7 @@ func (x *NodeIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeIdentity.ProtoReflect.Descriptor instead.
 func (*NodeIdentity) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{39}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *NodeIdentity) GetNodeId() string {
@@ -2554,6 +3043,13 @@ func (x *NodeIdentity) GetLayout() *ClusterLayout {
 	return nil
 }
 
+func (x *NodeIdentity) GetRestoredFrom() string {
+	if x != nil {
+		return x.RestoredFrom
+	}
+	return ""
+}
+
 var File_internalpb_internal_proto protoreflect.FileDescriptor
 
 const file_internalpb_internal_proto_rawDesc = "" +
@@ -2568,7 +3064,44 @@ const file_internalpb_internal_proto_rawDesc = "" +
 	"\fGroupMessage\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\x04R\x05group\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\fR\amessage\"\t\n" +
-	"\aRaftAck\"h\n" +
+	"\aRaftAck\"\xcb\x01\n" +
+	"\x16PrepareSnapshotRequest\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12\x14\n" +
+	"\x05group\x18\x02 \x01(\x04R\x05group\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x04R\aversion\x12\x10\n" +
+	"\x03pos\x18\x04 \x01(\x04R\x03pos\x12!\n" +
+	"\ffinish_index\x18\x05 \x01(\x04R\vfinishIndex\x12\x12\n" +
+	"\x04full\x18\x06 \x01(\bR\x04full\x12\x19\n" +
+	"\blease_ms\x18\a \x01(\x03R\aleaseMs\"e\n" +
+	"\x17PrepareSnapshotResponse\x12\x10\n" +
+	"\x03pin\x18\x01 \x01(\tR\x03pin\x12\x1d\n" +
+	"\n" +
+	"base_index\x18\x02 \x01(\x04R\tbaseIndex\x12\x19\n" +
+	"\blog_from\x18\x03 \x01(\x04R\alogFrom\"*\n" +
+	"\bLogRange\x12\x0e\n" +
+	"\x02lo\x18\x01 \x01(\x04R\x02lo\x12\x0e\n" +
+	"\x02hi\x18\x02 \x01(\x04R\x02hi\"\xc8\x01\n" +
+	"\x15UploadSnapshotRequest\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12\x10\n" +
+	"\x03pin\x18\x02 \x01(\tR\x03pin\x12\x14\n" +
+	"\x05store\x18\x03 \x01(\tR\x05store\x12\x14\n" +
+	"\x05group\x18\x04 \x01(\x04R\x05group\x12\x1d\n" +
+	"\n" +
+	"base_index\x18\x05 \x01(\x04R\tbaseIndex\x123\n" +
+	"\x06pieces\x18\x06 \x03(\v2\x1b.cutkv.internal.v1.LogRangeR\x06pieces\"P\n" +
+	"\x0eUploadedObject\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x16\n" +
+	"\x06sha256\x18\x03 \x01(\tR\x06sha256\"U\n" +
+	"\x16UploadSnapshotResponse\x12;\n" +
+	"\aobjects\x18\x01 \x03(\v2!.cutkv.internal.v1.UploadedObjectR\aobjects\"I\n" +
+	"\x16ReleaseSnapshotRequest\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12\x10\n" +
+	"\x03pin\x18\x02 \x01(\tR\x03pin\"\x19\n" +
+	"\x17ReleaseSnapshotResponse\"h\n" +
 	"\x1bFetchMaterializationRequest\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12\x14\n" +
@@ -2735,10 +3268,15 @@ const file_internalpb_internal_proto_rawDesc = "" +
 	"\aapplied\x18\x01 \x01(\x04R\aapplied\x128\n" +
 	"\x06layout\x18\x02 \x01(\v2 .cutkv.internal.v1.ClusterLayoutR\x06layout\x12(\n" +
 	"\x04cuts\x18\x03 \x03(\v2\x14.cutkv.kv.v1.CutInfoR\x04cuts\x12\x19\n" +
-	"\blast_cut\x18\x04 \x01(\x04R\alastCut\"a\n" +
+	"\blast_cut\x18\x04 \x01(\x04R\alastCut\"\x86\x01\n" +
 	"\fNodeIdentity\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x128\n" +
-	"\x06layout\x18\x02 \x01(\v2 .cutkv.internal.v1.ClusterLayoutR\x06layout2\x90\x02\n" +
+	"\x06layout\x18\x02 \x01(\v2 .cutkv.internal.v1.ClusterLayoutR\x06layout\x12#\n" +
+	"\rrestored_from\x18\x03 \x01(\tR\frestoredFrom2\xcf\x02\n" +
+	"\x12SnapshotPartitions\x12h\n" +
+	"\x0fPrepareSnapshot\x12).cutkv.internal.v1.PrepareSnapshotRequest\x1a*.cutkv.internal.v1.PrepareSnapshotResponse\x12e\n" +
+	"\x0eUploadSnapshot\x12(.cutkv.internal.v1.UploadSnapshotRequest\x1a).cutkv.internal.v1.UploadSnapshotResponse\x12h\n" +
+	"\x0fReleaseSnapshot\x12).cutkv.internal.v1.ReleaseSnapshotRequest\x1a*.cutkv.internal.v1.ReleaseSnapshotResponse2\x90\x02\n" +
 	"\x04Raft\x12B\n" +
 	"\x04Send\x12\x1c.cutkv.internal.v1.RaftBatch\x1a\x1a.cutkv.internal.v1.RaftAck(\x01\x12f\n" +
 	"\x14FetchMaterialization\x12..cutkv.internal.v1.FetchMaterializationRequest\x1a\x1c.cutkv.internal.v1.FileChunk0\x01\x12\\\n" +
@@ -2764,111 +3302,127 @@ func file_internalpb_internal_proto_rawDescGZIP() []byte {
 	return file_internalpb_internal_proto_rawDescData
 }
 
-var file_internalpb_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_internalpb_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
 var file_internalpb_internal_proto_goTypes = []any{
 	(*RaftBatch)(nil),                   // 0: cutkv.internal.v1.RaftBatch
 	(*GroupMessage)(nil),                // 1: cutkv.internal.v1.GroupMessage
 	(*RaftAck)(nil),                     // 2: cutkv.internal.v1.RaftAck
-	(*FetchMaterializationRequest)(nil), // 3: cutkv.internal.v1.FetchMaterializationRequest
-	(*FileChunk)(nil),                   // 4: cutkv.internal.v1.FileChunk
-	(*MaterializeRequest)(nil),          // 5: cutkv.internal.v1.MaterializeRequest
-	(*GroupMaterialized)(nil),           // 6: cutkv.internal.v1.GroupMaterialized
-	(*MaterializeResponse)(nil),         // 7: cutkv.internal.v1.MaterializeResponse
-	(*MaterializedMark)(nil),            // 8: cutkv.internal.v1.MaterializedMark
-	(*Command)(nil),                     // 9: cutkv.internal.v1.Command
-	(*TxnShare)(nil),                    // 10: cutkv.internal.v1.TxnShare
-	(*TxnPrepareOp)(nil),                // 11: cutkv.internal.v1.TxnPrepareOp
-	(*TxnFinishOp)(nil),                 // 12: cutkv.internal.v1.TxnFinishOp
-	(*TxnDecideOp)(nil),                 // 13: cutkv.internal.v1.TxnDecideOp
-	(*TxnOnePhaseOp)(nil),               // 14: cutkv.internal.v1.TxnOnePhaseOp
-	(*PrepareRequest)(nil),              // 15: cutkv.internal.v1.PrepareRequest
-	(*PrepareResponse)(nil),             // 16: cutkv.internal.v1.PrepareResponse
-	(*FinishRequest)(nil),               // 17: cutkv.internal.v1.FinishRequest
-	(*FinishResponse)(nil),              // 18: cutkv.internal.v1.FinishResponse
-	(*DecideRequest)(nil),               // 19: cutkv.internal.v1.DecideRequest
-	(*DecideResponse)(nil),              // 20: cutkv.internal.v1.DecideResponse
-	(*CutStartOp)(nil),                  // 21: cutkv.internal.v1.CutStartOp
-	(*CutTxn)(nil),                      // 22: cutkv.internal.v1.CutTxn
-	(*CutFinishOp)(nil),                 // 23: cutkv.internal.v1.CutFinishOp
-	(*HashOp)(nil),                      // 24: cutkv.internal.v1.HashOp
-	(*CutAllocateOp)(nil),               // 25: cutkv.internal.v1.CutAllocateOp
-	(*CutRecordOp)(nil),                 // 26: cutkv.internal.v1.CutRecordOp
-	(*StartCutRequest)(nil),             // 27: cutkv.internal.v1.StartCutRequest
-	(*StartCutResponse)(nil),            // 28: cutkv.internal.v1.StartCutResponse
-	(*PartitionHashRequest)(nil),        // 29: cutkv.internal.v1.PartitionHashRequest
-	(*PartitionHashResponse)(nil),       // 30: cutkv.internal.v1.PartitionHashResponse
-	(*PutOp)(nil),                       // 31: cutkv.internal.v1.PutOp
-	(*DeleteOp)(nil),                    // 32: cutkv.internal.v1.DeleteOp
-	(*NoopOp)(nil),                      // 33: cutkv.internal.v1.NoopOp
-	(*BootstrapOp)(nil),                 // 34: cutkv.internal.v1.BootstrapOp
-	(*MemberInfo)(nil),                  // 35: cutkv.internal.v1.MemberInfo
-	(*ClusterLayout)(nil),               // 36: cutkv.internal.v1.ClusterLayout
-	(*Replicas)(nil),                    // 37: cutkv.internal.v1.Replicas
-	(*MetaImage)(nil),                   // 38: cutkv.internal.v1.MetaImage
-	(*NodeIdentity)(nil),                // 39: cutkv.internal.v1.NodeIdentity
-	(*kvpb.Compare)(nil),                // 40: cutkv.kv.v1.Compare
-	(*kvpb.RequestOp)(nil),              // 41: cutkv.kv.v1.RequestOp
-	(*kvpb.ResponseOp)(nil),             // 42: cutkv.kv.v1.ResponseOp
-	(*kvpb.CutInfo)(nil),                // 43: cutkv.kv.v1.CutInfo
+	(*PrepareSnapshotRequest)(nil),      // 3: cutkv.internal.v1.PrepareSnapshotRequest
+	(*PrepareSnapshotResponse)(nil),     // 4: cutkv.internal.v1.PrepareSnapshotResponse
+	(*LogRange)(nil),                    // 5: cutkv.internal.v1.LogRange
+	(*UploadSnapshotRequest)(nil),       // 6: cutkv.internal.v1.UploadSnapshotRequest
+	(*UploadedObject)(nil),              // 7: cutkv.internal.v1.UploadedObject
+	(*UploadSnapshotResponse)(nil),      // 8: cutkv.internal.v1.UploadSnapshotResponse
+	(*ReleaseSnapshotRequest)(nil),      // 9: cutkv.internal.v1.ReleaseSnapshotRequest
+	(*ReleaseSnapshotResponse)(nil),     // 10: cutkv.internal.v1.ReleaseSnapshotResponse
+	(*FetchMaterializationRequest)(nil), // 11: cutkv.internal.v1.FetchMaterializationRequest
+	(*FileChunk)(nil),                   // 12: cutkv.internal.v1.FileChunk
+	(*MaterializeRequest)(nil),          // 13: cutkv.internal.v1.MaterializeRequest
+	(*GroupMaterialized)(nil),           // 14: cutkv.internal.v1.GroupMaterialized
+	(*MaterializeResponse)(nil),         // 15: cutkv.internal.v1.MaterializeResponse
+	(*MaterializedMark)(nil),            // 16: cutkv.internal.v1.MaterializedMark
+	(*Command)(nil),                     // 17: cutkv.internal.v1.Command
+	(*TxnShare)(nil),                    // 18: cutkv.internal.v1.TxnShare
+	(*TxnPrepareOp)(nil),                // 19: cutkv.internal.v1.TxnPrepareOp
+	(*TxnFinishOp)(nil),                 // 20: cutkv.internal.v1.TxnFinishOp
+	(*TxnDecideOp)(nil),                 // 21: cutkv.internal.v1.TxnDecideOp
+	(*TxnOnePhaseOp)(nil),               // 22: cutkv.internal.v1.TxnOnePhaseOp
+	(*PrepareRequest)(nil),              // 23: cutkv.internal.v1.PrepareRequest
+	(*PrepareResponse)(nil),             // 24: cutkv.internal.v1.PrepareResponse
+	(*FinishRequest)(nil),               // 25: cutkv.internal.v1.FinishRequest
+	(*FinishResponse)(nil),              // 26: cutkv.internal.v1.FinishResponse
+	(*DecideRequest)(nil),               // 27: cutkv.internal.v1.DecideRequest
+	(*DecideResponse)(nil),              // 28: cutkv.internal.v1.DecideResponse
+	(*CutStartOp)(nil),                  // 29: cutkv.internal.v1.CutStartOp
+	(*CutTxn)(nil),                      // 30: cutkv.internal.v1.CutTxn
+	(*CutFinishOp)(nil),                 // 31: cutkv.internal.v1.CutFinishOp
+	(*HashOp)(nil),                      // 32: cutkv.internal.v1.HashOp
+	(*CutAllocateOp)(nil),               // 33: cutkv.internal.v1.CutAllocateOp
+	(*CutRecordOp)(nil),                 // 34: cutkv.internal.v1.CutRecordOp
+	(*StartCutRequest)(nil),             // 35: cutkv.internal.v1.StartCutRequest
+	(*StartCutResponse)(nil),            // 36: cutkv.internal.v1.StartCutResponse
+	(*PartitionHashRequest)(nil),        // 37: cutkv.internal.v1.PartitionHashRequest
+	(*PartitionHashResponse)(nil),       // 38: cutkv.internal.v1.PartitionHashResponse
+	(*PutOp)(nil),                       // 39: cutkv.internal.v1.PutOp
+	(*DeleteOp)(nil),                    // 40: cutkv.internal.v1.DeleteOp
+	(*NoopOp)(nil),                      // 41: cutkv.internal.v1.NoopOp
+	(*BootstrapOp)(nil),                 // 42: cutkv.internal.v1.BootstrapOp
+	(*MemberInfo)(nil),                  // 43: cutkv.internal.v1.MemberInfo
+	(*ClusterLayout)(nil),               // 44: cutkv.internal.v1.ClusterLayout
+	(*Replicas)(nil),                    // 45: cutkv.internal.v1.Replicas
+	(*MetaImage)(nil),                   // 46: cutkv.internal.v1.MetaImage
+	(*NodeIdentity)(nil),                // 47: cutkv.internal.v1.NodeIdentity
+	(*kvpb.Compare)(nil),                // 48: cutkv.kv.v1.Compare
+	(*kvpb.RequestOp)(nil),              // 49: cutkv.kv.v1.RequestOp
+	(*kvpb.ResponseOp)(nil),             // 50: cutkv.kv.v1.ResponseOp
+	(*kvpb.CutInfo)(nil),                // 51: cutkv.kv.v1.CutInfo
 }
 var file_internalpb_internal_proto_depIdxs = []int32{
 	1,  // 0: cutkv.internal.v1.RaftBatch.messages:type_name -> cutkv.internal.v1.GroupMessage
-	6,  // 1: cutkv.internal.v1.MaterializeResponse.groups:type_name -> cutkv.internal.v1.GroupMaterialized
-	31, // 2: cutkv.internal.v1.Command.put:type_name -> cutkv.internal.v1.PutOp
-	32, // 3: cutkv.internal.v1.Command.delete:type_name -> cutkv.internal.v1.DeleteOp
-	34, // 4: cutkv.internal.v1.Command.bootstrap:type_name -> cutkv.internal.v1.BootstrapOp
-	33, // 5: cutkv.internal.v1.Command.noop:type_name -> cutkv.internal.v1.NoopOp
-	11, // 6: cutkv.internal.v1.Command.txn_prepare:type_name -> cutkv.internal.v1.TxnPrepareOp
-	12, // 7: cutkv.internal.v1.Command.txn_finish:type_name -> cutkv.internal.v1.TxnFinishOp
-	13, // 8: cutkv.internal.v1.Command.txn_decide:type_name -> cutkv.internal.v1.TxnDecideOp
-	14, // 9: cutkv.internal.v1.Command.txn_one_phase:type_name -> cutkv.internal.v1.TxnOnePhaseOp
-	21, // 10: cutkv.internal.v1.Command.cut_start:type_name -> cutkv.internal.v1.CutStartOp
-	23, // 11: cutkv.internal.v1.Command.cut_finish:type_name -> cutkv.internal.v1.CutFinishOp
-	24, // 12: cutkv.internal.v1.Command.hash:type_name -> cutkv.internal.v1.HashOp
-	25, // 13: cutkv.internal.v1.Command.cut_allocate:type_name -> cutkv.internal.v1.CutAllocateOp
-	26, // 14: cutkv.internal.v1.Command.cut_record:type_name -> cutkv.internal.v1.CutRecordOp
-	40, // 15: cutkv.internal.v1.TxnShare.compares:type_name -> cutkv.kv.v1.Compare
-	41, // 16: cutkv.internal.v1.TxnShare.success:type_name -> cutkv.kv.v1.RequestOp
-	41, // 17: cutkv.internal.v1.TxnShare.failure:type_name -> cutkv.kv.v1.RequestOp
-	10, // 18: cutkv.internal.v1.TxnPrepareOp.share:type_name -> cutkv.internal.v1.TxnShare
-	10, // 19: cutkv.internal.v1.TxnOnePhaseOp.share:type_name -> cutkv.internal.v1.TxnShare
-	11, // 20: cutkv.internal.v1.PrepareRequest.op:type_name -> cutkv.internal.v1.TxnPrepareOp
-	42, // 21: cutkv.internal.v1.PrepareResponse.success_reads:type_name -> cutkv.kv.v1.ResponseOp
-	42, // 22: cutkv.internal.v1.PrepareResponse.failure_reads:type_name -> cutkv.kv.v1.ResponseOp
-	12, // 23: cutkv.internal.v1.FinishRequest.op:type_name -> cutkv.internal.v1.TxnFinishOp
-	13, // 24: cutkv.internal.v1.DecideRequest.op:type_name -> cutkv.internal.v1.TxnDecideOp
-	13, // 25: cutkv.internal.v1.DecideResponse.recorded:type_name -> cutkv.internal.v1.TxnDecideOp
-	22, // 26: cutkv.internal.v1.CutFinishOp.before:type_name -> cutkv.internal.v1.CutTxn
-	22, // 27: cutkv.internal.v1.CutFinishOp.after:type_name -> cutkv.internal.v1.CutTxn
-	43, // 28: cutkv.internal.v1.CutRecordOp.cut:type_name -> cutkv.kv.v1.CutInfo
-	23, // 29: cutkv.internal.v1.StartCutResponse.finish:type_name -> cutkv.internal.v1.CutFinishOp
-	36, // 30: cutkv.internal.v1.BootstrapOp.layout:type_name -> cutkv.internal.v1.ClusterLayout
-	35, // 31: cutkv.internal.v1.ClusterLayout.members:type_name -> cutkv.internal.v1.MemberInfo
-	37, // 32: cutkv.internal.v1.ClusterLayout.groups:type_name -> cutkv.internal.v1.Replicas
-	36, // 33: cutkv.internal.v1.MetaImage.layout:type_name -> cutkv.internal.v1.ClusterLayout
-	43, // 34: cutkv.internal.v1.MetaImage.cuts:type_name -> cutkv.kv.v1.CutInfo
-	36, // 35: cutkv.internal.v1.NodeIdentity.layout:type_name -> cutkv.internal.v1.ClusterLayout
-	0,  // 36: cutkv.internal.v1.Raft.Send:input_type -> cutkv.internal.v1.RaftBatch
-	3,  // 37: cutkv.internal.v1.Raft.FetchMaterialization:input_type -> cutkv.internal.v1.FetchMaterializationRequest
-	5,  // 38: cutkv.internal.v1.Raft.Materialize:input_type -> cutkv.internal.v1.MaterializeRequest
-	15, // 39: cutkv.internal.v1.Participant.Prepare:input_type -> cutkv.internal.v1.PrepareRequest
-	17, // 40: cutkv.internal.v1.Participant.Finish:input_type -> cutkv.internal.v1.FinishRequest
-	19, // 41: cutkv.internal.v1.Participant.Decide:input_type -> cutkv.internal.v1.DecideRequest
-	27, // 42: cutkv.internal.v1.CutService.StartCut:input_type -> cutkv.internal.v1.StartCutRequest
-	29, // 43: cutkv.internal.v1.CutService.PartitionHash:input_type -> cutkv.internal.v1.PartitionHashRequest
-	2,  // 44: cutkv.internal.v1.Raft.Send:output_type -> cutkv.internal.v1.RaftAck
-	4,  // 45: cutkv.internal.v1.Raft.FetchMaterialization:output_type -> cutkv.internal.v1.FileChunk
-	7,  // 46: cutkv.internal.v1.Raft.Materialize:output_type -> cutkv.internal.v1.MaterializeResponse
-	16, // 47: cutkv.internal.v1.Participant.Prepare:output_type -> cutkv.internal.v1.PrepareResponse
-	18, // 48: cutkv.internal.v1.Participant.Finish:output_type -> cutkv.internal.v1.FinishResponse
-	20, // 49: cutkv.internal.v1.Participant.Decide:output_type -> cutkv.internal.v1.DecideResponse
-	28, // 50: cutkv.internal.v1.CutService.StartCut:output_type -> cutkv.internal.v1.StartCutResponse
-	30, // 51: cutkv.internal.v1.CutService.PartitionHash:output_type -> cutkv.internal.v1.PartitionHashResponse
-	44, // [44:52] is the sub-list for method output_type
-	36, // [36:44] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	5,  // 1: cutkv.internal.v1.UploadSnapshotRequest.pieces:type_name -> cutkv.internal.v1.LogRange
+	7,  // 2: cutkv.internal.v1.UploadSnapshotResponse.objects:type_name -> cutkv.internal.v1.UploadedObject
+	14, // 3: cutkv.internal.v1.MaterializeResponse.groups:type_name -> cutkv.internal.v1.GroupMaterialized
+	39, // 4: cutkv.internal.v1.Command.put:type_name -> cutkv.internal.v1.PutOp
+	40, // 5: cutkv.internal.v1.Command.delete:type_name -> cutkv.internal.v1.DeleteOp
+	42, // 6: cutkv.internal.v1.Command.bootstrap:type_name -> cutkv.internal.v1.BootstrapOp
+	41, // 7: cutkv.internal.v1.Command.noop:type_name -> cutkv.internal.v1.NoopOp
+	19, // 8: cutkv.internal.v1.Command.txn_prepare:type_name -> cutkv.internal.v1.TxnPrepareOp
+	20, // 9: cutkv.internal.v1.Command.txn_finish:type_name -> cutkv.internal.v1.TxnFinishOp
+	21, // 10: cutkv.internal.v1.Command.txn_decide:type_name -> cutkv.internal.v1.TxnDecideOp
+	22, // 11: cutkv.internal.v1.Command.txn_one_phase:type_name -> cutkv.internal.v1.TxnOnePhaseOp
+	29, // 12: cutkv.internal.v1.Command.cut_start:type_name -> cutkv.internal.v1.CutStartOp
+	31, // 13: cutkv.internal.v1.Command.cut_finish:type_name -> cutkv.internal.v1.CutFinishOp
+	32, // 14: cutkv.internal.v1.Command.hash:type_name -> cutkv.internal.v1.HashOp
+	33, // 15: cutkv.internal.v1.Command.cut_allocate:type_name -> cutkv.internal.v1.CutAllocateOp
+	34, // 16: cutkv.internal.v1.Command.cut_record:type_name -> cutkv.internal.v1.CutRecordOp
+	48, // 17: cutkv.internal.v1.TxnShare.compares:type_name -> cutkv.kv.v1.Compare
+	49, // 18: cutkv.internal.v1.TxnShare.success:type_name -> cutkv.kv.v1.RequestOp
+	49, // 19: cutkv.internal.v1.TxnShare.failure:type_name -> cutkv.kv.v1.RequestOp
+	18, // 20: cutkv.internal.v1.TxnPrepareOp.share:type_name -> cutkv.internal.v1.TxnShare
+	18, // 21: cutkv.internal.v1.TxnOnePhaseOp.share:type_name -> cutkv.internal.v1.TxnShare
+	19, // 22: cutkv.internal.v1.PrepareRequest.op:type_name -> cutkv.internal.v1.TxnPrepareOp
+	50, // 23: cutkv.internal.v1.PrepareResponse.success_reads:type_name -> cutkv.kv.v1.ResponseOp
+	50, // 24: cutkv.internal.v1.PrepareResponse.failure_reads:type_name -> cutkv.kv.v1.ResponseOp
+	20, // 25: cutkv.internal.v1.FinishRequest.op:type_name -> cutkv.internal.v1.TxnFinishOp
+	21, // 26: cutkv.internal.v1.DecideRequest.op:type_name -> cutkv.internal.v1.TxnDecideOp
+	21, // 27: cutkv.internal.v1.DecideResponse.recorded:type_name -> cutkv.internal.v1.TxnDecideOp
+	30, // 28: cutkv.internal.v1.CutFinishOp.before:type_name -> cutkv.internal.v1.CutTxn
+	30, // 29: cutkv.internal.v1.CutFinishOp.after:type_name -> cutkv.internal.v1.CutTxn
+	51, // 30: cutkv.internal.v1.CutRecordOp.cut:type_name -> cutkv.kv.v1.CutInfo
+	31, // 31: cutkv.internal.v1.StartCutResponse.finish:type_name -> cutkv.internal.v1.CutFinishOp
+	44, // 32: cutkv.internal.v1.BootstrapOp.layout:type_name -> cutkv.internal.v1.ClusterLayout
+	43, // 33: cutkv.internal.v1.ClusterLayout.members:type_name -> cutkv.internal.v1.MemberInfo
+	45, // 34: cutkv.internal.v1.ClusterLayout.groups:type_name -> cutkv.internal.v1.Replicas
+	44, // 35: cutkv.internal.v1.MetaImage.layout:type_name -> cutkv.internal.v1.ClusterLayout
+	51, // 36: cutkv.internal.v1.MetaImage.cuts:type_name -> cutkv.kv.v1.CutInfo
+	44, // 37: cutkv.internal.v1.NodeIdentity.layout:type_name -> cutkv.internal.v1.ClusterLayout
+	3,  // 38: cutkv.internal.v1.SnapshotPartitions.PrepareSnapshot:input_type -> cutkv.internal.v1.PrepareSnapshotRequest
+	6,  // 39: cutkv.internal.v1.SnapshotPartitions.UploadSnapshot:input_type -> cutkv.internal.v1.UploadSnapshotRequest
+	9,  // 40: cutkv.internal.v1.SnapshotPartitions.ReleaseSnapshot:input_type -> cutkv.internal.v1.ReleaseSnapshotRequest
+	0,  // 41: cutkv.internal.v1.Raft.Send:input_type -> cutkv.internal.v1.RaftBatch
+	11, // 42: cutkv.internal.v1.Raft.FetchMaterialization:input_type -> cutkv.internal.v1.FetchMaterializationRequest
+	13, // 43: cutkv.internal.v1.Raft.Materialize:input_type -> cutkv.internal.v1.MaterializeRequest
+	23, // 44: cutkv.internal.v1.Participant.Prepare:input_type -> cutkv.internal.v1.PrepareRequest
+	25, // 45: cutkv.internal.v1.Participant.Finish:input_type -> cutkv.internal.v1.FinishRequest
+	27, // 46: cutkv.internal.v1.Participant.Decide:input_type -> cutkv.internal.v1.DecideRequest
+	35, // 47: cutkv.internal.v1.CutService.StartCut:input_type -> cutkv.internal.v1.StartCutRequest
+	37, // 48: cutkv.internal.v1.CutService.PartitionHash:input_type -> cutkv.internal.v1.PartitionHashRequest
+	4,  // 49: cutkv.internal.v1.SnapshotPartitions.PrepareSnapshot:output_type -> cutkv.internal.v1.PrepareSnapshotResponse
+	8,  // 50: cutkv.internal.v1.SnapshotPartitions.UploadSnapshot:output_type -> cutkv.internal.v1.UploadSnapshotResponse
+	10, // 51: cutkv.internal.v1.SnapshotPartitions.ReleaseSnapshot:output_type -> cutkv.internal.v1.ReleaseSnapshotResponse
+	2,  // 52: cutkv.internal.v1.Raft.Send:output_type -> cutkv.internal.v1.RaftAck
+	12, // 53: cutkv.internal.v1.Raft.FetchMaterialization:output_type -> cutkv.internal.v1.FileChunk
+	15, // 54: cutkv.internal.v1.Raft.Materialize:output_type -> cutkv.internal.v1.MaterializeResponse
+	24, // 55: cutkv.internal.v1.Participant.Prepare:output_type -> cutkv.internal.v1.PrepareResponse
+	26, // 56: cutkv.internal.v1.Participant.Finish:output_type -> cutkv.internal.v1.FinishResponse
+	28, // 57: cutkv.internal.v1.Participant.Decide:output_type -> cutkv.internal.v1.DecideResponse
+	36, // 58: cutkv.internal.v1.CutService.StartCut:output_type -> cutkv.internal.v1.StartCutResponse
+	38, // 59: cutkv.internal.v1.CutService.PartitionHash:output_type -> cutkv.internal.v1.PartitionHashResponse
+	49, // [49:60] is the sub-list for method output_type
+	38, // [38:49] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_internalpb_internal_proto_init() }
@@ -2876,7 +3430,7 @@ func file_internalpb_internal_proto_init() {
 	if File_internalpb_internal_proto != nil {
 		return
 	}
-	file_internalpb_internal_proto_msgTypes[9].OneofWrappers = []any{
+	file_internalpb_internal_proto_msgTypes[17].OneofWrappers = []any{
 		(*Command_Put)(nil),
 		(*Command_Delete)(nil),
 		(*Command_Bootstrap)(nil),
@@ -2897,9 +3451,9 @@ func file_internalpb_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internalpb_internal_proto_rawDesc), len(file_internalpb_internal_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   40,
+			NumMessages:   48,
 			NumExtensions: 0,
-			NumServices:   3,
+			NumServices:   4,
 		},
 		GoTypes:           file_internalpb_internal_proto_goTypes,
 		DependencyIndexes: file_internalpb_internal_proto_depIdxs,

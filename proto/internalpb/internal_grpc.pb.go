@@ -21,6 +21,204 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
+	SnapshotPartitions_PrepareSnapshot_FullMethodName = "/cutkv.internal.v1.SnapshotPartitions/PrepareSnapshot"
+	SnapshotPartitions_UploadSnapshot_FullMethodName  = "/cutkv.internal.v1.SnapshotPartitions/UploadSnapshot"
+	SnapshotPartitions_ReleaseSnapshot_FullMethodName = "/cutkv.internal.v1.SnapshotPartitions/ReleaseSnapshot"
+)
+
+// SnapshotPartitionsClient is the client API for SnapshotPartitions service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Raft is the node-to-node raft transport: one long-lived client stream per
+// peer, each stream message a batch of everything queued for that peer.
+// SnapshotPartitions is how the node running a snapshot has each partition's
+// handle uploaded by a node holding a replica (DESIGN.md, "Snapshots").
+type SnapshotPartitionsClient interface {
+	// PrepareSnapshot pins the partition's log and base on the node until
+	// UploadSnapshot or ReleaseSnapshot (or the lease ends), and says which
+	// base it can upload and from where it can serve the log.
+	PrepareSnapshot(ctx context.Context, in *PrepareSnapshotRequest, opts ...grpc.CallOption) (*PrepareSnapshotResponse, error)
+	// UploadSnapshot uploads the named objects to the store and releases
+	// the pin.
+	UploadSnapshot(ctx context.Context, in *UploadSnapshotRequest, opts ...grpc.CallOption) (*UploadSnapshotResponse, error)
+	ReleaseSnapshot(ctx context.Context, in *ReleaseSnapshotRequest, opts ...grpc.CallOption) (*ReleaseSnapshotResponse, error)
+}
+
+type snapshotPartitionsClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewSnapshotPartitionsClient(cc grpc.ClientConnInterface) SnapshotPartitionsClient {
+	return &snapshotPartitionsClient{cc}
+}
+
+func (c *snapshotPartitionsClient) PrepareSnapshot(ctx context.Context, in *PrepareSnapshotRequest, opts ...grpc.CallOption) (*PrepareSnapshotResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PrepareSnapshotResponse)
+	err := c.cc.Invoke(ctx, SnapshotPartitions_PrepareSnapshot_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *snapshotPartitionsClient) UploadSnapshot(ctx context.Context, in *UploadSnapshotRequest, opts ...grpc.CallOption) (*UploadSnapshotResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UploadSnapshotResponse)
+	err := c.cc.Invoke(ctx, SnapshotPartitions_UploadSnapshot_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *snapshotPartitionsClient) ReleaseSnapshot(ctx context.Context, in *ReleaseSnapshotRequest, opts ...grpc.CallOption) (*ReleaseSnapshotResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReleaseSnapshotResponse)
+	err := c.cc.Invoke(ctx, SnapshotPartitions_ReleaseSnapshot_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// SnapshotPartitionsServer is the server API for SnapshotPartitions service.
+// All implementations must embed UnimplementedSnapshotPartitionsServer
+// for forward compatibility.
+//
+// Raft is the node-to-node raft transport: one long-lived client stream per
+// peer, each stream message a batch of everything queued for that peer.
+// SnapshotPartitions is how the node running a snapshot has each partition's
+// handle uploaded by a node holding a replica (DESIGN.md, "Snapshots").
+type SnapshotPartitionsServer interface {
+	// PrepareSnapshot pins the partition's log and base on the node until
+	// UploadSnapshot or ReleaseSnapshot (or the lease ends), and says which
+	// base it can upload and from where it can serve the log.
+	PrepareSnapshot(context.Context, *PrepareSnapshotRequest) (*PrepareSnapshotResponse, error)
+	// UploadSnapshot uploads the named objects to the store and releases
+	// the pin.
+	UploadSnapshot(context.Context, *UploadSnapshotRequest) (*UploadSnapshotResponse, error)
+	ReleaseSnapshot(context.Context, *ReleaseSnapshotRequest) (*ReleaseSnapshotResponse, error)
+	mustEmbedUnimplementedSnapshotPartitionsServer()
+}
+
+// UnimplementedSnapshotPartitionsServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedSnapshotPartitionsServer struct{}
+
+func (UnimplementedSnapshotPartitionsServer) PrepareSnapshot(context.Context, *PrepareSnapshotRequest) (*PrepareSnapshotResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PrepareSnapshot not implemented")
+}
+func (UnimplementedSnapshotPartitionsServer) UploadSnapshot(context.Context, *UploadSnapshotRequest) (*UploadSnapshotResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UploadSnapshot not implemented")
+}
+func (UnimplementedSnapshotPartitionsServer) ReleaseSnapshot(context.Context, *ReleaseSnapshotRequest) (*ReleaseSnapshotResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReleaseSnapshot not implemented")
+}
+func (UnimplementedSnapshotPartitionsServer) mustEmbedUnimplementedSnapshotPartitionsServer() {}
+func (UnimplementedSnapshotPartitionsServer) testEmbeddedByValue()                            {}
+
+// UnsafeSnapshotPartitionsServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to SnapshotPartitionsServer will
+// result in compilation errors.
+type UnsafeSnapshotPartitionsServer interface {
+	mustEmbedUnimplementedSnapshotPartitionsServer()
+}
+
+func RegisterSnapshotPartitionsServer(s grpc.ServiceRegistrar, srv SnapshotPartitionsServer) {
+	// If the following call panics, it indicates UnimplementedSnapshotPartitionsServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&SnapshotPartitions_ServiceDesc, srv)
+}
+
+func _SnapshotPartitions_PrepareSnapshot_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PrepareSnapshotRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SnapshotPartitionsServer).PrepareSnapshot(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SnapshotPartitions_PrepareSnapshot_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SnapshotPartitionsServer).PrepareSnapshot(ctx, req.(*PrepareSnapshotRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SnapshotPartitions_UploadSnapshot_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UploadSnapshotRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SnapshotPartitionsServer).UploadSnapshot(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SnapshotPartitions_UploadSnapshot_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SnapshotPartitionsServer).UploadSnapshot(ctx, req.(*UploadSnapshotRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _SnapshotPartitions_ReleaseSnapshot_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReleaseSnapshotRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SnapshotPartitionsServer).ReleaseSnapshot(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: SnapshotPartitions_ReleaseSnapshot_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SnapshotPartitionsServer).ReleaseSnapshot(ctx, req.(*ReleaseSnapshotRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// SnapshotPartitions_ServiceDesc is the grpc.ServiceDesc for SnapshotPartitions service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var SnapshotPartitions_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "cutkv.internal.v1.SnapshotPartitions",
+	HandlerType: (*SnapshotPartitionsServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "PrepareSnapshot",
+			Handler:    _SnapshotPartitions_PrepareSnapshot_Handler,
+		},
+		{
+			MethodName: "UploadSnapshot",
+			Handler:    _SnapshotPartitions_UploadSnapshot_Handler,
+		},
+		{
+			MethodName: "ReleaseSnapshot",
+			Handler:    _SnapshotPartitions_ReleaseSnapshot_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "internalpb/internal.proto",
+}
+
+const (
 	Raft_Send_FullMethodName                 = "/cutkv.internal.v1.Raft/Send"
 	Raft_FetchMaterialization_FullMethodName = "/cutkv.internal.v1.Raft/FetchMaterialization"
 	Raft_Materialize_FullMethodName          = "/cutkv.internal.v1.Raft/Materialize"
@@ -29,9 +227,6 @@ const (
 // RaftClient is the client API for Raft service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
-//
-// Raft is the node-to-node raft transport: one long-lived client stream per
-// peer, each stream message a batch of everything queued for that peer.
 type RaftClient interface {
 	Send(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[RaftBatch, RaftAck], error)
 	// FetchMaterialization streams a materialization file (named by a raft
@@ -95,9 +290,6 @@ func (c *raftClient) Materialize(ctx context.Context, in *MaterializeRequest, op
 // RaftServer is the server API for Raft service.
 // All implementations must embed UnimplementedRaftServer
 // for forward compatibility.
-//
-// Raft is the node-to-node raft transport: one long-lived client stream per
-// peer, each stream message a batch of everything queued for that peer.
 type RaftServer interface {
 	Send(grpc.ClientStreamingServer[RaftBatch, RaftAck]) error
 	// FetchMaterialization streams a materialization file (named by a raft

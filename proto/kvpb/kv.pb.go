@@ -2112,6 +2112,1183 @@ func (x *RoutingResponse) GetLeaders() []string {
 	return nil
 }
 
+type CreateSnapshotRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Store  string                 `protobuf:"bytes,2,opt,name=store,proto3" json:"store,omitempty"`
+	// Use completed cut cut_version; 0 takes a new cut.
+	CutVersion uint64 `protobuf:"varint,3,opt,name=cut_version,json=cutVersion,proto3" json:"cut_version,omitempty"`
+	// Upload a fresh materialization of every partition at the cut's
+	// position instead of reusing stored pieces.
+	Full          bool `protobuf:"varint,4,opt,name=full,proto3" json:"full,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateSnapshotRequest) Reset() {
+	*x = CreateSnapshotRequest{}
+	mi := &file_kvpb_kv_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateSnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateSnapshotRequest) ProtoMessage() {}
+
+func (x *CreateSnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateSnapshotRequest.ProtoReflect.Descriptor instead.
+func (*CreateSnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *CreateSnapshotRequest) GetHeader() *RequestHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *CreateSnapshotRequest) GetStore() string {
+	if x != nil {
+		return x.Store
+	}
+	return ""
+}
+
+func (x *CreateSnapshotRequest) GetCutVersion() uint64 {
+	if x != nil {
+		return x.CutVersion
+	}
+	return 0
+}
+
+func (x *CreateSnapshotRequest) GetFull() bool {
+	if x != nil {
+		return x.Full
+	}
+	return false
+}
+
+type SnapshotProgress struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	PartitionsDone  uint32                 `protobuf:"varint,1,opt,name=partitions_done,json=partitionsDone,proto3" json:"partitions_done,omitempty"`
+	PartitionsTotal uint32                 `protobuf:"varint,2,opt,name=partitions_total,json=partitionsTotal,proto3" json:"partitions_total,omitempty"`
+	BytesUploaded   uint64                 `protobuf:"varint,3,opt,name=bytes_uploaded,json=bytesUploaded,proto3" json:"bytes_uploaded,omitempty"`
+	CutVersion      uint64                 `protobuf:"varint,4,opt,name=cut_version,json=cutVersion,proto3" json:"cut_version,omitempty"`
+	// What is happening: "cut", "upload", "manifest".
+	Phase         string `protobuf:"bytes,5,opt,name=phase,proto3" json:"phase,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotProgress) Reset() {
+	*x = SnapshotProgress{}
+	mi := &file_kvpb_kv_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotProgress) ProtoMessage() {}
+
+func (x *SnapshotProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotProgress.ProtoReflect.Descriptor instead.
+func (*SnapshotProgress) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *SnapshotProgress) GetPartitionsDone() uint32 {
+	if x != nil {
+		return x.PartitionsDone
+	}
+	return 0
+}
+
+func (x *SnapshotProgress) GetPartitionsTotal() uint32 {
+	if x != nil {
+		return x.PartitionsTotal
+	}
+	return 0
+}
+
+func (x *SnapshotProgress) GetBytesUploaded() uint64 {
+	if x != nil {
+		return x.BytesUploaded
+	}
+	return 0
+}
+
+func (x *SnapshotProgress) GetCutVersion() uint64 {
+	if x != nil {
+		return x.CutVersion
+	}
+	return 0
+}
+
+func (x *SnapshotProgress) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+type CreateSnapshotResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	// Sent while it runs; the last message carries result instead.
+	Progress      *SnapshotProgress     `protobuf:"bytes,2,opt,name=progress,proto3" json:"progress,omitempty"`
+	Result        *CreateSnapshotResult `protobuf:"bytes,3,opt,name=result,proto3" json:"result,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateSnapshotResponse) Reset() {
+	*x = CreateSnapshotResponse{}
+	mi := &file_kvpb_kv_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateSnapshotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateSnapshotResponse) ProtoMessage() {}
+
+func (x *CreateSnapshotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateSnapshotResponse.ProtoReflect.Descriptor instead.
+func (*CreateSnapshotResponse) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *CreateSnapshotResponse) GetHeader() *ResponseHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *CreateSnapshotResponse) GetProgress() *SnapshotProgress {
+	if x != nil {
+		return x.Progress
+	}
+	return nil
+}
+
+func (x *CreateSnapshotResponse) GetResult() *CreateSnapshotResult {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+type CreateSnapshotResult struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Snapshot       *SnapshotInfo          `protobuf:"bytes,1,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	BytesUploaded  uint64                 `protobuf:"varint,2,opt,name=bytes_uploaded,json=bytesUploaded,proto3" json:"bytes_uploaded,omitempty"`
+	PiecesUploaded uint32                 `protobuf:"varint,3,opt,name=pieces_uploaded,json=piecesUploaded,proto3" json:"pieces_uploaded,omitempty"`
+	PiecesReused   uint32                 `protobuf:"varint,4,opt,name=pieces_reused,json=piecesReused,proto3" json:"pieces_reused,omitempty"`
+	DurationMs     int64                  `protobuf:"varint,5,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
+	// The store the snapshot went to, as resolved by the node.
+	Store         string `protobuf:"bytes,6,opt,name=store,proto3" json:"store,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateSnapshotResult) Reset() {
+	*x = CreateSnapshotResult{}
+	mi := &file_kvpb_kv_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateSnapshotResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateSnapshotResult) ProtoMessage() {}
+
+func (x *CreateSnapshotResult) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateSnapshotResult.ProtoReflect.Descriptor instead.
+func (*CreateSnapshotResult) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *CreateSnapshotResult) GetSnapshot() *SnapshotInfo {
+	if x != nil {
+		return x.Snapshot
+	}
+	return nil
+}
+
+func (x *CreateSnapshotResult) GetBytesUploaded() uint64 {
+	if x != nil {
+		return x.BytesUploaded
+	}
+	return 0
+}
+
+func (x *CreateSnapshotResult) GetPiecesUploaded() uint32 {
+	if x != nil {
+		return x.PiecesUploaded
+	}
+	return 0
+}
+
+func (x *CreateSnapshotResult) GetPiecesReused() uint32 {
+	if x != nil {
+		return x.PiecesReused
+	}
+	return 0
+}
+
+func (x *CreateSnapshotResult) GetDurationMs() int64 {
+	if x != nil {
+		return x.DurationMs
+	}
+	return 0
+}
+
+func (x *CreateSnapshotResult) GetStore() string {
+	if x != nil {
+		return x.Store
+	}
+	return ""
+}
+
+type SnapshotPiece struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Lo    uint64                 `protobuf:"varint,2,opt,name=lo,proto3" json:"lo,omitempty"`
+	Hi    uint64                 `protobuf:"varint,3,opt,name=hi,proto3" json:"hi,omitempty"`
+	// First entry of the piece the snapshot uses.
+	From          uint64 `protobuf:"varint,4,opt,name=from,proto3" json:"from,omitempty"`
+	Size          int64  `protobuf:"varint,5,opt,name=size,proto3" json:"size,omitempty"`
+	Sha256        string `protobuf:"bytes,6,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotPiece) Reset() {
+	*x = SnapshotPiece{}
+	mi := &file_kvpb_kv_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotPiece) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotPiece) ProtoMessage() {}
+
+func (x *SnapshotPiece) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotPiece.ProtoReflect.Descriptor instead.
+func (*SnapshotPiece) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *SnapshotPiece) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SnapshotPiece) GetLo() uint64 {
+	if x != nil {
+		return x.Lo
+	}
+	return 0
+}
+
+func (x *SnapshotPiece) GetHi() uint64 {
+	if x != nil {
+		return x.Hi
+	}
+	return 0
+}
+
+func (x *SnapshotPiece) GetFrom() uint64 {
+	if x != nil {
+		return x.From
+	}
+	return 0
+}
+
+func (x *SnapshotPiece) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *SnapshotPiece) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
+type SnapshotPartition struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Partition uint64                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Pos       uint64                 `protobuf:"varint,2,opt,name=pos,proto3" json:"pos,omitempty"`
+	End       uint64                 `protobuf:"varint,3,opt,name=end,proto3" json:"end,omitempty"`
+	// The base materialization (base_name empty: none).
+	BaseIndex     uint64           `protobuf:"varint,4,opt,name=base_index,json=baseIndex,proto3" json:"base_index,omitempty"`
+	BaseName      string           `protobuf:"bytes,5,opt,name=base_name,json=baseName,proto3" json:"base_name,omitempty"`
+	BaseSize      int64            `protobuf:"varint,6,opt,name=base_size,json=baseSize,proto3" json:"base_size,omitempty"`
+	BaseSha256    string           `protobuf:"bytes,7,opt,name=base_sha256,json=baseSha256,proto3" json:"base_sha256,omitempty"`
+	Pieces        []*SnapshotPiece `protobuf:"bytes,8,rep,name=pieces,proto3" json:"pieces,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotPartition) Reset() {
+	*x = SnapshotPartition{}
+	mi := &file_kvpb_kv_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotPartition) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotPartition) ProtoMessage() {}
+
+func (x *SnapshotPartition) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotPartition.ProtoReflect.Descriptor instead.
+func (*SnapshotPartition) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *SnapshotPartition) GetPartition() uint64 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *SnapshotPartition) GetPos() uint64 {
+	if x != nil {
+		return x.Pos
+	}
+	return 0
+}
+
+func (x *SnapshotPartition) GetEnd() uint64 {
+	if x != nil {
+		return x.End
+	}
+	return 0
+}
+
+func (x *SnapshotPartition) GetBaseIndex() uint64 {
+	if x != nil {
+		return x.BaseIndex
+	}
+	return 0
+}
+
+func (x *SnapshotPartition) GetBaseName() string {
+	if x != nil {
+		return x.BaseName
+	}
+	return ""
+}
+
+func (x *SnapshotPartition) GetBaseSize() int64 {
+	if x != nil {
+		return x.BaseSize
+	}
+	return 0
+}
+
+func (x *SnapshotPartition) GetBaseSha256() string {
+	if x != nil {
+		return x.BaseSha256
+	}
+	return ""
+}
+
+func (x *SnapshotPartition) GetPieces() []*SnapshotPiece {
+	if x != nil {
+		return x.Pieces
+	}
+	return nil
+}
+
+type SnapshotInfo struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Id             string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	CutVersion     uint64                 `protobuf:"varint,2,opt,name=cut_version,json=cutVersion,proto3" json:"cut_version,omitempty"`
+	TimeUnixMs     int64                  `protobuf:"varint,3,opt,name=time_unix_ms,json=timeUnixMs,proto3" json:"time_unix_ms,omitempty"`
+	PartitionCount uint32                 `protobuf:"varint,4,opt,name=partition_count,json=partitionCount,proto3" json:"partition_count,omitempty"`
+	KeyHash        string                 `protobuf:"bytes,5,opt,name=key_hash,json=keyHash,proto3" json:"key_hash,omitempty"`
+	// Hex cluster id the snapshot belongs to.
+	Cluster string `protobuf:"bytes,6,opt,name=cluster,proto3" json:"cluster,omitempty"`
+	// Sum of the sizes of every object the snapshot references.
+	TotalBytes uint64 `protobuf:"varint,7,opt,name=total_bytes,json=totalBytes,proto3" json:"total_bytes,omitempty"`
+	Objects    uint32 `protobuf:"varint,8,opt,name=objects,proto3" json:"objects,omitempty"`
+	// Only in GetSnapshot.
+	Partitions    []*SnapshotPartition `protobuf:"bytes,9,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotInfo) Reset() {
+	*x = SnapshotInfo{}
+	mi := &file_kvpb_kv_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotInfo) ProtoMessage() {}
+
+func (x *SnapshotInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotInfo.ProtoReflect.Descriptor instead.
+func (*SnapshotInfo) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *SnapshotInfo) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *SnapshotInfo) GetCutVersion() uint64 {
+	if x != nil {
+		return x.CutVersion
+	}
+	return 0
+}
+
+func (x *SnapshotInfo) GetTimeUnixMs() int64 {
+	if x != nil {
+		return x.TimeUnixMs
+	}
+	return 0
+}
+
+func (x *SnapshotInfo) GetPartitionCount() uint32 {
+	if x != nil {
+		return x.PartitionCount
+	}
+	return 0
+}
+
+func (x *SnapshotInfo) GetKeyHash() string {
+	if x != nil {
+		return x.KeyHash
+	}
+	return ""
+}
+
+func (x *SnapshotInfo) GetCluster() string {
+	if x != nil {
+		return x.Cluster
+	}
+	return ""
+}
+
+func (x *SnapshotInfo) GetTotalBytes() uint64 {
+	if x != nil {
+		return x.TotalBytes
+	}
+	return 0
+}
+
+func (x *SnapshotInfo) GetObjects() uint32 {
+	if x != nil {
+		return x.Objects
+	}
+	return 0
+}
+
+func (x *SnapshotInfo) GetPartitions() []*SnapshotPartition {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+type ListSnapshotsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Header        *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Store         string                 `protobuf:"bytes,2,opt,name=store,proto3" json:"store,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSnapshotsRequest) Reset() {
+	*x = ListSnapshotsRequest{}
+	mi := &file_kvpb_kv_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSnapshotsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSnapshotsRequest) ProtoMessage() {}
+
+func (x *ListSnapshotsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSnapshotsRequest.ProtoReflect.Descriptor instead.
+func (*ListSnapshotsRequest) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ListSnapshotsRequest) GetHeader() *RequestHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *ListSnapshotsRequest) GetStore() string {
+	if x != nil {
+		return x.Store
+	}
+	return ""
+}
+
+type ListSnapshotsResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	// Oldest cut first.
+	Snapshots     []*SnapshotInfo `protobuf:"bytes,2,rep,name=snapshots,proto3" json:"snapshots,omitempty"`
+	Store         string          `protobuf:"bytes,3,opt,name=store,proto3" json:"store,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSnapshotsResponse) Reset() {
+	*x = ListSnapshotsResponse{}
+	mi := &file_kvpb_kv_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSnapshotsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSnapshotsResponse) ProtoMessage() {}
+
+func (x *ListSnapshotsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSnapshotsResponse.ProtoReflect.Descriptor instead.
+func (*ListSnapshotsResponse) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *ListSnapshotsResponse) GetHeader() *ResponseHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *ListSnapshotsResponse) GetSnapshots() []*SnapshotInfo {
+	if x != nil {
+		return x.Snapshots
+	}
+	return nil
+}
+
+func (x *ListSnapshotsResponse) GetStore() string {
+	if x != nil {
+		return x.Store
+	}
+	return ""
+}
+
+type GetSnapshotRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Header        *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Store         string                 `protobuf:"bytes,2,opt,name=store,proto3" json:"store,omitempty"`
+	Id            string                 `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSnapshotRequest) Reset() {
+	*x = GetSnapshotRequest{}
+	mi := &file_kvpb_kv_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSnapshotRequest) ProtoMessage() {}
+
+func (x *GetSnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSnapshotRequest.ProtoReflect.Descriptor instead.
+func (*GetSnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *GetSnapshotRequest) GetHeader() *RequestHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *GetSnapshotRequest) GetStore() string {
+	if x != nil {
+		return x.Store
+	}
+	return ""
+}
+
+func (x *GetSnapshotRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type GetSnapshotResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Header        *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Snapshot      *SnapshotInfo          `protobuf:"bytes,2,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetSnapshotResponse) Reset() {
+	*x = GetSnapshotResponse{}
+	mi := &file_kvpb_kv_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetSnapshotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetSnapshotResponse) ProtoMessage() {}
+
+func (x *GetSnapshotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetSnapshotResponse.ProtoReflect.Descriptor instead.
+func (*GetSnapshotResponse) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *GetSnapshotResponse) GetHeader() *ResponseHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *GetSnapshotResponse) GetSnapshot() *SnapshotInfo {
+	if x != nil {
+		return x.Snapshot
+	}
+	return nil
+}
+
+type CheckSnapshotRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Header        *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Store         string                 `protobuf:"bytes,2,opt,name=store,proto3" json:"store,omitempty"`
+	Id            string                 `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckSnapshotRequest) Reset() {
+	*x = CheckSnapshotRequest{}
+	mi := &file_kvpb_kv_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckSnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckSnapshotRequest) ProtoMessage() {}
+
+func (x *CheckSnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckSnapshotRequest.ProtoReflect.Descriptor instead.
+func (*CheckSnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *CheckSnapshotRequest) GetHeader() *RequestHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *CheckSnapshotRequest) GetStore() string {
+	if x != nil {
+		return x.Store
+	}
+	return ""
+}
+
+func (x *CheckSnapshotRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type CheckSnapshotResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Ok     bool                   `protobuf:"varint,2,opt,name=ok,proto3" json:"ok,omitempty"`
+	// When not ok: the partition and piece at fault and why.
+	Partition uint64 `protobuf:"varint,3,opt,name=partition,proto3" json:"partition,omitempty"`
+	Piece     string `protobuf:"bytes,4,opt,name=piece,proto3" json:"piece,omitempty"`
+	Error     string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	// Objects read and their bytes.
+	Objects       uint32 `protobuf:"varint,6,opt,name=objects,proto3" json:"objects,omitempty"`
+	Bytes         uint64 `protobuf:"varint,7,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CheckSnapshotResponse) Reset() {
+	*x = CheckSnapshotResponse{}
+	mi := &file_kvpb_kv_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CheckSnapshotResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CheckSnapshotResponse) ProtoMessage() {}
+
+func (x *CheckSnapshotResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CheckSnapshotResponse.ProtoReflect.Descriptor instead.
+func (*CheckSnapshotResponse) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *CheckSnapshotResponse) GetHeader() *ResponseHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *CheckSnapshotResponse) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *CheckSnapshotResponse) GetPartition() uint64 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *CheckSnapshotResponse) GetPiece() string {
+	if x != nil {
+		return x.Piece
+	}
+	return ""
+}
+
+func (x *CheckSnapshotResponse) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *CheckSnapshotResponse) GetObjects() uint32 {
+	if x != nil {
+		return x.Objects
+	}
+	return 0
+}
+
+func (x *CheckSnapshotResponse) GetBytes() uint64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
+type DeleteSnapshotRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Header        *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Store         string                 `protobuf:"bytes,2,opt,name=store,proto3" json:"store,omitempty"`
+	Id            string                 `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSnapshotRequest) Reset() {
+	*x = DeleteSnapshotRequest{}
+	mi := &file_kvpb_kv_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSnapshotRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSnapshotRequest) ProtoMessage() {}
+
+func (x *DeleteSnapshotRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSnapshotRequest.ProtoReflect.Descriptor instead.
+func (*DeleteSnapshotRequest) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *DeleteSnapshotRequest) GetHeader() *RequestHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *DeleteSnapshotRequest) GetStore() string {
+	if x != nil {
+		return x.Store
+	}
+	return ""
+}
+
+func (x *DeleteSnapshotRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type PruneSnapshotsRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	Store  string                 `protobuf:"bytes,2,opt,name=store,proto3" json:"store,omitempty"`
+	// Keep the newest keep_last snapshots and every one younger than
+	// keep_within_ms; 0 and 0 is refused (it would delete everything).
+	KeepLast      uint32 `protobuf:"varint,3,opt,name=keep_last,json=keepLast,proto3" json:"keep_last,omitempty"`
+	KeepWithinMs  int64  `protobuf:"varint,4,opt,name=keep_within_ms,json=keepWithinMs,proto3" json:"keep_within_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PruneSnapshotsRequest) Reset() {
+	*x = PruneSnapshotsRequest{}
+	mi := &file_kvpb_kv_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PruneSnapshotsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PruneSnapshotsRequest) ProtoMessage() {}
+
+func (x *PruneSnapshotsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PruneSnapshotsRequest.ProtoReflect.Descriptor instead.
+func (*PruneSnapshotsRequest) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *PruneSnapshotsRequest) GetHeader() *RequestHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *PruneSnapshotsRequest) GetStore() string {
+	if x != nil {
+		return x.Store
+	}
+	return ""
+}
+
+func (x *PruneSnapshotsRequest) GetKeepLast() uint32 {
+	if x != nil {
+		return x.KeepLast
+	}
+	return 0
+}
+
+func (x *PruneSnapshotsRequest) GetKeepWithinMs() int64 {
+	if x != nil {
+		return x.KeepWithinMs
+	}
+	return 0
+}
+
+type SnapshotGCResponse struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Header           *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	DeletedSnapshots []string               `protobuf:"bytes,2,rep,name=deleted_snapshots,json=deletedSnapshots,proto3" json:"deleted_snapshots,omitempty"`
+	DeletedPieces    []string               `protobuf:"bytes,3,rep,name=deleted_pieces,json=deletedPieces,proto3" json:"deleted_pieces,omitempty"`
+	// Unreferenced pieces kept because an upload in flight reserved them.
+	Reserved      []string `protobuf:"bytes,4,rep,name=reserved,proto3" json:"reserved,omitempty"`
+	StaleLocks    []string `protobuf:"bytes,5,rep,name=stale_locks,json=staleLocks,proto3" json:"stale_locks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotGCResponse) Reset() {
+	*x = SnapshotGCResponse{}
+	mi := &file_kvpb_kv_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotGCResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotGCResponse) ProtoMessage() {}
+
+func (x *SnapshotGCResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotGCResponse.ProtoReflect.Descriptor instead.
+func (*SnapshotGCResponse) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *SnapshotGCResponse) GetHeader() *ResponseHeader {
+	if x != nil {
+		return x.Header
+	}
+	return nil
+}
+
+func (x *SnapshotGCResponse) GetDeletedSnapshots() []string {
+	if x != nil {
+		return x.DeletedSnapshots
+	}
+	return nil
+}
+
+func (x *SnapshotGCResponse) GetDeletedPieces() []string {
+	if x != nil {
+		return x.DeletedPieces
+	}
+	return nil
+}
+
+func (x *SnapshotGCResponse) GetReserved() []string {
+	if x != nil {
+		return x.Reserved
+	}
+	return nil
+}
+
+func (x *SnapshotGCResponse) GetStaleLocks() []string {
+	if x != nil {
+		return x.StaleLocks
+	}
+	return nil
+}
+
 type CheckpointRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Header        *RequestHeader         `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
@@ -2121,7 +3298,7 @@ type CheckpointRequest struct {
 
 func (x *CheckpointRequest) Reset() {
 	*x = CheckpointRequest{}
-	mi := &file_kvpb_kv_proto_msgTypes[25]
+	mi := &file_kvpb_kv_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2133,7 +3310,7 @@ func (x *CheckpointRequest) String() string {
 func (*CheckpointRequest) ProtoMessage() {}
 
 func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[25]
+	mi := &file_kvpb_kv_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2146,7 +3323,7 @@ func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointRequest.ProtoReflect.Descriptor instead.
 func (*CheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{25}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CheckpointRequest) GetHeader() *RequestHeader {
@@ -2170,7 +3347,7 @@ type GroupCheckpoint struct {
 
 func (x *GroupCheckpoint) Reset() {
 	*x = GroupCheckpoint{}
-	mi := &file_kvpb_kv_proto_msgTypes[26]
+	mi := &file_kvpb_kv_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2182,7 +3359,7 @@ func (x *GroupCheckpoint) String() string {
 func (*GroupCheckpoint) ProtoMessage() {}
 
 func (x *GroupCheckpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[26]
+	mi := &file_kvpb_kv_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2195,7 +3372,7 @@ func (x *GroupCheckpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupCheckpoint.ProtoReflect.Descriptor instead.
 func (*GroupCheckpoint) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{26}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *GroupCheckpoint) GetNode() string {
@@ -2243,7 +3420,7 @@ type CheckpointResponse struct {
 
 func (x *CheckpointResponse) Reset() {
 	*x = CheckpointResponse{}
-	mi := &file_kvpb_kv_proto_msgTypes[27]
+	mi := &file_kvpb_kv_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2255,7 +3432,7 @@ func (x *CheckpointResponse) String() string {
 func (*CheckpointResponse) ProtoMessage() {}
 
 func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[27]
+	mi := &file_kvpb_kv_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2268,7 +3445,7 @@ func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointResponse.ProtoReflect.Descriptor instead.
 func (*CheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{27}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CheckpointResponse) GetHeader() *ResponseHeader {
@@ -2304,7 +3481,7 @@ type CutPartition struct {
 
 func (x *CutPartition) Reset() {
 	*x = CutPartition{}
-	mi := &file_kvpb_kv_proto_msgTypes[28]
+	mi := &file_kvpb_kv_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2316,7 +3493,7 @@ func (x *CutPartition) String() string {
 func (*CutPartition) ProtoMessage() {}
 
 func (x *CutPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[28]
+	mi := &file_kvpb_kv_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2329,7 +3506,7 @@ func (x *CutPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutPartition.ProtoReflect.Descriptor instead.
 func (*CutPartition) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{28}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CutPartition) GetPartition() uint64 {
@@ -2389,7 +3566,7 @@ type CutInfo struct {
 
 func (x *CutInfo) Reset() {
 	*x = CutInfo{}
-	mi := &file_kvpb_kv_proto_msgTypes[29]
+	mi := &file_kvpb_kv_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2401,7 +3578,7 @@ func (x *CutInfo) String() string {
 func (*CutInfo) ProtoMessage() {}
 
 func (x *CutInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[29]
+	mi := &file_kvpb_kv_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2414,7 +3591,7 @@ func (x *CutInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutInfo.ProtoReflect.Descriptor instead.
 func (*CutInfo) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{29}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CutInfo) GetVersion() uint64 {
@@ -2468,7 +3645,7 @@ type CreateCutRequest struct {
 
 func (x *CreateCutRequest) Reset() {
 	*x = CreateCutRequest{}
-	mi := &file_kvpb_kv_proto_msgTypes[30]
+	mi := &file_kvpb_kv_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2480,7 +3657,7 @@ func (x *CreateCutRequest) String() string {
 func (*CreateCutRequest) ProtoMessage() {}
 
 func (x *CreateCutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[30]
+	mi := &file_kvpb_kv_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2493,7 +3670,7 @@ func (x *CreateCutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCutRequest.ProtoReflect.Descriptor instead.
 func (*CreateCutRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{30}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CreateCutRequest) GetHeader() *RequestHeader {
@@ -2513,7 +3690,7 @@ type CreateCutResponse struct {
 
 func (x *CreateCutResponse) Reset() {
 	*x = CreateCutResponse{}
-	mi := &file_kvpb_kv_proto_msgTypes[31]
+	mi := &file_kvpb_kv_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2525,7 +3702,7 @@ func (x *CreateCutResponse) String() string {
 func (*CreateCutResponse) ProtoMessage() {}
 
 func (x *CreateCutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[31]
+	mi := &file_kvpb_kv_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2538,7 +3715,7 @@ func (x *CreateCutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCutResponse.ProtoReflect.Descriptor instead.
 func (*CreateCutResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{31}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CreateCutResponse) GetHeader() *ResponseHeader {
@@ -2566,7 +3743,7 @@ type ListCutsRequest struct {
 
 func (x *ListCutsRequest) Reset() {
 	*x = ListCutsRequest{}
-	mi := &file_kvpb_kv_proto_msgTypes[32]
+	mi := &file_kvpb_kv_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2578,7 +3755,7 @@ func (x *ListCutsRequest) String() string {
 func (*ListCutsRequest) ProtoMessage() {}
 
 func (x *ListCutsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[32]
+	mi := &file_kvpb_kv_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2591,7 +3768,7 @@ func (x *ListCutsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCutsRequest.ProtoReflect.Descriptor instead.
 func (*ListCutsRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{32}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ListCutsRequest) GetHeader() *RequestHeader {
@@ -2618,7 +3795,7 @@ type ListCutsResponse struct {
 
 func (x *ListCutsResponse) Reset() {
 	*x = ListCutsResponse{}
-	mi := &file_kvpb_kv_proto_msgTypes[33]
+	mi := &file_kvpb_kv_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2630,7 +3807,7 @@ func (x *ListCutsResponse) String() string {
 func (*ListCutsResponse) ProtoMessage() {}
 
 func (x *ListCutsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[33]
+	mi := &file_kvpb_kv_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2643,7 +3820,7 @@ func (x *ListCutsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCutsResponse.ProtoReflect.Descriptor instead.
 func (*ListCutsResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{33}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListCutsResponse) GetHeader() *ResponseHeader {
@@ -2670,7 +3847,7 @@ type GetCutRequest struct {
 
 func (x *GetCutRequest) Reset() {
 	*x = GetCutRequest{}
-	mi := &file_kvpb_kv_proto_msgTypes[34]
+	mi := &file_kvpb_kv_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2682,7 +3859,7 @@ func (x *GetCutRequest) String() string {
 func (*GetCutRequest) ProtoMessage() {}
 
 func (x *GetCutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[34]
+	mi := &file_kvpb_kv_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2695,7 +3872,7 @@ func (x *GetCutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCutRequest.ProtoReflect.Descriptor instead.
 func (*GetCutRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{34}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *GetCutRequest) GetHeader() *RequestHeader {
@@ -2722,7 +3899,7 @@ type GetCutResponse struct {
 
 func (x *GetCutResponse) Reset() {
 	*x = GetCutResponse{}
-	mi := &file_kvpb_kv_proto_msgTypes[35]
+	mi := &file_kvpb_kv_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2734,7 +3911,7 @@ func (x *GetCutResponse) String() string {
 func (*GetCutResponse) ProtoMessage() {}
 
 func (x *GetCutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[35]
+	mi := &file_kvpb_kv_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2747,7 +3924,7 @@ func (x *GetCutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCutResponse.ProtoReflect.Descriptor instead.
 func (*GetCutResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{35}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GetCutResponse) GetHeader() *ResponseHeader {
@@ -2773,7 +3950,7 @@ type CheckRequest struct {
 
 func (x *CheckRequest) Reset() {
 	*x = CheckRequest{}
-	mi := &file_kvpb_kv_proto_msgTypes[36]
+	mi := &file_kvpb_kv_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2785,7 +3962,7 @@ func (x *CheckRequest) String() string {
 func (*CheckRequest) ProtoMessage() {}
 
 func (x *CheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[36]
+	mi := &file_kvpb_kv_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2798,7 +3975,7 @@ func (x *CheckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRequest.ProtoReflect.Descriptor instead.
 func (*CheckRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{36}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *CheckRequest) GetHeader() *RequestHeader {
@@ -2821,7 +3998,7 @@ type ReplicaHash struct {
 
 func (x *ReplicaHash) Reset() {
 	*x = ReplicaHash{}
-	mi := &file_kvpb_kv_proto_msgTypes[37]
+	mi := &file_kvpb_kv_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2833,7 +4010,7 @@ func (x *ReplicaHash) String() string {
 func (*ReplicaHash) ProtoMessage() {}
 
 func (x *ReplicaHash) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[37]
+	mi := &file_kvpb_kv_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2846,7 +4023,7 @@ func (x *ReplicaHash) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaHash.ProtoReflect.Descriptor instead.
 func (*ReplicaHash) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{37}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ReplicaHash) GetNode() string {
@@ -2892,7 +4069,7 @@ type PartitionCheck struct {
 
 func (x *PartitionCheck) Reset() {
 	*x = PartitionCheck{}
-	mi := &file_kvpb_kv_proto_msgTypes[38]
+	mi := &file_kvpb_kv_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2904,7 +4081,7 @@ func (x *PartitionCheck) String() string {
 func (*PartitionCheck) ProtoMessage() {}
 
 func (x *PartitionCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[38]
+	mi := &file_kvpb_kv_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2917,7 +4094,7 @@ func (x *PartitionCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionCheck.ProtoReflect.Descriptor instead.
 func (*PartitionCheck) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{38}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *PartitionCheck) GetPartition() uint64 {
@@ -2965,7 +4142,7 @@ type CheckResponse struct {
 
 func (x *CheckResponse) Reset() {
 	*x = CheckResponse{}
-	mi := &file_kvpb_kv_proto_msgTypes[39]
+	mi := &file_kvpb_kv_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2977,7 +4154,7 @@ func (x *CheckResponse) String() string {
 func (*CheckResponse) ProtoMessage() {}
 
 func (x *CheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[39]
+	mi := &file_kvpb_kv_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2990,7 +4167,7 @@ func (x *CheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
 func (*CheckResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{39}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *CheckResponse) GetHeader() *ResponseHeader {
@@ -3166,7 +4343,107 @@ const file_kvpb_kv_proto_rawDesc = "" +
 	"partitions\x12\x12\n" +
 	"\x04hash\x18\x03 \x01(\tR\x04hash\x12-\n" +
 	"\amembers\x18\x04 \x03(\v2\x13.cutkv.kv.v1.MemberR\amembers\x12\x18\n" +
-	"\aleaders\x18\x05 \x03(\tR\aleaders\"G\n" +
+	"\aleaders\x18\x05 \x03(\tR\aleaders\"\x96\x01\n" +
+	"\x15CreateSnapshotRequest\x122\n" +
+	"\x06header\x18\x01 \x01(\v2\x1a.cutkv.kv.v1.RequestHeaderR\x06header\x12\x14\n" +
+	"\x05store\x18\x02 \x01(\tR\x05store\x12\x1f\n" +
+	"\vcut_version\x18\x03 \x01(\x04R\n" +
+	"cutVersion\x12\x12\n" +
+	"\x04full\x18\x04 \x01(\bR\x04full\"\xc4\x01\n" +
+	"\x10SnapshotProgress\x12'\n" +
+	"\x0fpartitions_done\x18\x01 \x01(\rR\x0epartitionsDone\x12)\n" +
+	"\x10partitions_total\x18\x02 \x01(\rR\x0fpartitionsTotal\x12%\n" +
+	"\x0ebytes_uploaded\x18\x03 \x01(\x04R\rbytesUploaded\x12\x1f\n" +
+	"\vcut_version\x18\x04 \x01(\x04R\n" +
+	"cutVersion\x12\x14\n" +
+	"\x05phase\x18\x05 \x01(\tR\x05phase\"\xc3\x01\n" +
+	"\x16CreateSnapshotResponse\x123\n" +
+	"\x06header\x18\x01 \x01(\v2\x1b.cutkv.kv.v1.ResponseHeaderR\x06header\x129\n" +
+	"\bprogress\x18\x02 \x01(\v2\x1d.cutkv.kv.v1.SnapshotProgressR\bprogress\x129\n" +
+	"\x06result\x18\x03 \x01(\v2!.cutkv.kv.v1.CreateSnapshotResultR\x06result\"\xf9\x01\n" +
+	"\x14CreateSnapshotResult\x125\n" +
+	"\bsnapshot\x18\x01 \x01(\v2\x19.cutkv.kv.v1.SnapshotInfoR\bsnapshot\x12%\n" +
+	"\x0ebytes_uploaded\x18\x02 \x01(\x04R\rbytesUploaded\x12'\n" +
+	"\x0fpieces_uploaded\x18\x03 \x01(\rR\x0epiecesUploaded\x12#\n" +
+	"\rpieces_reused\x18\x04 \x01(\rR\fpiecesReused\x12\x1f\n" +
+	"\vduration_ms\x18\x05 \x01(\x03R\n" +
+	"durationMs\x12\x14\n" +
+	"\x05store\x18\x06 \x01(\tR\x05store\"\x83\x01\n" +
+	"\rSnapshotPiece\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
+	"\x02lo\x18\x02 \x01(\x04R\x02lo\x12\x0e\n" +
+	"\x02hi\x18\x03 \x01(\x04R\x02hi\x12\x12\n" +
+	"\x04from\x18\x04 \x01(\x04R\x04from\x12\x12\n" +
+	"\x04size\x18\x05 \x01(\x03R\x04size\x12\x16\n" +
+	"\x06sha256\x18\x06 \x01(\tR\x06sha256\"\x83\x02\n" +
+	"\x11SnapshotPartition\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x04R\tpartition\x12\x10\n" +
+	"\x03pos\x18\x02 \x01(\x04R\x03pos\x12\x10\n" +
+	"\x03end\x18\x03 \x01(\x04R\x03end\x12\x1d\n" +
+	"\n" +
+	"base_index\x18\x04 \x01(\x04R\tbaseIndex\x12\x1b\n" +
+	"\tbase_name\x18\x05 \x01(\tR\bbaseName\x12\x1b\n" +
+	"\tbase_size\x18\x06 \x01(\x03R\bbaseSize\x12\x1f\n" +
+	"\vbase_sha256\x18\a \x01(\tR\n" +
+	"baseSha256\x122\n" +
+	"\x06pieces\x18\b \x03(\v2\x1a.cutkv.kv.v1.SnapshotPieceR\x06pieces\"\xba\x02\n" +
+	"\fSnapshotInfo\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
+	"\vcut_version\x18\x02 \x01(\x04R\n" +
+	"cutVersion\x12 \n" +
+	"\ftime_unix_ms\x18\x03 \x01(\x03R\n" +
+	"timeUnixMs\x12'\n" +
+	"\x0fpartition_count\x18\x04 \x01(\rR\x0epartitionCount\x12\x19\n" +
+	"\bkey_hash\x18\x05 \x01(\tR\akeyHash\x12\x18\n" +
+	"\acluster\x18\x06 \x01(\tR\acluster\x12\x1f\n" +
+	"\vtotal_bytes\x18\a \x01(\x04R\n" +
+	"totalBytes\x12\x18\n" +
+	"\aobjects\x18\b \x01(\rR\aobjects\x12>\n" +
+	"\n" +
+	"partitions\x18\t \x03(\v2\x1e.cutkv.kv.v1.SnapshotPartitionR\n" +
+	"partitions\"`\n" +
+	"\x14ListSnapshotsRequest\x122\n" +
+	"\x06header\x18\x01 \x01(\v2\x1a.cutkv.kv.v1.RequestHeaderR\x06header\x12\x14\n" +
+	"\x05store\x18\x02 \x01(\tR\x05store\"\x9b\x01\n" +
+	"\x15ListSnapshotsResponse\x123\n" +
+	"\x06header\x18\x01 \x01(\v2\x1b.cutkv.kv.v1.ResponseHeaderR\x06header\x127\n" +
+	"\tsnapshots\x18\x02 \x03(\v2\x19.cutkv.kv.v1.SnapshotInfoR\tsnapshots\x12\x14\n" +
+	"\x05store\x18\x03 \x01(\tR\x05store\"n\n" +
+	"\x12GetSnapshotRequest\x122\n" +
+	"\x06header\x18\x01 \x01(\v2\x1a.cutkv.kv.v1.RequestHeaderR\x06header\x12\x14\n" +
+	"\x05store\x18\x02 \x01(\tR\x05store\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\tR\x02id\"\x81\x01\n" +
+	"\x13GetSnapshotResponse\x123\n" +
+	"\x06header\x18\x01 \x01(\v2\x1b.cutkv.kv.v1.ResponseHeaderR\x06header\x125\n" +
+	"\bsnapshot\x18\x02 \x01(\v2\x19.cutkv.kv.v1.SnapshotInfoR\bsnapshot\"p\n" +
+	"\x14CheckSnapshotRequest\x122\n" +
+	"\x06header\x18\x01 \x01(\v2\x1a.cutkv.kv.v1.RequestHeaderR\x06header\x12\x14\n" +
+	"\x05store\x18\x02 \x01(\tR\x05store\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\tR\x02id\"\xd6\x01\n" +
+	"\x15CheckSnapshotResponse\x123\n" +
+	"\x06header\x18\x01 \x01(\v2\x1b.cutkv.kv.v1.ResponseHeaderR\x06header\x12\x0e\n" +
+	"\x02ok\x18\x02 \x01(\bR\x02ok\x12\x1c\n" +
+	"\tpartition\x18\x03 \x01(\x04R\tpartition\x12\x14\n" +
+	"\x05piece\x18\x04 \x01(\tR\x05piece\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x12\x18\n" +
+	"\aobjects\x18\x06 \x01(\rR\aobjects\x12\x14\n" +
+	"\x05bytes\x18\a \x01(\x04R\x05bytes\"q\n" +
+	"\x15DeleteSnapshotRequest\x122\n" +
+	"\x06header\x18\x01 \x01(\v2\x1a.cutkv.kv.v1.RequestHeaderR\x06header\x12\x14\n" +
+	"\x05store\x18\x02 \x01(\tR\x05store\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\tR\x02id\"\xa4\x01\n" +
+	"\x15PruneSnapshotsRequest\x122\n" +
+	"\x06header\x18\x01 \x01(\v2\x1a.cutkv.kv.v1.RequestHeaderR\x06header\x12\x14\n" +
+	"\x05store\x18\x02 \x01(\tR\x05store\x12\x1b\n" +
+	"\tkeep_last\x18\x03 \x01(\rR\bkeepLast\x12$\n" +
+	"\x0ekeep_within_ms\x18\x04 \x01(\x03R\fkeepWithinMs\"\xda\x01\n" +
+	"\x12SnapshotGCResponse\x123\n" +
+	"\x06header\x18\x01 \x01(\v2\x1b.cutkv.kv.v1.ResponseHeaderR\x06header\x12+\n" +
+	"\x11deleted_snapshots\x18\x02 \x03(\tR\x10deletedSnapshots\x12%\n" +
+	"\x0edeleted_pieces\x18\x03 \x03(\tR\rdeletedPieces\x12\x1a\n" +
+	"\breserved\x18\x04 \x03(\tR\breserved\x12\x1f\n" +
+	"\vstale_locks\x18\x05 \x03(\tR\n" +
+	"staleLocks\"G\n" +
 	"\x11CheckpointRequest\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.cutkv.kv.v1.RequestHeaderR\x06header\"\x9d\x01\n" +
 	"\x0fGroupCheckpoint\x12\x12\n" +
@@ -3247,7 +4524,7 @@ const file_kvpb_kv_proto_rawDesc = "" +
 	"\x03Put\x12\x17.cutkv.kv.v1.PutRequest\x1a\x18.cutkv.kv.v1.PutResponse\x12A\n" +
 	"\x06Delete\x12\x1a.cutkv.kv.v1.DeleteRequest\x1a\x1b.cutkv.kv.v1.DeleteResponse\x12;\n" +
 	"\x04Scan\x12\x18.cutkv.kv.v1.ScanRequest\x1a\x19.cutkv.kv.v1.ScanResponse\x128\n" +
-	"\x03Txn\x12\x17.cutkv.kv.v1.TxnRequest\x1a\x18.cutkv.kv.v1.TxnResponse2\xbf\x04\n" +
+	"\x03Txn\x12\x17.cutkv.kv.v1.TxnRequest\x1a\x18.cutkv.kv.v1.TxnResponse2\xcc\b\n" +
 	"\aCluster\x12D\n" +
 	"\aMembers\x12\x1b.cutkv.kv.v1.MembersRequest\x1a\x1c.cutkv.kv.v1.MembersResponse\x12A\n" +
 	"\x06Status\x12\x1a.cutkv.kv.v1.StatusRequest\x1a\x1b.cutkv.kv.v1.StatusResponse\x12D\n" +
@@ -3257,7 +4534,13 @@ const file_kvpb_kv_proto_rawDesc = "" +
 	"\x06GetCut\x12\x1a.cutkv.kv.v1.GetCutRequest\x1a\x1b.cutkv.kv.v1.GetCutResponse\x12>\n" +
 	"\x05Check\x12\x19.cutkv.kv.v1.CheckRequest\x1a\x1a.cutkv.kv.v1.CheckResponse\x12M\n" +
 	"\n" +
-	"Checkpoint\x12\x1e.cutkv.kv.v1.CheckpointRequest\x1a\x1f.cutkv.kv.v1.CheckpointResponseB#Z!github.com/cutkv/cutkv/proto/kvpbb\x06proto3"
+	"Checkpoint\x12\x1e.cutkv.kv.v1.CheckpointRequest\x1a\x1f.cutkv.kv.v1.CheckpointResponse\x12[\n" +
+	"\x0eCreateSnapshot\x12\".cutkv.kv.v1.CreateSnapshotRequest\x1a#.cutkv.kv.v1.CreateSnapshotResponse0\x01\x12V\n" +
+	"\rListSnapshots\x12!.cutkv.kv.v1.ListSnapshotsRequest\x1a\".cutkv.kv.v1.ListSnapshotsResponse\x12P\n" +
+	"\vGetSnapshot\x12\x1f.cutkv.kv.v1.GetSnapshotRequest\x1a .cutkv.kv.v1.GetSnapshotResponse\x12V\n" +
+	"\rCheckSnapshot\x12!.cutkv.kv.v1.CheckSnapshotRequest\x1a\".cutkv.kv.v1.CheckSnapshotResponse\x12U\n" +
+	"\x0eDeleteSnapshot\x12\".cutkv.kv.v1.DeleteSnapshotRequest\x1a\x1f.cutkv.kv.v1.SnapshotGCResponse\x12U\n" +
+	"\x0ePruneSnapshots\x12\".cutkv.kv.v1.PruneSnapshotsRequest\x1a\x1f.cutkv.kv.v1.SnapshotGCResponseB#Z!github.com/cutkv/cutkv/proto/kvpbb\x06proto3"
 
 var (
 	file_kvpb_kv_proto_rawDescOnce sync.Once
@@ -3272,52 +4555,68 @@ func file_kvpb_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_kvpb_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_kvpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_kvpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_kvpb_kv_proto_goTypes = []any{
-	(MemberState)(0),           // 0: cutkv.kv.v1.MemberState
-	(CutState)(0),              // 1: cutkv.kv.v1.CutState
-	(Compare_Result)(0),        // 2: cutkv.kv.v1.Compare.Result
-	(Compare_Target)(0),        // 3: cutkv.kv.v1.Compare.Target
-	(*RequestHeader)(nil),      // 4: cutkv.kv.v1.RequestHeader
-	(*ResponseHeader)(nil),     // 5: cutkv.kv.v1.ResponseHeader
-	(*KeyValue)(nil),           // 6: cutkv.kv.v1.KeyValue
-	(*GetRequest)(nil),         // 7: cutkv.kv.v1.GetRequest
-	(*GetResponse)(nil),        // 8: cutkv.kv.v1.GetResponse
-	(*PutRequest)(nil),         // 9: cutkv.kv.v1.PutRequest
-	(*PutResponse)(nil),        // 10: cutkv.kv.v1.PutResponse
-	(*DeleteRequest)(nil),      // 11: cutkv.kv.v1.DeleteRequest
-	(*DeleteResponse)(nil),     // 12: cutkv.kv.v1.DeleteResponse
-	(*ScanRequest)(nil),        // 13: cutkv.kv.v1.ScanRequest
-	(*ScanResponse)(nil),       // 14: cutkv.kv.v1.ScanResponse
-	(*Compare)(nil),            // 15: cutkv.kv.v1.Compare
-	(*RequestOp)(nil),          // 16: cutkv.kv.v1.RequestOp
-	(*ResponseOp)(nil),         // 17: cutkv.kv.v1.ResponseOp
-	(*TxnRequest)(nil),         // 18: cutkv.kv.v1.TxnRequest
-	(*TxnResponse)(nil),        // 19: cutkv.kv.v1.TxnResponse
-	(*Member)(nil),             // 20: cutkv.kv.v1.Member
-	(*MembersRequest)(nil),     // 21: cutkv.kv.v1.MembersRequest
-	(*MembersResponse)(nil),    // 22: cutkv.kv.v1.MembersResponse
-	(*PartitionStatus)(nil),    // 23: cutkv.kv.v1.PartitionStatus
-	(*NodeStatus)(nil),         // 24: cutkv.kv.v1.NodeStatus
-	(*StatusRequest)(nil),      // 25: cutkv.kv.v1.StatusRequest
-	(*StatusResponse)(nil),     // 26: cutkv.kv.v1.StatusResponse
-	(*RoutingRequest)(nil),     // 27: cutkv.kv.v1.RoutingRequest
-	(*RoutingResponse)(nil),    // 28: cutkv.kv.v1.RoutingResponse
-	(*CheckpointRequest)(nil),  // 29: cutkv.kv.v1.CheckpointRequest
-	(*GroupCheckpoint)(nil),    // 30: cutkv.kv.v1.GroupCheckpoint
-	(*CheckpointResponse)(nil), // 31: cutkv.kv.v1.CheckpointResponse
-	(*CutPartition)(nil),       // 32: cutkv.kv.v1.CutPartition
-	(*CutInfo)(nil),            // 33: cutkv.kv.v1.CutInfo
-	(*CreateCutRequest)(nil),   // 34: cutkv.kv.v1.CreateCutRequest
-	(*CreateCutResponse)(nil),  // 35: cutkv.kv.v1.CreateCutResponse
-	(*ListCutsRequest)(nil),    // 36: cutkv.kv.v1.ListCutsRequest
-	(*ListCutsResponse)(nil),   // 37: cutkv.kv.v1.ListCutsResponse
-	(*GetCutRequest)(nil),      // 38: cutkv.kv.v1.GetCutRequest
-	(*GetCutResponse)(nil),     // 39: cutkv.kv.v1.GetCutResponse
-	(*CheckRequest)(nil),       // 40: cutkv.kv.v1.CheckRequest
-	(*ReplicaHash)(nil),        // 41: cutkv.kv.v1.ReplicaHash
-	(*PartitionCheck)(nil),     // 42: cutkv.kv.v1.PartitionCheck
-	(*CheckResponse)(nil),      // 43: cutkv.kv.v1.CheckResponse
+	(MemberState)(0),               // 0: cutkv.kv.v1.MemberState
+	(CutState)(0),                  // 1: cutkv.kv.v1.CutState
+	(Compare_Result)(0),            // 2: cutkv.kv.v1.Compare.Result
+	(Compare_Target)(0),            // 3: cutkv.kv.v1.Compare.Target
+	(*RequestHeader)(nil),          // 4: cutkv.kv.v1.RequestHeader
+	(*ResponseHeader)(nil),         // 5: cutkv.kv.v1.ResponseHeader
+	(*KeyValue)(nil),               // 6: cutkv.kv.v1.KeyValue
+	(*GetRequest)(nil),             // 7: cutkv.kv.v1.GetRequest
+	(*GetResponse)(nil),            // 8: cutkv.kv.v1.GetResponse
+	(*PutRequest)(nil),             // 9: cutkv.kv.v1.PutRequest
+	(*PutResponse)(nil),            // 10: cutkv.kv.v1.PutResponse
+	(*DeleteRequest)(nil),          // 11: cutkv.kv.v1.DeleteRequest
+	(*DeleteResponse)(nil),         // 12: cutkv.kv.v1.DeleteResponse
+	(*ScanRequest)(nil),            // 13: cutkv.kv.v1.ScanRequest
+	(*ScanResponse)(nil),           // 14: cutkv.kv.v1.ScanResponse
+	(*Compare)(nil),                // 15: cutkv.kv.v1.Compare
+	(*RequestOp)(nil),              // 16: cutkv.kv.v1.RequestOp
+	(*ResponseOp)(nil),             // 17: cutkv.kv.v1.ResponseOp
+	(*TxnRequest)(nil),             // 18: cutkv.kv.v1.TxnRequest
+	(*TxnResponse)(nil),            // 19: cutkv.kv.v1.TxnResponse
+	(*Member)(nil),                 // 20: cutkv.kv.v1.Member
+	(*MembersRequest)(nil),         // 21: cutkv.kv.v1.MembersRequest
+	(*MembersResponse)(nil),        // 22: cutkv.kv.v1.MembersResponse
+	(*PartitionStatus)(nil),        // 23: cutkv.kv.v1.PartitionStatus
+	(*NodeStatus)(nil),             // 24: cutkv.kv.v1.NodeStatus
+	(*StatusRequest)(nil),          // 25: cutkv.kv.v1.StatusRequest
+	(*StatusResponse)(nil),         // 26: cutkv.kv.v1.StatusResponse
+	(*RoutingRequest)(nil),         // 27: cutkv.kv.v1.RoutingRequest
+	(*RoutingResponse)(nil),        // 28: cutkv.kv.v1.RoutingResponse
+	(*CreateSnapshotRequest)(nil),  // 29: cutkv.kv.v1.CreateSnapshotRequest
+	(*SnapshotProgress)(nil),       // 30: cutkv.kv.v1.SnapshotProgress
+	(*CreateSnapshotResponse)(nil), // 31: cutkv.kv.v1.CreateSnapshotResponse
+	(*CreateSnapshotResult)(nil),   // 32: cutkv.kv.v1.CreateSnapshotResult
+	(*SnapshotPiece)(nil),          // 33: cutkv.kv.v1.SnapshotPiece
+	(*SnapshotPartition)(nil),      // 34: cutkv.kv.v1.SnapshotPartition
+	(*SnapshotInfo)(nil),           // 35: cutkv.kv.v1.SnapshotInfo
+	(*ListSnapshotsRequest)(nil),   // 36: cutkv.kv.v1.ListSnapshotsRequest
+	(*ListSnapshotsResponse)(nil),  // 37: cutkv.kv.v1.ListSnapshotsResponse
+	(*GetSnapshotRequest)(nil),     // 38: cutkv.kv.v1.GetSnapshotRequest
+	(*GetSnapshotResponse)(nil),    // 39: cutkv.kv.v1.GetSnapshotResponse
+	(*CheckSnapshotRequest)(nil),   // 40: cutkv.kv.v1.CheckSnapshotRequest
+	(*CheckSnapshotResponse)(nil),  // 41: cutkv.kv.v1.CheckSnapshotResponse
+	(*DeleteSnapshotRequest)(nil),  // 42: cutkv.kv.v1.DeleteSnapshotRequest
+	(*PruneSnapshotsRequest)(nil),  // 43: cutkv.kv.v1.PruneSnapshotsRequest
+	(*SnapshotGCResponse)(nil),     // 44: cutkv.kv.v1.SnapshotGCResponse
+	(*CheckpointRequest)(nil),      // 45: cutkv.kv.v1.CheckpointRequest
+	(*GroupCheckpoint)(nil),        // 46: cutkv.kv.v1.GroupCheckpoint
+	(*CheckpointResponse)(nil),     // 47: cutkv.kv.v1.CheckpointResponse
+	(*CutPartition)(nil),           // 48: cutkv.kv.v1.CutPartition
+	(*CutInfo)(nil),                // 49: cutkv.kv.v1.CutInfo
+	(*CreateCutRequest)(nil),       // 50: cutkv.kv.v1.CreateCutRequest
+	(*CreateCutResponse)(nil),      // 51: cutkv.kv.v1.CreateCutResponse
+	(*ListCutsRequest)(nil),        // 52: cutkv.kv.v1.ListCutsRequest
+	(*ListCutsResponse)(nil),       // 53: cutkv.kv.v1.ListCutsResponse
+	(*GetCutRequest)(nil),          // 54: cutkv.kv.v1.GetCutRequest
+	(*GetCutResponse)(nil),         // 55: cutkv.kv.v1.GetCutResponse
+	(*CheckRequest)(nil),           // 56: cutkv.kv.v1.CheckRequest
+	(*ReplicaHash)(nil),            // 57: cutkv.kv.v1.ReplicaHash
+	(*PartitionCheck)(nil),         // 58: cutkv.kv.v1.PartitionCheck
+	(*CheckResponse)(nil),          // 59: cutkv.kv.v1.CheckResponse
 }
 var file_kvpb_kv_proto_depIdxs = []int32{
 	4,  // 0: cutkv.kv.v1.GetRequest.header:type_name -> cutkv.kv.v1.RequestHeader
@@ -3359,55 +4658,85 @@ var file_kvpb_kv_proto_depIdxs = []int32{
 	4,  // 36: cutkv.kv.v1.RoutingRequest.header:type_name -> cutkv.kv.v1.RequestHeader
 	5,  // 37: cutkv.kv.v1.RoutingResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
 	20, // 38: cutkv.kv.v1.RoutingResponse.members:type_name -> cutkv.kv.v1.Member
-	4,  // 39: cutkv.kv.v1.CheckpointRequest.header:type_name -> cutkv.kv.v1.RequestHeader
-	5,  // 40: cutkv.kv.v1.CheckpointResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
-	30, // 41: cutkv.kv.v1.CheckpointResponse.groups:type_name -> cutkv.kv.v1.GroupCheckpoint
-	1,  // 42: cutkv.kv.v1.CutInfo.state:type_name -> cutkv.kv.v1.CutState
-	32, // 43: cutkv.kv.v1.CutInfo.partitions:type_name -> cutkv.kv.v1.CutPartition
-	4,  // 44: cutkv.kv.v1.CreateCutRequest.header:type_name -> cutkv.kv.v1.RequestHeader
-	5,  // 45: cutkv.kv.v1.CreateCutResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
-	33, // 46: cutkv.kv.v1.CreateCutResponse.cut:type_name -> cutkv.kv.v1.CutInfo
-	4,  // 47: cutkv.kv.v1.ListCutsRequest.header:type_name -> cutkv.kv.v1.RequestHeader
-	5,  // 48: cutkv.kv.v1.ListCutsResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
-	33, // 49: cutkv.kv.v1.ListCutsResponse.cuts:type_name -> cutkv.kv.v1.CutInfo
-	4,  // 50: cutkv.kv.v1.GetCutRequest.header:type_name -> cutkv.kv.v1.RequestHeader
-	5,  // 51: cutkv.kv.v1.GetCutResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
-	33, // 52: cutkv.kv.v1.GetCutResponse.cut:type_name -> cutkv.kv.v1.CutInfo
-	4,  // 53: cutkv.kv.v1.CheckRequest.header:type_name -> cutkv.kv.v1.RequestHeader
-	41, // 54: cutkv.kv.v1.PartitionCheck.replicas:type_name -> cutkv.kv.v1.ReplicaHash
-	5,  // 55: cutkv.kv.v1.CheckResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
-	42, // 56: cutkv.kv.v1.CheckResponse.partitions:type_name -> cutkv.kv.v1.PartitionCheck
-	7,  // 57: cutkv.kv.v1.KV.Get:input_type -> cutkv.kv.v1.GetRequest
-	9,  // 58: cutkv.kv.v1.KV.Put:input_type -> cutkv.kv.v1.PutRequest
-	11, // 59: cutkv.kv.v1.KV.Delete:input_type -> cutkv.kv.v1.DeleteRequest
-	13, // 60: cutkv.kv.v1.KV.Scan:input_type -> cutkv.kv.v1.ScanRequest
-	18, // 61: cutkv.kv.v1.KV.Txn:input_type -> cutkv.kv.v1.TxnRequest
-	21, // 62: cutkv.kv.v1.Cluster.Members:input_type -> cutkv.kv.v1.MembersRequest
-	25, // 63: cutkv.kv.v1.Cluster.Status:input_type -> cutkv.kv.v1.StatusRequest
-	27, // 64: cutkv.kv.v1.Cluster.Routing:input_type -> cutkv.kv.v1.RoutingRequest
-	34, // 65: cutkv.kv.v1.Cluster.CreateCut:input_type -> cutkv.kv.v1.CreateCutRequest
-	36, // 66: cutkv.kv.v1.Cluster.ListCuts:input_type -> cutkv.kv.v1.ListCutsRequest
-	38, // 67: cutkv.kv.v1.Cluster.GetCut:input_type -> cutkv.kv.v1.GetCutRequest
-	40, // 68: cutkv.kv.v1.Cluster.Check:input_type -> cutkv.kv.v1.CheckRequest
-	29, // 69: cutkv.kv.v1.Cluster.Checkpoint:input_type -> cutkv.kv.v1.CheckpointRequest
-	8,  // 70: cutkv.kv.v1.KV.Get:output_type -> cutkv.kv.v1.GetResponse
-	10, // 71: cutkv.kv.v1.KV.Put:output_type -> cutkv.kv.v1.PutResponse
-	12, // 72: cutkv.kv.v1.KV.Delete:output_type -> cutkv.kv.v1.DeleteResponse
-	14, // 73: cutkv.kv.v1.KV.Scan:output_type -> cutkv.kv.v1.ScanResponse
-	19, // 74: cutkv.kv.v1.KV.Txn:output_type -> cutkv.kv.v1.TxnResponse
-	22, // 75: cutkv.kv.v1.Cluster.Members:output_type -> cutkv.kv.v1.MembersResponse
-	26, // 76: cutkv.kv.v1.Cluster.Status:output_type -> cutkv.kv.v1.StatusResponse
-	28, // 77: cutkv.kv.v1.Cluster.Routing:output_type -> cutkv.kv.v1.RoutingResponse
-	35, // 78: cutkv.kv.v1.Cluster.CreateCut:output_type -> cutkv.kv.v1.CreateCutResponse
-	37, // 79: cutkv.kv.v1.Cluster.ListCuts:output_type -> cutkv.kv.v1.ListCutsResponse
-	39, // 80: cutkv.kv.v1.Cluster.GetCut:output_type -> cutkv.kv.v1.GetCutResponse
-	43, // 81: cutkv.kv.v1.Cluster.Check:output_type -> cutkv.kv.v1.CheckResponse
-	31, // 82: cutkv.kv.v1.Cluster.Checkpoint:output_type -> cutkv.kv.v1.CheckpointResponse
-	70, // [70:83] is the sub-list for method output_type
-	57, // [57:70] is the sub-list for method input_type
-	57, // [57:57] is the sub-list for extension type_name
-	57, // [57:57] is the sub-list for extension extendee
-	0,  // [0:57] is the sub-list for field type_name
+	4,  // 39: cutkv.kv.v1.CreateSnapshotRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	5,  // 40: cutkv.kv.v1.CreateSnapshotResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	30, // 41: cutkv.kv.v1.CreateSnapshotResponse.progress:type_name -> cutkv.kv.v1.SnapshotProgress
+	32, // 42: cutkv.kv.v1.CreateSnapshotResponse.result:type_name -> cutkv.kv.v1.CreateSnapshotResult
+	35, // 43: cutkv.kv.v1.CreateSnapshotResult.snapshot:type_name -> cutkv.kv.v1.SnapshotInfo
+	33, // 44: cutkv.kv.v1.SnapshotPartition.pieces:type_name -> cutkv.kv.v1.SnapshotPiece
+	34, // 45: cutkv.kv.v1.SnapshotInfo.partitions:type_name -> cutkv.kv.v1.SnapshotPartition
+	4,  // 46: cutkv.kv.v1.ListSnapshotsRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	5,  // 47: cutkv.kv.v1.ListSnapshotsResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	35, // 48: cutkv.kv.v1.ListSnapshotsResponse.snapshots:type_name -> cutkv.kv.v1.SnapshotInfo
+	4,  // 49: cutkv.kv.v1.GetSnapshotRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	5,  // 50: cutkv.kv.v1.GetSnapshotResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	35, // 51: cutkv.kv.v1.GetSnapshotResponse.snapshot:type_name -> cutkv.kv.v1.SnapshotInfo
+	4,  // 52: cutkv.kv.v1.CheckSnapshotRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	5,  // 53: cutkv.kv.v1.CheckSnapshotResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	4,  // 54: cutkv.kv.v1.DeleteSnapshotRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	4,  // 55: cutkv.kv.v1.PruneSnapshotsRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	5,  // 56: cutkv.kv.v1.SnapshotGCResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	4,  // 57: cutkv.kv.v1.CheckpointRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	5,  // 58: cutkv.kv.v1.CheckpointResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	46, // 59: cutkv.kv.v1.CheckpointResponse.groups:type_name -> cutkv.kv.v1.GroupCheckpoint
+	1,  // 60: cutkv.kv.v1.CutInfo.state:type_name -> cutkv.kv.v1.CutState
+	48, // 61: cutkv.kv.v1.CutInfo.partitions:type_name -> cutkv.kv.v1.CutPartition
+	4,  // 62: cutkv.kv.v1.CreateCutRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	5,  // 63: cutkv.kv.v1.CreateCutResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	49, // 64: cutkv.kv.v1.CreateCutResponse.cut:type_name -> cutkv.kv.v1.CutInfo
+	4,  // 65: cutkv.kv.v1.ListCutsRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	5,  // 66: cutkv.kv.v1.ListCutsResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	49, // 67: cutkv.kv.v1.ListCutsResponse.cuts:type_name -> cutkv.kv.v1.CutInfo
+	4,  // 68: cutkv.kv.v1.GetCutRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	5,  // 69: cutkv.kv.v1.GetCutResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	49, // 70: cutkv.kv.v1.GetCutResponse.cut:type_name -> cutkv.kv.v1.CutInfo
+	4,  // 71: cutkv.kv.v1.CheckRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	57, // 72: cutkv.kv.v1.PartitionCheck.replicas:type_name -> cutkv.kv.v1.ReplicaHash
+	5,  // 73: cutkv.kv.v1.CheckResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	58, // 74: cutkv.kv.v1.CheckResponse.partitions:type_name -> cutkv.kv.v1.PartitionCheck
+	7,  // 75: cutkv.kv.v1.KV.Get:input_type -> cutkv.kv.v1.GetRequest
+	9,  // 76: cutkv.kv.v1.KV.Put:input_type -> cutkv.kv.v1.PutRequest
+	11, // 77: cutkv.kv.v1.KV.Delete:input_type -> cutkv.kv.v1.DeleteRequest
+	13, // 78: cutkv.kv.v1.KV.Scan:input_type -> cutkv.kv.v1.ScanRequest
+	18, // 79: cutkv.kv.v1.KV.Txn:input_type -> cutkv.kv.v1.TxnRequest
+	21, // 80: cutkv.kv.v1.Cluster.Members:input_type -> cutkv.kv.v1.MembersRequest
+	25, // 81: cutkv.kv.v1.Cluster.Status:input_type -> cutkv.kv.v1.StatusRequest
+	27, // 82: cutkv.kv.v1.Cluster.Routing:input_type -> cutkv.kv.v1.RoutingRequest
+	50, // 83: cutkv.kv.v1.Cluster.CreateCut:input_type -> cutkv.kv.v1.CreateCutRequest
+	52, // 84: cutkv.kv.v1.Cluster.ListCuts:input_type -> cutkv.kv.v1.ListCutsRequest
+	54, // 85: cutkv.kv.v1.Cluster.GetCut:input_type -> cutkv.kv.v1.GetCutRequest
+	56, // 86: cutkv.kv.v1.Cluster.Check:input_type -> cutkv.kv.v1.CheckRequest
+	45, // 87: cutkv.kv.v1.Cluster.Checkpoint:input_type -> cutkv.kv.v1.CheckpointRequest
+	29, // 88: cutkv.kv.v1.Cluster.CreateSnapshot:input_type -> cutkv.kv.v1.CreateSnapshotRequest
+	36, // 89: cutkv.kv.v1.Cluster.ListSnapshots:input_type -> cutkv.kv.v1.ListSnapshotsRequest
+	38, // 90: cutkv.kv.v1.Cluster.GetSnapshot:input_type -> cutkv.kv.v1.GetSnapshotRequest
+	40, // 91: cutkv.kv.v1.Cluster.CheckSnapshot:input_type -> cutkv.kv.v1.CheckSnapshotRequest
+	42, // 92: cutkv.kv.v1.Cluster.DeleteSnapshot:input_type -> cutkv.kv.v1.DeleteSnapshotRequest
+	43, // 93: cutkv.kv.v1.Cluster.PruneSnapshots:input_type -> cutkv.kv.v1.PruneSnapshotsRequest
+	8,  // 94: cutkv.kv.v1.KV.Get:output_type -> cutkv.kv.v1.GetResponse
+	10, // 95: cutkv.kv.v1.KV.Put:output_type -> cutkv.kv.v1.PutResponse
+	12, // 96: cutkv.kv.v1.KV.Delete:output_type -> cutkv.kv.v1.DeleteResponse
+	14, // 97: cutkv.kv.v1.KV.Scan:output_type -> cutkv.kv.v1.ScanResponse
+	19, // 98: cutkv.kv.v1.KV.Txn:output_type -> cutkv.kv.v1.TxnResponse
+	22, // 99: cutkv.kv.v1.Cluster.Members:output_type -> cutkv.kv.v1.MembersResponse
+	26, // 100: cutkv.kv.v1.Cluster.Status:output_type -> cutkv.kv.v1.StatusResponse
+	28, // 101: cutkv.kv.v1.Cluster.Routing:output_type -> cutkv.kv.v1.RoutingResponse
+	51, // 102: cutkv.kv.v1.Cluster.CreateCut:output_type -> cutkv.kv.v1.CreateCutResponse
+	53, // 103: cutkv.kv.v1.Cluster.ListCuts:output_type -> cutkv.kv.v1.ListCutsResponse
+	55, // 104: cutkv.kv.v1.Cluster.GetCut:output_type -> cutkv.kv.v1.GetCutResponse
+	59, // 105: cutkv.kv.v1.Cluster.Check:output_type -> cutkv.kv.v1.CheckResponse
+	47, // 106: cutkv.kv.v1.Cluster.Checkpoint:output_type -> cutkv.kv.v1.CheckpointResponse
+	31, // 107: cutkv.kv.v1.Cluster.CreateSnapshot:output_type -> cutkv.kv.v1.CreateSnapshotResponse
+	37, // 108: cutkv.kv.v1.Cluster.ListSnapshots:output_type -> cutkv.kv.v1.ListSnapshotsResponse
+	39, // 109: cutkv.kv.v1.Cluster.GetSnapshot:output_type -> cutkv.kv.v1.GetSnapshotResponse
+	41, // 110: cutkv.kv.v1.Cluster.CheckSnapshot:output_type -> cutkv.kv.v1.CheckSnapshotResponse
+	44, // 111: cutkv.kv.v1.Cluster.DeleteSnapshot:output_type -> cutkv.kv.v1.SnapshotGCResponse
+	44, // 112: cutkv.kv.v1.Cluster.PruneSnapshots:output_type -> cutkv.kv.v1.SnapshotGCResponse
+	94, // [94:113] is the sub-list for method output_type
+	75, // [75:94] is the sub-list for method input_type
+	75, // [75:75] is the sub-list for extension type_name
+	75, // [75:75] is the sub-list for extension extendee
+	0,  // [0:75] is the sub-list for field type_name
 }
 
 func init() { file_kvpb_kv_proto_init() }
@@ -3437,7 +4766,7 @@ func file_kvpb_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kvpb_kv_proto_rawDesc), len(file_kvpb_kv_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   40,
+			NumMessages:   56,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

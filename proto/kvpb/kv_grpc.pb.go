@@ -286,14 +286,20 @@ var KV_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Cluster_Members_FullMethodName    = "/cutkv.kv.v1.Cluster/Members"
-	Cluster_Status_FullMethodName     = "/cutkv.kv.v1.Cluster/Status"
-	Cluster_Routing_FullMethodName    = "/cutkv.kv.v1.Cluster/Routing"
-	Cluster_CreateCut_FullMethodName  = "/cutkv.kv.v1.Cluster/CreateCut"
-	Cluster_ListCuts_FullMethodName   = "/cutkv.kv.v1.Cluster/ListCuts"
-	Cluster_GetCut_FullMethodName     = "/cutkv.kv.v1.Cluster/GetCut"
-	Cluster_Check_FullMethodName      = "/cutkv.kv.v1.Cluster/Check"
-	Cluster_Checkpoint_FullMethodName = "/cutkv.kv.v1.Cluster/Checkpoint"
+	Cluster_Members_FullMethodName        = "/cutkv.kv.v1.Cluster/Members"
+	Cluster_Status_FullMethodName         = "/cutkv.kv.v1.Cluster/Status"
+	Cluster_Routing_FullMethodName        = "/cutkv.kv.v1.Cluster/Routing"
+	Cluster_CreateCut_FullMethodName      = "/cutkv.kv.v1.Cluster/CreateCut"
+	Cluster_ListCuts_FullMethodName       = "/cutkv.kv.v1.Cluster/ListCuts"
+	Cluster_GetCut_FullMethodName         = "/cutkv.kv.v1.Cluster/GetCut"
+	Cluster_Check_FullMethodName          = "/cutkv.kv.v1.Cluster/Check"
+	Cluster_Checkpoint_FullMethodName     = "/cutkv.kv.v1.Cluster/Checkpoint"
+	Cluster_CreateSnapshot_FullMethodName = "/cutkv.kv.v1.Cluster/CreateSnapshot"
+	Cluster_ListSnapshots_FullMethodName  = "/cutkv.kv.v1.Cluster/ListSnapshots"
+	Cluster_GetSnapshot_FullMethodName    = "/cutkv.kv.v1.Cluster/GetSnapshot"
+	Cluster_CheckSnapshot_FullMethodName  = "/cutkv.kv.v1.Cluster/CheckSnapshot"
+	Cluster_DeleteSnapshot_FullMethodName = "/cutkv.kv.v1.Cluster/DeleteSnapshot"
+	Cluster_PruneSnapshots_FullMethodName = "/cutkv.kv.v1.Cluster/PruneSnapshots"
 )
 
 // ClusterClient is the client API for Cluster service.
@@ -316,6 +322,20 @@ type ClusterClient interface {
 	// Checkpoint materializes every partition on every node now (the WAL
 	// is then truncated behind the materializations).
 	Checkpoint(ctx context.Context, in *CheckpointRequest, opts ...grpc.CallOption) (*CheckpointResponse, error)
+	// Snapshots (DESIGN.md, "Snapshots"). store is a blob store URL (file://,
+	// s3://); empty means file:// + the serving node's data dir + /snapshots.
+	// Create, delete and prune run on group 0's leader, one at a time.
+	//
+	// CreateSnapshot takes a cut (or uses a completed one) and uploads every
+	// partition's handle; it streams progress and ends with the result.
+	CreateSnapshot(ctx context.Context, in *CreateSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CreateSnapshotResponse], error)
+	ListSnapshots(ctx context.Context, in *ListSnapshotsRequest, opts ...grpc.CallOption) (*ListSnapshotsResponse, error)
+	GetSnapshot(ctx context.Context, in *GetSnapshotRequest, opts ...grpc.CallOption) (*GetSnapshotResponse, error)
+	// CheckSnapshot reads every piece of a snapshot and verifies it; a fault
+	// is reported in the response (not as an RPC error).
+	CheckSnapshot(ctx context.Context, in *CheckSnapshotRequest, opts ...grpc.CallOption) (*CheckSnapshotResponse, error)
+	DeleteSnapshot(ctx context.Context, in *DeleteSnapshotRequest, opts ...grpc.CallOption) (*SnapshotGCResponse, error)
+	PruneSnapshots(ctx context.Context, in *PruneSnapshotsRequest, opts ...grpc.CallOption) (*SnapshotGCResponse, error)
 }
 
 type clusterClient struct {
@@ -406,6 +426,75 @@ func (c *clusterClient) Checkpoint(ctx context.Context, in *CheckpointRequest, o
 	return out, nil
 }
 
+func (c *clusterClient) CreateSnapshot(ctx context.Context, in *CreateSnapshotRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[CreateSnapshotResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Cluster_ServiceDesc.Streams[0], Cluster_CreateSnapshot_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[CreateSnapshotRequest, CreateSnapshotResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_CreateSnapshotClient = grpc.ServerStreamingClient[CreateSnapshotResponse]
+
+func (c *clusterClient) ListSnapshots(ctx context.Context, in *ListSnapshotsRequest, opts ...grpc.CallOption) (*ListSnapshotsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSnapshotsResponse)
+	err := c.cc.Invoke(ctx, Cluster_ListSnapshots_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) GetSnapshot(ctx context.Context, in *GetSnapshotRequest, opts ...grpc.CallOption) (*GetSnapshotResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetSnapshotResponse)
+	err := c.cc.Invoke(ctx, Cluster_GetSnapshot_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) CheckSnapshot(ctx context.Context, in *CheckSnapshotRequest, opts ...grpc.CallOption) (*CheckSnapshotResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CheckSnapshotResponse)
+	err := c.cc.Invoke(ctx, Cluster_CheckSnapshot_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) DeleteSnapshot(ctx context.Context, in *DeleteSnapshotRequest, opts ...grpc.CallOption) (*SnapshotGCResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SnapshotGCResponse)
+	err := c.cc.Invoke(ctx, Cluster_DeleteSnapshot_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *clusterClient) PruneSnapshots(ctx context.Context, in *PruneSnapshotsRequest, opts ...grpc.CallOption) (*SnapshotGCResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SnapshotGCResponse)
+	err := c.cc.Invoke(ctx, Cluster_PruneSnapshots_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ClusterServer is the server API for Cluster service.
 // All implementations must embed UnimplementedClusterServer
 // for forward compatibility.
@@ -426,6 +515,20 @@ type ClusterServer interface {
 	// Checkpoint materializes every partition on every node now (the WAL
 	// is then truncated behind the materializations).
 	Checkpoint(context.Context, *CheckpointRequest) (*CheckpointResponse, error)
+	// Snapshots (DESIGN.md, "Snapshots"). store is a blob store URL (file://,
+	// s3://); empty means file:// + the serving node's data dir + /snapshots.
+	// Create, delete and prune run on group 0's leader, one at a time.
+	//
+	// CreateSnapshot takes a cut (or uses a completed one) and uploads every
+	// partition's handle; it streams progress and ends with the result.
+	CreateSnapshot(*CreateSnapshotRequest, grpc.ServerStreamingServer[CreateSnapshotResponse]) error
+	ListSnapshots(context.Context, *ListSnapshotsRequest) (*ListSnapshotsResponse, error)
+	GetSnapshot(context.Context, *GetSnapshotRequest) (*GetSnapshotResponse, error)
+	// CheckSnapshot reads every piece of a snapshot and verifies it; a fault
+	// is reported in the response (not as an RPC error).
+	CheckSnapshot(context.Context, *CheckSnapshotRequest) (*CheckSnapshotResponse, error)
+	DeleteSnapshot(context.Context, *DeleteSnapshotRequest) (*SnapshotGCResponse, error)
+	PruneSnapshots(context.Context, *PruneSnapshotsRequest) (*SnapshotGCResponse, error)
 	mustEmbedUnimplementedClusterServer()
 }
 
@@ -459,6 +562,24 @@ func (UnimplementedClusterServer) Check(context.Context, *CheckRequest) (*CheckR
 }
 func (UnimplementedClusterServer) Checkpoint(context.Context, *CheckpointRequest) (*CheckpointResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Checkpoint not implemented")
+}
+func (UnimplementedClusterServer) CreateSnapshot(*CreateSnapshotRequest, grpc.ServerStreamingServer[CreateSnapshotResponse]) error {
+	return status.Error(codes.Unimplemented, "method CreateSnapshot not implemented")
+}
+func (UnimplementedClusterServer) ListSnapshots(context.Context, *ListSnapshotsRequest) (*ListSnapshotsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListSnapshots not implemented")
+}
+func (UnimplementedClusterServer) GetSnapshot(context.Context, *GetSnapshotRequest) (*GetSnapshotResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetSnapshot not implemented")
+}
+func (UnimplementedClusterServer) CheckSnapshot(context.Context, *CheckSnapshotRequest) (*CheckSnapshotResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CheckSnapshot not implemented")
+}
+func (UnimplementedClusterServer) DeleteSnapshot(context.Context, *DeleteSnapshotRequest) (*SnapshotGCResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteSnapshot not implemented")
+}
+func (UnimplementedClusterServer) PruneSnapshots(context.Context, *PruneSnapshotsRequest) (*SnapshotGCResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PruneSnapshots not implemented")
 }
 func (UnimplementedClusterServer) mustEmbedUnimplementedClusterServer() {}
 func (UnimplementedClusterServer) testEmbeddedByValue()                 {}
@@ -625,6 +746,107 @@ func _Cluster_Checkpoint_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Cluster_CreateSnapshot_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(CreateSnapshotRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ClusterServer).CreateSnapshot(m, &grpc.GenericServerStream[CreateSnapshotRequest, CreateSnapshotResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Cluster_CreateSnapshotServer = grpc.ServerStreamingServer[CreateSnapshotResponse]
+
+func _Cluster_ListSnapshots_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSnapshotsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).ListSnapshots(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_ListSnapshots_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).ListSnapshots(ctx, req.(*ListSnapshotsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_GetSnapshot_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetSnapshotRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).GetSnapshot(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_GetSnapshot_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).GetSnapshot(ctx, req.(*GetSnapshotRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_CheckSnapshot_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CheckSnapshotRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).CheckSnapshot(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_CheckSnapshot_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).CheckSnapshot(ctx, req.(*CheckSnapshotRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_DeleteSnapshot_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteSnapshotRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).DeleteSnapshot(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_DeleteSnapshot_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).DeleteSnapshot(ctx, req.(*DeleteSnapshotRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Cluster_PruneSnapshots_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PruneSnapshotsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ClusterServer).PruneSnapshots(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Cluster_PruneSnapshots_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ClusterServer).PruneSnapshots(ctx, req.(*PruneSnapshotsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Cluster_ServiceDesc is the grpc.ServiceDesc for Cluster service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -664,7 +886,33 @@ var Cluster_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Checkpoint",
 			Handler:    _Cluster_Checkpoint_Handler,
 		},
+		{
+			MethodName: "ListSnapshots",
+			Handler:    _Cluster_ListSnapshots_Handler,
+		},
+		{
+			MethodName: "GetSnapshot",
+			Handler:    _Cluster_GetSnapshot_Handler,
+		},
+		{
+			MethodName: "CheckSnapshot",
+			Handler:    _Cluster_CheckSnapshot_Handler,
+		},
+		{
+			MethodName: "DeleteSnapshot",
+			Handler:    _Cluster_DeleteSnapshot_Handler,
+		},
+		{
+			MethodName: "PruneSnapshots",
+			Handler:    _Cluster_PruneSnapshots_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "CreateSnapshot",
+			Handler:       _Cluster_CreateSnapshot_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "kvpb/kv.proto",
 }
