@@ -377,6 +377,39 @@ func (w *WAL) Replay(fn func(index uint64, r Record) error) error {
 	return nil
 }
 
+// Read returns the record at index, verifying its checksum. An index
+// outside [FirstIndex, LastIndex] is ErrOutOfRange; a damaged record a
+// *CorruptError. Read may run concurrently with Append and TruncateFront
+// (a record truncated meanwhile is ErrOutOfRange). r.Data belongs to the
+// caller.
+func (w *WAL) Read(index uint64) (Record, error) {
+	if err := w.usable(); err != nil {
+		return Record{}, err
+	}
+	if first, last := w.first.Load(), w.last.Load(); index < first || index > last {
+		return Record{}, fmt.Errorf("%w: record %d, the log holds [%d, %d]", ErrOutOfRange, index, first, last)
+	}
+	w.readMu.Lock()
+	data, err := w.log.Read(index)
+	w.readMu.Unlock()
+	if err != nil {
+		switch {
+		case errors.Is(err, tidwall.ErrNotFound):
+			return Record{}, fmt.Errorf("%w: record %d was truncated away", ErrOutOfRange, index)
+		case errors.Is(err, tidwall.ErrCorrupt):
+			return Record{}, &CorruptError{Segment: w.segmentOf(index), Offset: -1, Index: index, Reason: "tidwall/wal cannot parse the segment"}
+		case errors.Is(err, tidwall.ErrClosed):
+			return Record{}, ErrClosed
+		}
+		return Record{}, fmt.Errorf("wal: read index %d from %s: %w", index, w.segmentOf(index), err)
+	}
+	r, reason := parseRecord(data)
+	if reason != "" {
+		return Record{}, &CorruptError{Segment: w.segmentOf(index), Offset: -1, Index: index, Reason: reason}
+	}
+	return r, nil
+}
+
 // segmentOf returns the file holding index i, for error messages.
 func (w *WAL) segmentOf(i uint64) string {
 	w.ioMu.Lock()

@@ -723,3 +723,35 @@ func TestSegmentStart(t *testing.T) {
 		t.Fatalf("after truncating to %d: first %d, SegmentStart %d", s, w.FirstIndex(), w.SegmentStart(2))
 	}
 }
+
+// TestReadByIndex reads single records back across segments, while the
+// front is truncated, and refuses indexes outside the log.
+func TestReadByIndex(t *testing.T) {
+	dir := t.TempDir()
+	w := openT(t, dir, Options{SegmentSize: 512})
+	want := testRecords(0, 120)
+	appendT(t, w, want, 9)
+	for _, i := range []uint64{1, 2, 57, 119, 120} {
+		r, err := w.Read(i)
+		if err != nil {
+			t.Fatalf("Read(%d): %v", i, err)
+		}
+		sameRecords(t, []Record{r}, want[i-1:i])
+	}
+	for _, i := range []uint64{0, 121, 1000} {
+		if _, err := w.Read(i); !errors.Is(err, ErrOutOfRange) {
+			t.Fatalf("Read(%d) = %v, want ErrOutOfRange", i, err)
+		}
+	}
+	if err := w.TruncateFront(w.SegmentStart(60)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Read(w.FirstIndex() - 1); !errors.Is(err, ErrOutOfRange) {
+		t.Fatalf("Read below the truncated front = %v, want ErrOutOfRange", err)
+	}
+	r, err := w.Read(100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameRecords(t, []Record{r}, want[99:100])
+}
