@@ -435,3 +435,17 @@ func (s *Store) haveSnapshotFile(from, group uint64, m *raftpb.Message) bool {
 	}()
 	return false
 }
+
+// Materializations lists group's materialization files on this node,
+// oldest first (none when materialization is off). Pin the group before
+// relying on one staying.
+func (s *Store) Materializations(group uint64) ([]checkpoint.Materialization, error) {
+	if s.cfg.MaterializeDir == "" {
+		return nil, nil
+	}
+	all, err := checkpoint.List(s.cfg.MaterializeDir)
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: group %d: list materializations: %w", group, err)
+	}
+	return all[group], nil
+}

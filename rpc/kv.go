@@ -88,6 +88,8 @@ type Node struct {
 	Announce func(v uint64)
 	// Background is the node's lifetime: cut runs end with it.
 	Background context.Context
+	// Snapshots is the node's side of snapshots.
+	Snapshots *Snapshots
 
 	cutPoke chan struct{} // wakes RunCutAgent; see PokeCuts
 }

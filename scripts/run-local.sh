@@ -25,6 +25,11 @@ stop() {
 }
 trap stop INT TERM
 
+# One snapshot store for the whole local cluster: whichever node leads
+# group 0 writes there, and every node uploads its partitions there.
+mkdir -p "$DATA/snapshots"
+store="file://$(cd "$DATA/snapshots" && pwd)"
+
 for i in 1 2 3; do
 	mkdir -p "$DATA/n$i"
 	join=""
@@ -32,7 +37,7 @@ for i in 1 2 3; do
 	# shellcheck disable=SC2086
 	setsid "$BIN/kvnode" --id "n$i" --data-dir "$DATA/n$i" \
 		--grpc-addr "127.0.0.1:700$i" --gossip-addr "127.0.0.1:710$i" --http-addr "127.0.0.1:720$i" \
-		--join "$join" --initial-cluster "$initial" --cut-interval 10s $CUT_INTERVAL_FLAGS \
+		--join "$join" --initial-cluster "$initial" --cut-interval 10s --snapshot-store "$store" $CUT_INTERVAL_FLAGS \
 		2>>"$DATA/n$i/kvnode.log" &
 	pids+=("$!")
 done

@@ -69,7 +69,25 @@ type Config struct {
 	// CutTimeout fails a cut not finished in every partition by then;
 	// default rpc.DefaultCutTimeout.
 	CutTimeout time.Duration
+	// SnapshotStore is the blob store URL (file://, s3://) snapshot
+	// requests without one use, and where automatic snapshots go. Empty:
+	// file:// + DataDir/snapshots. Nodes that upload to a file:// store
+	// must all see that directory (one machine, or a shared file system).
+	SnapshotStore string
+	// SnapshotInterval takes a snapshot (of a new cut) this often while
+	// the node leads group 0; 0 (the default) takes them on request only.
+	SnapshotInterval time.Duration
+	// SnapshotKeep prunes automatic snapshots beyond the newest this many;
+	// 0 keeps them all.
+	SnapshotKeep int
 }
+
+// SnapshotDir is the default file:// snapshot store inside a data dir.
+const SnapshotDir = "snapshots"
+
+// snapshotTmpDir holds materializations built for full snapshots until
+// they are uploaded; emptied at start.
+const snapshotTmpDir = "snapshot-tmp"
 
 // Validate checks the configuration and fills defaults.
 func (c *Config) Validate() error {
@@ -111,6 +129,9 @@ func (c *Config) Validate() error {
 	}
 	if c.CutTimeout <= 0 {
 		c.CutTimeout = rpc.DefaultCutTimeout
+	}
+	if c.SnapshotInterval < 0 || c.SnapshotKeep < 0 {
+		return fmt.Errorf("%w: snapshot interval %v and keep %d must not be negative", ErrConfig, c.SnapshotInterval, c.SnapshotKeep)
 	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = 10 * time.Second

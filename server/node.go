@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -78,6 +79,7 @@ type Node struct {
 	fatalOne sync.Once
 	bgCancel context.CancelFunc
 	bgWG     sync.WaitGroup
+	snapshots *rpc.Snapshots
 	stopOnce sync.Once
 }
 
@@ -225,6 +227,15 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 		Clock: n.clock, Background: bg,
 		Announce: func(v uint64) { n.disc.BroadcastKeyed("cut", rpc.EncodeCutGossip(v)) },
 	}
+	rn.Snapshots = &rpc.Snapshots{
+		DefaultStore: cfg.SnapshotStore,
+		DefaultDir:   filepath.Join(cfg.DataDir, SnapshotDir),
+		TmpDir:       filepath.Join(cfg.DataDir, snapshotTmpDir),
+		Log:          n.log.With("component", "snapshot"),
+	}
+	_ = os.RemoveAll(rn.Snapshots.TmpDir) // full-snapshot builds of a previous run
+	cleanup = append(cleanup, rn.Snapshots.Close)
+	n.snapshots = rn.Snapshots
 	rn.SetCutPoke(pokeCuts)
 	if _, ok := n.store.Status(0); ok {
 		rn.Meta = n.meta
@@ -244,6 +255,7 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	internalpb.RegisterRaftServer(n.grpcSrv, raftSrv)
 	internalpb.RegisterParticipantServer(n.grpcSrv, rpc.NewParticipantServer(rn))
 	internalpb.RegisterCutServiceServer(n.grpcSrv, rpc.NewCutServer(rn))
+	internalpb.RegisterSnapshotPartitionsServer(n.grpcSrv, rpc.NewSnapshotPartitionsServer(rn))
 	n.health = health.NewServer()
 	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(n.grpcSrv, n.health)
@@ -266,7 +278,7 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 		n.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = n.httpSrv.Serve(n.httpLis) }()
 	}
-	n.bgWG.Add(5)
+	n.bgWG.Add(6)
 	go func() {
 		defer n.bgWG.Done()
 		n.store.RunMaterializer(bg)
@@ -283,6 +295,10 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	go func() {
 		defer n.bgWG.Done()
 		rpc.RunCuts(bg, rn, cfg.CutInterval)
+	}()
+	go func() {
+		defer n.bgWG.Done()
+		rpc.RunSnapshots(bg, rn, rpc.SnapshotSchedule{Interval: cfg.SnapshotInterval, Store: cfg.SnapshotStore, Keep: cfg.SnapshotKeep, Metrics: rpc.NewSnapshotMetrics(n.reg)})
 	}()
 	n.log.Info("node started", "cluster", topology.FormatClusterID(n.layout.ClusterID), "raft_id", n.self.RaftID,
 		"groups", len(groups), "new_cluster", fresh, "wal_records", n.wal.LastIndex(), "grpc", n.addrs.GRPC,

@@ -487,6 +487,39 @@ func (s *Store) List(ctx context.Context) ([]Manifest, error) {
 	return out, nil
 }
 
+// IDs returns the ids of the cluster's snapshots, sorted, without reading
+// the manifests (manifests never change, so a caller may cache them by id).
+func (s *Store) IDs(ctx context.Context) ([]string, error) {
+	names, err := s.listNames(ctx, manifestsDir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, name := range names {
+		if id, ok := strings.CutSuffix(name, jsonExt); ok && validateID(id) == nil {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+// StatPiece reads a stored piece through and returns it as a manifest
+// records it (size and SHA-256): for a piece another upload stored first
+// (PutPiece's ErrExists). ErrNotFound when there is none.
+func (s *Store) StatPiece(ctx context.Context, name string) (Object, error) {
+	if err := checkPieceName(name); err != nil {
+		return Object{}, err
+	}
+	sha, size, err := s.hashObject(ctx, s.pieceKey(name))
+	if notFound(err) {
+		return Object{}, fmt.Errorf("%w: piece %s in %s", ErrNotFound, name, s.url)
+	}
+	if err != nil {
+		return Object{}, s.wrap("reading piece "+name, err)
+	}
+	return Object{Name: name, Size: size, SHA256: sha}, nil
+}
+
 // listNames lists the object names under the cluster's dir/, sorted.
 func (s *Store) listNames(ctx context.Context, dir string) ([]string, error) {
 	prefix := s.prefix + dir

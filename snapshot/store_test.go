@@ -298,6 +298,15 @@ func roundTrip(t *testing.T, openStore func(cluster uint64) *Store) {
 	}
 	mustCheck(t, fresh, s1.ID, s2.ID, s3.ID)
 	mustCheck(t, b, sb.ID)
+	if got, err := fresh.IDs(ctx); err != nil || !slices.Equal(got, ids) {
+		t.Fatalf("IDs = %v, %v; want %v", got, err, ids)
+	}
+	if o, err := fresh.StatPiece(ctx, PieceName(1, 11, 20)); err != nil || o != w.object(PieceName(1, 11, 20)) {
+		t.Fatalf("StatPiece = %+v, %v; want %+v", o, err, w.object(PieceName(1, 11, 20)))
+	}
+	if _, err := fresh.StatPiece(ctx, PieceName(1, 90, 99)); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("StatPiece of a piece not stored: %v", err)
+	}
 
 	// Stored pieces and manifests are never overwritten.
 	if _, _, err := a.PutPiece(ctx, PieceName(1, 1, 10), bytes.NewReader([]byte("other"))); !errors.Is(err, ErrExists) {

@@ -81,6 +81,9 @@ func newFlags(stderr io.Writer) *flags {
 	fs.Int64Var(&f.cfg.MaterializeBytes, "materialize-bytes", 64<<20, "materialize a partition whose WAL tail (log after its last materialization) passed this many bytes")
 	fs.DurationVar(&f.cfg.CutInterval, "cut-interval", 0, "take a consistent cut this often (0: only on kvctl cut create)")
 	fs.DurationVar(&f.cfg.CutTimeout, "cut-timeout", 10*time.Second, "fail a cut not finished in every partition within this time")
+	fs.StringVar(&f.cfg.SnapshotStore, "snapshot-store", "", "snapshot store URL (file:///dir, s3://bucket?region=...) for requests that name none and for automatic snapshots (default file:// + <data-dir>/snapshots)")
+	fs.DurationVar(&f.cfg.SnapshotInterval, "snapshot-interval", 0, "take a snapshot of a new cut this often while this node leads group 0 (0: only on kvctl snapshot create)")
+	fs.IntVar(&f.cfg.SnapshotKeep, "snapshot-keep", 0, "prune automatic snapshots beyond the newest this many (0: keep all)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	return f

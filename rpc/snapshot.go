@@ -1,0 +1,639 @@
+package rpc
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/cutkv/cutkv/checkpoint"
+	"github.com/cutkv/cutkv/proto/internalpb"
+	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/snapshot"
+	"github.com/cutkv/cutkv/topology"
+)
+
+// Snapshots at cuts (DESIGN.md, "Snapshots"). Group 0's leader runs
+// create, delete and prune, one at a time (Snapshots.run); the store is
+// authoritative for everything else. A snapshot of completed cut v is made
+// in four steps:
+//
+//  1. prepare: per partition, a node holding a replica that applied the
+//     CutFinish(v) entry pins its log from its newest materialization m <
+//     pos (or builds one at pos-1 for a full snapshot) and reports m;
+//  2. plan: the base is the newest of m and any stored materialization
+//     below pos the node's log can extend; the chain from base+1 to the
+//     CutFinish entry reuses stored pieces and ends with one new piece;
+//  3. reserve: an upload lock in the store lists every object the
+//     manifest will name, so a prune in another process keeps them;
+//  4. upload: each node stores its partition's missing objects, then the
+//     manifest makes the snapshot visible.
+
+// snapshotUploaders bounds the partitions prepared and uploaded at once.
+const snapshotUploaders = 4
+
+// snapshotStatus maps the snapshot store's errors to gRPC codes.
+func snapshotStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	switch {
+	case errors.Is(err, snapshot.ErrNotFound):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, snapshot.ErrExists):
+		return status.Error(codes.AlreadyExists, err.Error())
+	case errors.Is(err, snapshot.ErrInvalid):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, snapshot.ErrAccess):
+		return status.Error(codes.PermissionDenied, err.Error())
+	case errors.Is(err, snapshot.ErrBusy), errors.Is(err, snapshot.ErrLockLost):
+		return status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, snapshot.ErrCorrupt), errors.Is(err, snapshot.ErrMissing), errors.Is(err, snapshot.ErrIncomplete), errors.Is(err, snapshot.ErrVersion):
+		return status.Error(codes.DataLoss, err.Error())
+	}
+	return toStatus(err, "")
+}
+
+func sortManifests(ms []*snapshot.Manifest) {
+	slices.SortFunc(ms, func(a, b *snapshot.Manifest) int {
+		return cmp.Or(cmp.Compare(a.CutVersion, b.CutVersion), cmp.Compare(a.ID, b.ID))
+	})
+}
+
+// SnapshotResult is what CreateSnapshot did.
+type SnapshotResult struct {
+	Manifest       *snapshot.Manifest
+	Store          string
+	BytesUploaded  uint64
+	PiecesUploaded int
+	PiecesReused   int
+	Duration       time.Duration
+}
+
+// partPlan is one partition's part of a snapshot being made.
+type partPlan struct {
+	cp     *kvpb.CutPartition
+	member string // the node that uploads it
+	pin    string
+	base   uint64 // 0: none
+	// upBase: the node uploads the base; else it is stored (baseObj).
+	upBase  bool
+	baseObj snapshot.Object
+	pieces  []snapshot.Piece // the chain; new ones get their Object on upload
+	newAt   []int            // indexes in pieces of the ones to upload
+}
+
+// storedObjects is what a store's snapshots of one partition hold.
+type storedObjects struct {
+	bases  map[uint64]snapshot.Object // by index
+	pieces []snapshot.Piece
+}
+
+func indexStored(ms []*snapshot.Manifest) map[uint64]*storedObjects {
+	out := map[uint64]*storedObjects{}
+	seen := map[string]bool{}
+	for _, m := range ms {
+		for _, p := range m.Partitions {
+			so := out[p.Partition]
+			if so == nil {
+				so = &storedObjects{bases: map[uint64]snapshot.Object{}}
+				out[p.Partition] = so
+			}
+			if p.Base != nil {
+				so.bases[p.Base.Index] = p.Base.Object
+			}
+			for _, pc := range p.Pieces {
+				if !seen[pc.Name] {
+					seen[pc.Name] = true
+					so.pieces = append(so.pieces, pc)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// CreateSnapshot takes (or uses) a completed cut and stores a snapshot of
+// it. Group 0's leader only. progress, if set, is called as it goes.
+func CreateSnapshot(ctx context.Context, n *Node, req *kvpb.CreateSnapshotRequest, progress func(*kvpb.SnapshotProgress)) (*SnapshotResult, error) {
+	if progress == nil {
+		progress = func(*kvpb.SnapshotProgress) {}
+	}
+	start := time.Now()
+	sn := n.Snapshots
+	st, err := sn.store(ctx, req.GetStore(), n.Layout.ClusterID)
+	if err != nil {
+		return nil, err
+	}
+	sn.run.Lock()
+	defer sn.run.Unlock()
+
+	var c *kvpb.CutInfo
+	if v := req.GetCutVersion(); v > 0 {
+		got, ok := n.Meta.Cut(v)
+		if !ok {
+			return nil, fmt.Errorf("%w: no cut %d in group 0", ErrFailedPrecondition, v)
+		}
+		c = got
+	} else {
+		progress(&kvpb.SnapshotProgress{Phase: "cut"})
+		running, err := StartCut(ctx, n)
+		if err != nil {
+			return nil, err
+		}
+		if c, err = WaitCut(ctx, n, running.GetVersion()); err != nil {
+			return nil, err
+		}
+	}
+	if c.GetState() != kvpb.CutState_CUT_STATE_COMPLETED {
+		return nil, fmt.Errorf("%w: cut %d is %s, not completed (%s); a snapshot needs a completed cut", ErrFailedPrecondition,
+			c.GetVersion(), c.GetState(), c.GetError())
+	}
+	v := c.GetVersion()
+	id := snapshot.IDForCut(v)
+	if _, err := st.Get(ctx, id); err == nil {
+		return nil, fmt.Errorf("%w: snapshot %s of cut %d in %s", snapshot.ErrExists, id, v, st.URL())
+	} else if !errors.Is(err, snapshot.ErrNotFound) {
+		return nil, err
+	}
+	ms, err := sn.manifestsOf(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	stored := indexStored(ms)
+	total := uint32(len(c.GetPartitions()))
+	progress(&kvpb.SnapshotProgress{Phase: "prepare", PartitionsTotal: total, CutVersion: v})
+
+	plans := make([]*partPlan, len(c.GetPartitions()))
+	for i, cp := range c.GetPartitions() {
+		plans[i] = &partPlan{cp: cp}
+	}
+	defer func() {
+		// Pins not consumed by an upload (an error on the way).
+		for _, p := range plans {
+			if p.pin != "" {
+				n.releaseSnapshotPin(p)
+			}
+		}
+	}()
+	err = forEachPlan(ctx, plans, func(ctx context.Context, p *partPlan) error {
+		return n.prepareSnapshot(ctx, p, v, req.GetFull(), stored[p.cp.GetPartition()])
+	})
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, p := range plans {
+		if p.base > 0 {
+			names = append(names, checkpoint.Materialization{Partition: p.cp.GetPartition(), Index: p.base}.Name())
+		}
+		for _, pc := range p.pieces {
+			names = append(names, pc.Name)
+		}
+	}
+	u, err := st.BeginUpload(ctx, id, names)
+	if err != nil {
+		return nil, err
+	}
+	finished := false
+	defer func() {
+		if !finished {
+			_ = u.Abort(context.WithoutCancel(ctx))
+		}
+	}()
+	refreshCtx, stopRefresh := context.WithCancel(ctx)
+	defer stopRefresh()
+	go func() {
+		t := time.NewTicker(time.Minute)
+		defer t.Stop()
+		for {
+			select {
+			case <-refreshCtx.Done():
+				return
+			case <-t.C:
+				_ = u.Refresh(refreshCtx)
+			}
+		}
+	}()
+
+	res := &SnapshotResult{Store: st.URL()}
+	var mu sync.Mutex
+	var done uint32
+	err = forEachPlan(ctx, plans, func(ctx context.Context, p *partPlan) error {
+		bytes, pieces, err := n.uploadSnapshot(ctx, p, st.URL())
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		done++
+		res.BytesUploaded += bytes
+		res.PiecesUploaded += pieces
+		progress(&kvpb.SnapshotProgress{Phase: "upload", PartitionsDone: done, PartitionsTotal: total, BytesUploaded: res.BytesUploaded, CutVersion: v})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	stopRefresh()
+	m := &snapshot.Manifest{
+		ID: id, CutVersion: v, Time: time.UnixMilli(c.GetFinishedUnixMs()).UTC(),
+		PartitionCount: n.Layout.Partitions, KeyHash: topology.HashName,
+	}
+	if c.GetFinishedUnixMs() == 0 {
+		m.Time = time.Now().UTC()
+	}
+	for _, p := range plans {
+		mp := snapshot.Partition{Partition: p.cp.GetPartition(), Pos: p.cp.GetPos(), End: p.cp.GetFinishIndex(), Pieces: p.pieces}
+		if p.base > 0 {
+			mp.Base = &snapshot.Base{Object: p.baseObj, Index: p.base}
+			if !p.upBase {
+				res.PiecesReused++
+			}
+		}
+		res.PiecesReused += len(p.pieces) - len(p.newAt)
+		m.Partitions = append(m.Partitions, mp)
+	}
+	slices.SortFunc(m.Partitions, func(a, b snapshot.Partition) int { return cmp.Compare(a.Partition, b.Partition) })
+	progress(&kvpb.SnapshotProgress{Phase: "manifest", PartitionsDone: total, PartitionsTotal: total, BytesUploaded: res.BytesUploaded, CutVersion: v})
+	if err := u.Finish(ctx, m); err != nil {
+		return nil, err
+	}
+	finished = true
+	res.Manifest = m
+	res.Duration = time.Since(start)
+	sn.Log.Info("snapshot created", "id", id, "cut", v, "store", st.URL(), "bytes_uploaded", res.BytesUploaded,
+		"pieces_uploaded", res.PiecesUploaded, "pieces_reused", res.PiecesReused, "took", res.Duration)
+	return res, nil
+}
+
+// forEachPlan runs fn on every plan, snapshotUploaders at a time, and
+// returns the first error (the others are cancelled).
+func forEachPlan(ctx context.Context, plans []*partPlan, fn func(context.Context, *partPlan) error) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	sem := make(chan struct{}, snapshotUploaders)
+	var wg sync.WaitGroup
+	for _, p := range plans {
+		select {
+		case sem <- struct{}{}:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := fn(ctx, p); err != nil {
+				cancel(err)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return ctx.Err()
+}
+
+// snapshotMembers lists the nodes to ask for partition p, the leader as
+// this node knows it first.
+func (n *Node) snapshotMembers(p uint64) []string {
+	var out []string
+	lead := uint64(0)
+	if st, ok := n.Store.Status(p); ok {
+		lead = st.Leader
+	}
+	ids := slices.Clone(n.Layout.Groups[p])
+	sort.SliceStable(ids, func(i, j int) bool { return ids[i] == lead && ids[j] != lead })
+	for _, id := range ids {
+		if m, ok := n.Layout.MemberByRaftID(id); ok {
+			out = append(out, m.ID)
+		}
+	}
+	return out
+}
+
+// prepareSnapshot pins partition p.cp on one of its replicas and plans its
+// handle from what the store holds.
+func (n *Node) prepareSnapshot(ctx context.Context, p *partPlan, v uint64, full bool, stored *storedObjects) error {
+	g, pos, end := p.cp.GetPartition(), p.cp.GetPos(), p.cp.GetFinishIndex()
+	var errs []error
+	var resp *internalpb.PrepareSnapshotResponse
+	for _, m := range n.snapshotMembers(g) {
+		conn, err := n.Pool.Conn(n.Addr(m))
+		if err == nil {
+			resp, err = internalpb.NewSnapshotPartitionsClient(conn).PrepareSnapshot(ctx, &internalpb.PrepareSnapshotRequest{
+				ClusterId: n.Layout.ClusterID, Group: g, Version: v, Pos: pos, FinishIndex: end, Full: full,
+				LeaseMs: defaultPinLease.Milliseconds(),
+			})
+		}
+		if err == nil {
+			p.member, p.pin = m, resp.GetPin()
+			break
+		}
+		errs = append(errs, fmt.Errorf("%s: %w", m, err))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if p.pin == "" {
+		return fmt.Errorf("partition %d: no replica could prepare its part of cut %d: %w", g, v, errors.Join(errs...))
+	}
+	if stored == nil {
+		stored = &storedObjects{}
+	}
+	p.base = resp.GetBaseIndex()
+	if !full {
+		// A stored base newer than the node's own, whose log the node
+		// can extend, costs nothing to upload.
+		for idx := range stored.bases {
+			if idx > p.base && idx < pos && idx+1 >= resp.GetLogFrom() {
+				p.base = idx
+			}
+		}
+	}
+	if p.base > 0 {
+		o, ok := stored.bases[p.base]
+		p.upBase = !ok
+		p.baseObj = o
+		if ok {
+			p.baseObj.Name = checkpoint.Materialization{Partition: g, Index: p.base}.Name()
+		}
+	}
+	for cur := p.base + 1; cur <= end; {
+		best := -1
+		for i, pc := range stored.pieces {
+			if pc.Lo <= cur && cur <= pc.Hi && pc.Hi <= end && (best < 0 || pc.Hi > stored.pieces[best].Hi) {
+				best = i
+			}
+		}
+		if best >= 0 {
+			pc := stored.pieces[best]
+			p.pieces = append(p.pieces, snapshot.Piece{Object: pc.Object, Lo: pc.Lo, Hi: pc.Hi, From: cur})
+			cur = pc.Hi + 1
+			continue
+		}
+		p.newAt = append(p.newAt, len(p.pieces))
+		p.pieces = append(p.pieces, snapshot.Piece{Object: snapshot.Object{Name: snapshot.PieceName(g, cur, end)}, Lo: cur, Hi: end, From: cur})
+		cur = end + 1
+	}
+	return nil
+}
+
+// uploadSnapshot has p's node store its missing objects; it returns the
+// bytes and objects uploaded.
+func (n *Node) uploadSnapshot(ctx context.Context, p *partPlan, store string) (uint64, int, error) {
+	req := &internalpb.UploadSnapshotRequest{ClusterId: n.Layout.ClusterID, Pin: p.pin, Store: store, Group: p.cp.GetPartition()}
+	if p.upBase {
+		req.BaseIndex = p.base
+	}
+	for _, i := range p.newAt {
+		req.Pieces = append(req.Pieces, &internalpb.LogRange{Lo: p.pieces[i].Lo, Hi: p.pieces[i].Hi})
+	}
+	conn, err := n.Pool.Conn(n.Addr(p.member))
+	if err != nil {
+		return 0, 0, err
+	}
+	p.pin = "" // consumed by the call, whatever it answers
+	resp, err := internalpb.NewSnapshotPartitionsClient(conn).UploadSnapshot(ctx, req)
+	if err != nil {
+		return 0, 0, fmt.Errorf("partition %d: upload on %s: %w", p.cp.GetPartition(), p.member, err)
+	}
+	got := map[string]*internalpb.UploadedObject{}
+	var bytes uint64
+	for _, o := range resp.GetObjects() {
+		got[o.GetName()] = o
+		bytes += uint64(o.GetSize())
+	}
+	obj := func(name string) (snapshot.Object, error) {
+		o := got[name]
+		if o == nil {
+			return snapshot.Object{}, fmt.Errorf("partition %d: %s did not report uploading %s", p.cp.GetPartition(), p.member, name)
+		}
+		return snapshot.Object{Name: name, Size: o.GetSize(), SHA256: o.GetSha256()}, nil
+	}
+	if p.upBase {
+		if p.baseObj, err = obj(checkpoint.Materialization{Partition: p.cp.GetPartition(), Index: p.base}.Name()); err != nil {
+			return 0, 0, err
+		}
+	}
+	for _, i := range p.newAt {
+		if p.pieces[i].Object, err = obj(p.pieces[i].Name); err != nil {
+			return 0, 0, err
+		}
+	}
+	return bytes, len(resp.GetObjects()), nil
+}
+
+func (n *Node) releaseSnapshotPin(p *partPlan) {
+	conn, err := n.Pool.Conn(n.Addr(p.member))
+	if err != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, _ = internalpb.NewSnapshotPartitionsClient(conn).ReleaseSnapshot(ctx, &internalpb.ReleaseSnapshotRequest{ClusterId: n.Layout.ClusterID, Pin: p.pin})
+	p.pin = ""
+}
+
+// snapshotInfo describes a manifest for the admin API; with parts, every
+// partition's handle too.
+func snapshotInfo(m *snapshot.Manifest, parts bool) *kvpb.SnapshotInfo {
+	info := &kvpb.SnapshotInfo{
+		Id: m.ID, CutVersion: m.CutVersion, TimeUnixMs: m.Time.UnixMilli(), PartitionCount: m.PartitionCount,
+		KeyHash: m.KeyHash, Cluster: m.Cluster,
+	}
+	for _, o := range m.Objects() {
+		info.Objects++
+		info.TotalBytes += uint64(o.Size)
+	}
+	if !parts {
+		return info
+	}
+	for _, p := range m.Partitions {
+		sp := &kvpb.SnapshotPartition{Partition: p.Partition, Pos: p.Pos, End: p.End}
+		if p.Base != nil {
+			sp.BaseIndex, sp.BaseName, sp.BaseSize, sp.BaseSha256 = p.Base.Index, p.Base.Name, p.Base.Size, p.Base.SHA256
+		}
+		for _, pc := range p.Pieces {
+			sp.Pieces = append(sp.Pieces, &kvpb.SnapshotPiece{Name: pc.Name, Lo: pc.Lo, Hi: pc.Hi, From: pc.From, Size: pc.Size, Sha256: pc.SHA256})
+		}
+		info.Partitions = append(info.Partitions, sp)
+	}
+	return info
+}
+
+// CreateSnapshot runs on group 0's leader (forwarded there) and streams
+// its progress.
+func (s *ClusterServer) CreateSnapshot(req *kvpb.CreateSnapshotRequest, stream kvpb.Cluster_CreateSnapshotServer) error {
+	ctx := stream.Context()
+	n := s.n
+	conn, err := n.route(ctx, 0)
+	if err != nil {
+		return toStatus(err, n.leaderHintOf(0))
+	}
+	if conn != nil {
+		fwd, err := kvpb.NewClusterClient(conn).CreateSnapshot(forwardCtx(ctx), req)
+		if err != nil {
+			return err
+		}
+		for {
+			m, err := fwd.Recv()
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			if err := stream.Send(m); err != nil {
+				return err
+			}
+		}
+	}
+	var sendErr error
+	res, err := CreateSnapshot(ctx, n, req, func(p *kvpb.SnapshotProgress) {
+		if sendErr == nil {
+			sendErr = stream.Send(&kvpb.CreateSnapshotResponse{Header: n.header(0), Progress: p})
+		}
+	})
+	if err != nil {
+		return snapshotStatus(err)
+	}
+	return stream.Send(&kvpb.CreateSnapshotResponse{Header: n.header(0), Result: &kvpb.CreateSnapshotResult{
+		Snapshot: snapshotInfo(res.Manifest, false), BytesUploaded: res.BytesUploaded,
+		PiecesUploaded: uint32(res.PiecesUploaded), PiecesReused: uint32(res.PiecesReused),
+		DurationMs: res.Duration.Milliseconds(), Store: res.Store,
+	}})
+}
+
+// onMetaStore runs a snapshot call on group 0's leader with the store the
+// request names (or the default), mapping the store's errors.
+func onMetaStore[R any](ctx context.Context, n *Node, raw string, forward func(kvpb.ClusterClient, context.Context) (R, error), local func(*snapshot.Store) (R, error)) (R, error) {
+	r, err := onMeta(ctx, n, forward, func() (R, error) {
+		var zero R
+		st, err := n.Snapshots.store(ctx, raw, n.Layout.ClusterID)
+		if err != nil {
+			return zero, snapshotStatus(err)
+		}
+		r, err := local(st)
+		return r, snapshotStatus(err)
+	})
+	return r, err
+}
+
+// ListSnapshots lists the store's snapshots of this cluster.
+func (s *ClusterServer) ListSnapshots(ctx context.Context, req *kvpb.ListSnapshotsRequest) (*kvpb.ListSnapshotsResponse, error) {
+	return onMetaStore(ctx, s.n, req.GetStore(), func(c kvpb.ClusterClient, fctx context.Context) (*kvpb.ListSnapshotsResponse, error) {
+		return c.ListSnapshots(fctx, req)
+	}, func(st *snapshot.Store) (*kvpb.ListSnapshotsResponse, error) {
+		ms, err := s.n.Snapshots.manifestsOf(ctx, st)
+		if err != nil {
+			return nil, err
+		}
+		out := &kvpb.ListSnapshotsResponse{Header: s.n.header(0), Store: st.URL()}
+		for _, m := range ms {
+			out.Snapshots = append(out.Snapshots, snapshotInfo(m, false))
+		}
+		return out, nil
+	})
+}
+
+// GetSnapshot describes one snapshot with its partitions' handles.
+func (s *ClusterServer) GetSnapshot(ctx context.Context, req *kvpb.GetSnapshotRequest) (*kvpb.GetSnapshotResponse, error) {
+	return onMetaStore(ctx, s.n, req.GetStore(), func(c kvpb.ClusterClient, fctx context.Context) (*kvpb.GetSnapshotResponse, error) {
+		return c.GetSnapshot(fctx, req)
+	}, func(st *snapshot.Store) (*kvpb.GetSnapshotResponse, error) {
+		m, err := st.Get(ctx, req.GetId())
+		if err != nil {
+			return nil, err
+		}
+		return &kvpb.GetSnapshotResponse{Header: s.n.header(0), Snapshot: snapshotInfo(m, true)}, nil
+	})
+}
+
+// CheckSnapshot reads and verifies every piece of a snapshot.
+func (s *ClusterServer) CheckSnapshot(ctx context.Context, req *kvpb.CheckSnapshotRequest) (*kvpb.CheckSnapshotResponse, error) {
+	return onMetaStore(ctx, s.n, req.GetStore(), func(c kvpb.ClusterClient, fctx context.Context) (*kvpb.CheckSnapshotResponse, error) {
+		return c.CheckSnapshot(fctx, req)
+	}, func(st *snapshot.Store) (*kvpb.CheckSnapshotResponse, error) {
+		m, err := st.Get(ctx, req.GetId())
+		if err != nil {
+			return nil, err
+		}
+		out := &kvpb.CheckSnapshotResponse{Header: s.n.header(0), Ok: true}
+		for _, o := range m.Objects() {
+			out.Objects++
+			out.Bytes += uint64(o.Size)
+		}
+		var ce *snapshot.CheckError
+		switch err := st.Check(ctx, req.GetId()); {
+		case err == nil:
+		case errors.As(err, &ce):
+			out.Ok, out.Partition, out.Piece, out.Error = false, ce.Partition, ce.Piece, err.Error()
+		default:
+			return nil, err
+		}
+		return out, nil
+	})
+}
+
+func gcResponse(n *Node, gc snapshot.GC) *kvpb.SnapshotGCResponse {
+	return &kvpb.SnapshotGCResponse{Header: n.header(0), DeletedSnapshots: gc.Snapshots, DeletedPieces: gc.Pieces,
+		Reserved: gc.Reserved, StaleLocks: gc.StaleLocks}
+}
+
+// DeleteSnapshot deletes one snapshot and every piece no other snapshot
+// references.
+func (s *ClusterServer) DeleteSnapshot(ctx context.Context, req *kvpb.DeleteSnapshotRequest) (*kvpb.SnapshotGCResponse, error) {
+	return onMetaStore(ctx, s.n, req.GetStore(), func(c kvpb.ClusterClient, fctx context.Context) (*kvpb.SnapshotGCResponse, error) {
+		return c.DeleteSnapshot(fctx, req)
+	}, func(st *snapshot.Store) (*kvpb.SnapshotGCResponse, error) {
+		s.n.Snapshots.run.Lock()
+		defer s.n.Snapshots.run.Unlock()
+		gc, err := st.Delete(ctx, req.GetId())
+		s.n.Snapshots.forget(st, gc.Snapshots)
+		if err != nil {
+			return nil, err
+		}
+		return gcResponse(s.n, gc), nil
+	})
+}
+
+// PruneSnapshots expires snapshots by count and age.
+func (s *ClusterServer) PruneSnapshots(ctx context.Context, req *kvpb.PruneSnapshotsRequest) (*kvpb.SnapshotGCResponse, error) {
+	if req.GetKeepLast() == 0 && req.GetKeepWithinMs() <= 0 {
+		return nil, status.Error(codes.InvalidArgument, "prune needs keep_last or keep_within: with neither it would delete every snapshot")
+	}
+	return onMetaStore(ctx, s.n, req.GetStore(), func(c kvpb.ClusterClient, fctx context.Context) (*kvpb.SnapshotGCResponse, error) {
+		return c.PruneSnapshots(fctx, req)
+	}, func(st *snapshot.Store) (*kvpb.SnapshotGCResponse, error) {
+		return PruneSnapshots(ctx, s.n, st, int(req.GetKeepLast()), time.Duration(req.GetKeepWithinMs())*time.Millisecond)
+	})
+}
+
+// PruneSnapshots expires the snapshots of st beyond the newest keepLast
+// and older than keepWithin. Group 0's leader only.
+func PruneSnapshots(ctx context.Context, n *Node, st *snapshot.Store, keepLast int, keepWithin time.Duration) (*kvpb.SnapshotGCResponse, error) {
+	n.Snapshots.run.Lock()
+	defer n.Snapshots.run.Unlock()
+	gc, err := st.Prune(ctx, keepLast, keepWithin, time.Now())
+	n.Snapshots.forget(st, gc.Snapshots)
+	if err != nil {
+		return nil, err
+	}
+	return gcResponse(n, gc), nil
+}

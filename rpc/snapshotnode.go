@@ -1,0 +1,438 @@
+package rpc
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/cutkv/cutkv/checkpoint"
+	"github.com/cutkv/cutkv/partition"
+	"github.com/cutkv/cutkv/proto/internalpb"
+	"github.com/cutkv/cutkv/raftstore"
+	"github.com/cutkv/cutkv/snapshot"
+)
+
+// Snapshots is a node's side of snapshots (DESIGN.md, "Snapshots"): the
+// stores it has opened, the pins that hold partitions' logs and bases
+// until their upload, and the lock that runs create, delete and prune one
+// at a time on group 0's leader.
+type Snapshots struct {
+	// DefaultStore is the store a request without one uses: a URL, or
+	// empty for file:// + DefaultDir.
+	DefaultStore string
+	// DefaultDir is the directory of the default file:// store (created
+	// on first use).
+	DefaultDir string
+	// TmpDir holds materializations built for full snapshots until they
+	// are uploaded.
+	TmpDir string
+	// Log receives progress and results.
+	Log *slog.Logger
+
+	run sync.Mutex // create, delete and prune: one at a time
+
+	mu        sync.Mutex
+	stores    map[string]*snapshot.Store    // by URL
+	manifests map[string]*snapshot.Manifest // by URL + "\x00" + id; manifests never change
+	pins      map[string]*snapshotPin       // by token
+}
+
+// snapshotPin holds one partition's log and base on this node until its
+// pieces are uploaded (or the lease ends).
+type snapshotPin struct {
+	group, pos, finish uint64
+	// full is the materialization built at pos-1 for a full snapshot, ""
+	// when none.
+	full    string
+	release func()
+	timer   *time.Timer
+}
+
+// defaultPinLease bounds how long an upload may hold a partition's WAL.
+const defaultPinLease = 10 * time.Minute
+
+// Close releases every pin and store.
+func (s *Snapshots) Close() {
+	s.mu.Lock()
+	pins := s.pins
+	s.pins = nil
+	stores := s.stores
+	s.stores = nil
+	s.mu.Unlock()
+	for _, p := range pins {
+		p.timer.Stop()
+		p.drop()
+	}
+	for _, st := range stores {
+		st.Close()
+	}
+}
+
+func (p *snapshotPin) drop() {
+	p.release()
+	if p.full != "" {
+		os.RemoveAll(filepath.Dir(p.full))
+	}
+}
+
+// resolve returns the store URL a request means: its own, or the default.
+func (s *Snapshots) resolve(raw string) (string, error) {
+	if raw != "" {
+		return raw, nil
+	}
+	if s.DefaultStore != "" {
+		return s.DefaultStore, nil
+	}
+	dir, err := filepath.Abs(s.DefaultDir)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return "", fmt.Errorf("rpc: create the default snapshot store %s: %w", dir, err)
+	}
+	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(dir)}).String(), nil
+}
+
+// store opens (once) the store at raw for cluster.
+func (s *Snapshots) store(ctx context.Context, raw string, cluster uint64) (*snapshot.Store, error) {
+	u, err := s.resolve(raw)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	st := s.stores[u]
+	s.mu.Unlock()
+	if st != nil {
+		return st, nil
+	}
+	st, err = snapshot.OpenStore(ctx, u, cluster)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stores == nil {
+		s.stores = map[string]*snapshot.Store{}
+	}
+	if old := s.stores[u]; old != nil {
+		st.Close()
+		return old, nil
+	}
+	s.stores[u] = st
+	return st, nil
+}
+
+// manifestsOf returns every snapshot of the store, oldest cut first,
+// reading only manifests not seen before.
+func (s *Snapshots) manifestsOf(ctx context.Context, st *snapshot.Store) ([]*snapshot.Manifest, error) {
+	ids, err := st.IDs(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*snapshot.Manifest, 0, len(ids))
+	for _, id := range ids {
+		key := st.URL() + "\x00" + id
+		s.mu.Lock()
+		m := s.manifests[key]
+		s.mu.Unlock()
+		if m == nil {
+			if m, err = st.Get(ctx, id); errors.Is(err, snapshot.ErrNotFound) {
+				continue // deleted since the listing
+			} else if err != nil {
+				return nil, err
+			}
+			s.mu.Lock()
+			if s.manifests == nil {
+				s.manifests = map[string]*snapshot.Manifest{}
+			}
+			s.manifests[key] = m
+			s.mu.Unlock()
+		}
+		out = append(out, m)
+	}
+	sortManifests(out)
+	return out, nil
+}
+
+func (s *Snapshots) forget(st *snapshot.Store, ids []string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		delete(s.manifests, st.URL()+"\x00"+id)
+	}
+}
+
+func (s *Snapshots) addPin(p *snapshotPin, lease time.Duration) string {
+	b := make([]byte, 12)
+	_, _ = rand.Read(b)
+	token := hex.EncodeToString(b)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pins == nil {
+		s.pins = map[string]*snapshotPin{}
+	}
+	s.pins[token] = p
+	p.timer = time.AfterFunc(lease, func() {
+		if q := s.takePin(token); q != nil {
+			s.Log.Warn("snapshot pin lease ended before its upload; released", "group", q.group, "pos", q.pos)
+			q.drop()
+		}
+	})
+	return token
+}
+
+func (s *Snapshots) takePin(token string) *snapshotPin {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.pins[token]
+	delete(s.pins, token)
+	if p != nil {
+		p.timer.Stop()
+	}
+	return p
+}
+
+// SnapshotPartitionsServer implements internalpb.SnapshotPartitionsServer:
+// a node's partitions uploaded for a snapshot the group-0 leader runs.
+type SnapshotPartitionsServer struct {
+	internalpb.UnimplementedSnapshotPartitionsServer
+	n *Node
+}
+
+// NewSnapshotPartitionsServer returns node n's SnapshotPartitions service.
+func NewSnapshotPartitionsServer(n *Node) *SnapshotPartitionsServer {
+	return &SnapshotPartitionsServer{n: n}
+}
+
+// snapshotApplyWait bounds how long PrepareSnapshot waits for the replica
+// to apply the cut's CutFinish entry.
+const snapshotApplyWait = 10 * time.Second
+
+// PrepareSnapshot pins the partition's log from its newest base below the
+// cut's position and reports that base; for a full snapshot it first
+// builds a materialization at pos-1 by replaying the log onto that base.
+func (s *SnapshotPartitionsServer) PrepareSnapshot(ctx context.Context, req *internalpb.PrepareSnapshotRequest) (*internalpb.PrepareSnapshotResponse, error) {
+	n := s.n
+	if req.GetClusterId() != n.Layout.ClusterID {
+		return nil, toStatus(fmt.Errorf("%w: cluster %x", ErrWrongCluster, req.GetClusterId()), "")
+	}
+	g, pos, fin := req.GetGroup(), req.GetPos(), req.GetFinishIndex()
+	if g == 0 || pos == 0 || fin < pos {
+		return nil, toStatus(fmt.Errorf("%w: partition %d, pos %d, finish index %d", ErrInvalidArgument, g, pos, fin), "")
+	}
+	if err := waitApplied(ctx, n.Store, g, fin); err != nil {
+		return nil, toStatus(err, "")
+	}
+	// Hold everything while choosing, then only what the base needs.
+	hold := n.Store.Pin(g, 0)
+	defer func() {
+		if hold != nil {
+			hold()
+		}
+	}()
+	mats, err := n.Store.Materializations(g)
+	if err != nil {
+		return nil, toStatus(err, "")
+	}
+	var base checkpoint.Materialization
+	for _, m := range mats {
+		if m.Index < pos {
+			base = m
+		}
+	}
+	from, err := n.Store.LogFrom(g)
+	if err != nil {
+		return nil, toStatus(err, "")
+	}
+	if from > base.Index+1 {
+		return nil, toStatus(fmt.Errorf("%w: partition %d on %s: the log is held from entry %d only, and the newest materialization below the cut's position %d is at %d: take a new cut",
+			ErrFailedPrecondition, g, n.Self.ID, from, pos, base.Index), "")
+	}
+	pin := &snapshotPin{group: g, pos: pos, finish: fin, release: n.Store.Pin(g, base.Index)}
+	hold()
+	hold = nil
+	baseIndex := base.Index
+	if req.GetFull() && base.Index != pos-1 {
+		path, err := s.buildFull(g, base.Index, pos)
+		if err != nil {
+			pin.release()
+			return nil, toStatus(err, "")
+		}
+		pin.full, baseIndex = path, pos-1
+	}
+	lease := time.Duration(req.GetLeaseMs()) * time.Millisecond
+	if lease <= 0 {
+		lease = defaultPinLease
+	}
+	token := n.Snapshots.addPin(pin, lease)
+	return &internalpb.PrepareSnapshotResponse{Pin: token, BaseIndex: baseIndex, LogFrom: from}, nil
+}
+
+// waitApplied waits until this node's replica of g applied index.
+func waitApplied(ctx context.Context, st *raftstore.Store, g, index uint64) error {
+	ctx, cancel := context.WithTimeout(ctx, snapshotApplyWait)
+	defer cancel()
+	t := time.NewTicker(2 * time.Millisecond)
+	defer t.Stop()
+	for {
+		gs, ok := st.Status(g)
+		if !ok {
+			return fmt.Errorf("%w %d", raftstore.ErrUnknownGroup, g)
+		}
+		if gs.Applied >= index {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: partition %d applied %d here, the cut ends at %d", ErrFailedPrecondition, g, gs.Applied, index)
+		case <-t.C:
+		}
+	}
+}
+
+// buildFull writes the state of partition g just before pos (the state a
+// copy-on-write image taken right before applying entry pos holds): the
+// materialization at base, then entries base+1 … pos-1 applied as the
+// raft loop applies them. It returns the file's path in TmpDir.
+func (s *SnapshotPartitionsServer) buildFull(g, base, pos uint64) (string, error) {
+	n := s.n
+	p := partition.New(g)
+	if base > 0 {
+		r, err := checkpoint.Open(n.Store.MaterializationPath(g, base))
+		if err != nil {
+			return "", err
+		}
+		err = p.LoadImage(r)
+		r.Close()
+		if err != nil {
+			return "", err
+		}
+	}
+	ents, err := n.Store.ReadEntries(g, base+1, pos-1)
+	if err != nil {
+		return "", err
+	}
+	for _, e := range ents {
+		cmd, ok, err := raftstore.DecodeCommand(e)
+		if err != nil {
+			return "", fmt.Errorf("rpc: partition %d entry %d: %w", g, e.GetIndex(), err)
+		}
+		if !ok {
+			p.SetApplied(e.GetIndex())
+			continue
+		}
+		if _, err := p.ApplyCommand(e.GetIndex(), cmd); err != nil {
+			return "", fmt.Errorf("rpc: partition %d: replay entry %d: %w", g, e.GetIndex(), err)
+		}
+	}
+	if err := os.MkdirAll(n.Snapshots.TmpDir, 0o750); err != nil {
+		return "", err
+	}
+	// A directory per build: two snapshots may build the same index.
+	dir, err := os.MkdirTemp(n.Snapshots.TmpDir, fmt.Sprintf("p%04d-", g))
+	if err != nil {
+		return "", err
+	}
+	img := p.Image()
+	meta := checkpoint.Meta{Partition: g, Index: pos - 1, Term: ents[len(ents)-1].GetTerm()}
+	path, _, _, err := checkpoint.Files{FS: checkpoint.OS}.Write(dir, meta, img.Encode)
+	if err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	return path, nil
+}
+
+// UploadSnapshot uploads a pinned partition's base (if asked) and the
+// changelog pieces asked for, then releases the pin.
+func (s *SnapshotPartitionsServer) UploadSnapshot(ctx context.Context, req *internalpb.UploadSnapshotRequest) (*internalpb.UploadSnapshotResponse, error) {
+	n := s.n
+	if req.GetClusterId() != n.Layout.ClusterID {
+		return nil, toStatus(fmt.Errorf("%w: cluster %x", ErrWrongCluster, req.GetClusterId()), "")
+	}
+	pin := n.Snapshots.takePin(req.GetPin())
+	if pin == nil {
+		return nil, toStatus(fmt.Errorf("%w: no snapshot pin %q on %s (its lease ended, or the node restarted)", ErrFailedPrecondition, req.GetPin(), n.Self.ID), "")
+	}
+	defer pin.drop()
+	g := pin.group
+	if req.GetGroup() != g {
+		return nil, toStatus(fmt.Errorf("%w: pin is for partition %d, not %d", ErrInvalidArgument, g, req.GetGroup()), "")
+	}
+	st, err := n.Snapshots.store(ctx, req.GetStore(), n.Layout.ClusterID)
+	if err != nil {
+		return nil, snapshotStatus(err)
+	}
+	out := &internalpb.UploadSnapshotResponse{}
+	if b := req.GetBaseIndex(); b > 0 {
+		path := n.Store.MaterializationPath(g, b)
+		if pin.full != "" && b == pin.pos-1 {
+			path = pin.full
+		}
+		name := checkpoint.Materialization{Partition: g, Index: b}.Name()
+		o, err := putObject(ctx, st, name, func() (io.ReadCloser, error) { return os.Open(path) })
+		if err != nil {
+			return nil, snapshotStatus(err)
+		}
+		out.Objects = append(out.Objects, o)
+	}
+	for _, r := range req.GetPieces() {
+		if r.GetLo() == 0 || r.GetHi() < r.GetLo() || r.GetHi() > pin.finish {
+			return nil, toStatus(fmt.Errorf("%w: piece [%d, %d] of partition %d (the cut ends at %d)", ErrInvalidArgument, r.GetLo(), r.GetHi(), g, pin.finish), "")
+		}
+		ents, err := n.Store.ReadEntries(g, r.GetLo(), r.GetHi())
+		if err != nil {
+			return nil, toStatus(err, "")
+		}
+		o, err := putObject(ctx, st, snapshot.PieceName(g, r.GetLo(), r.GetHi()), func() (io.ReadCloser, error) {
+			pr, pw := io.Pipe()
+			go func() { pw.CloseWithError(snapshot.EncodePiece(pw, g, ents)) }()
+			return pr, nil
+		})
+		if err != nil {
+			return nil, snapshotStatus(err)
+		}
+		out.Objects = append(out.Objects, o)
+	}
+	return out, nil
+}
+
+// putObject stores a piece, or describes the one stored already (pieces
+// of a name hold the same committed entries, or the same state, whoever
+// wrote them).
+func putObject(ctx context.Context, st *snapshot.Store, name string, open func() (io.ReadCloser, error)) (*internalpb.UploadedObject, error) {
+	r, err := open()
+	if err != nil {
+		return nil, err
+	}
+	sha, size, err := st.PutPiece(ctx, name, r)
+	r.Close()
+	if errors.Is(err, snapshot.ErrExists) {
+		o, err := st.StatPiece(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		return &internalpb.UploadedObject{Name: name, Size: o.Size, Sha256: o.SHA256}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &internalpb.UploadedObject{Name: name, Size: size, Sha256: sha}, nil
+}
+
+// ReleaseSnapshot drops a pin whose upload will not happen.
+func (s *SnapshotPartitionsServer) ReleaseSnapshot(ctx context.Context, req *internalpb.ReleaseSnapshotRequest) (*internalpb.ReleaseSnapshotResponse, error) {
+	if p := s.n.Snapshots.takePin(req.GetPin()); p != nil {
+		p.drop()
+	}
+	return &internalpb.ReleaseSnapshotResponse{}, nil
+}
