@@ -72,15 +72,15 @@ type Node struct {
 	httpLis net.Listener
 	addrs   Addrs
 
-	ready    chan struct{}
-	draining atomic.Bool
-	inflight inflight
-	fatal    chan error // receives the first fatal error
-	fatalOne sync.Once
-	bgCancel context.CancelFunc
-	bgWG     sync.WaitGroup
+	ready     chan struct{}
+	draining  atomic.Bool
+	inflight  inflight
+	fatal     chan error // receives the first fatal error
+	fatalOne  sync.Once
+	bgCancel  context.CancelFunc
+	bgWG      sync.WaitGroup
 	snapshots *rpc.Snapshots
-	stopOnce sync.Once
+	stopOnce  sync.Once
 }
 
 // Start opens the data dir, replays the WAL and starts serving. It returns
