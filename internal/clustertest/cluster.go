@@ -31,6 +31,10 @@ type Options struct {
 	Tick       time.Duration // raft tick; default 50ms
 	// Configure edits each node's config before start.
 	Configure func(i int, cfg *server.Config)
+	// Prepare, if set, runs for every node once all configs are final and
+	// before any node starts: e.g. to restore a snapshot into its data
+	// dir (cfg.InitialCluster names every node's address).
+	Prepare func(i int, cfg server.Config) error
 	// Verbose sends node logs to stderr (also with CUTKV_TEST_LOG=1).
 	Verbose bool
 }
@@ -93,6 +97,13 @@ func Start(t testing.TB, n int, opts Options) *Cluster {
 		c.nodes = append(c.nodes, nil)
 	}
 	t.Cleanup(c.Close)
+	if opts.Prepare != nil {
+		for i, cfg := range c.cfgs {
+			if err := opts.Prepare(i, cfg); err != nil {
+				t.Fatalf("clustertest: prepare n%d: %v", i+1, err)
+			}
+		}
+	}
 	for i := 0; i < n; i++ {
 		c.startNode(i)
 	}
