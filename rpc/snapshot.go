@@ -583,7 +583,7 @@ func (s *ClusterServer) CheckSnapshot(ctx context.Context, req *kvpb.CheckSnapsh
 		switch err := st.Check(ctx, req.GetId()); {
 		case err == nil:
 		case errors.As(err, &ce):
-			out.Ok, out.Partition, out.Piece, out.Error = false, ce.Partition, ce.Piece, err.Error()
+			out.Ok, out.Partition, out.Piece, out.Error = false, ce.Partition, ce.Piece, ce.Err.Error()
 		default:
 			return nil, err
 		}

@@ -282,7 +282,10 @@ func TestAutomaticSnapshots(t *testing.T) {
 		}
 		return nil
 	})
-	// Pruned to the newest few (one more may have arrived since).
+	// Pruned to the newest few (one more may have arrived since). Stop the
+	// nodes first: a prune must not delete what is being checked.
+	cancel()
+	c.Close()
 	ms, err := st.List(ctxT(t, 10*time.Second))
 	if err != nil {
 		t.Fatal(err)

@@ -48,7 +48,8 @@ type adminCall struct {
 	name string
 	// attempt bounds one attempt on one node, so that a node that hangs
 	// leaves time to ask another; 0 gives every attempt what is left of
-	// the command's --timeout (calls that wait on the cluster).
+	// the command's --timeout (calls that wait on the cluster), and then
+	// send's context outlives send (snapshot create reads its stream on).
 	attempt time.Duration
 	// starts is set for a call that may start something before its answer
 	// is lost (cut create). Such a call is still retried on any failure (a

@@ -15,15 +15,16 @@ import (
 
 // Exit codes (docs/cli.md).
 const (
-	exitOK          = 0
-	exitNotFound    = 1 // also any error without a code of its own
-	exitUsage       = 2
-	exitUnavailable = 3
-	exitUnknown     = 4
-	exitConflict    = 5 // txn: kept conflicting until the deadline
-	exitCutFailed   = 6 // cut create: the cluster recorded the cut as failed
-	exitCheckFailed = 7 // check: replicas diverge or could not be checked
-	exitCheckpoint  = 8 // checkpoint: some group was not materialized, or some node not asked
+	exitOK              = 0
+	exitNotFound        = 1 // also any error without a code of its own
+	exitUsage           = 2
+	exitUnavailable     = 3
+	exitUnknown         = 4
+	exitConflict        = 5 // txn: kept conflicting until the deadline
+	exitCutFailed       = 6 // cut create: the cluster recorded the cut as failed
+	exitCheckFailed     = 7 // check: replicas diverge or could not be checked
+	exitCheckpoint      = 8 // checkpoint: some group was not materialized, or some node not asked
+	exitSnapshotDamaged = 9 // snapshot check: a piece is missing or corrupt, or a chain does not reach the cut
 )
 
 const (
@@ -92,7 +93,7 @@ func newRootCmd(g *globals) *cobra.Command {
 Endpoints come from --endpoints, else from $` + envEndpoints + `, else ` + defaultEndpoints + `.
 Exit codes: 0 ok, 1 not found (or other error), 2 usage, 3 cluster unavailable, 4 write outcome unknown,
 5 transaction kept conflicting (not applied), 6 cut failed, 7 replicas diverge or could not be checked,
-8 checkpoint incomplete.`,
+8 checkpoint incomplete, 9 snapshot damaged.`,
 		Args:          cobra.NoArgs,
 		SilenceErrors: true,
 		SilenceUsage:  true,
@@ -108,7 +109,7 @@ Exit codes: 0 ok, 1 not found (or other error), 2 usage, 3 cluster unavailable, 
 	f.DurationVar(&g.timeout, "timeout", 5*time.Second, "time limit for the whole command, retries included")
 	f.DurationVar(&g.dialTimeout, "dial-timeout", 2*time.Second, "time limit for reaching a first node, and for connecting to any node")
 	root.AddCommand(newPutCmd(g), newGetCmd(g), newDelCmd(g), newScanCmd(g), newTxnCmd(g), newMembersCmd(g), newStatusCmd(g),
-		newCutCmd(g), newCheckCmd(g), newCheckpointCmd(g))
+		newCutCmd(g), newCheckCmd(g), newCheckpointCmd(g), newSnapshotCmd(g))
 	return root
 }
 
@@ -181,6 +182,9 @@ func describe(err error, cmd *cobra.Command, g *globals) (int, string) {
 	var re *runError
 	if !errors.As(err, &re) {
 		return exitUsage, fmt.Sprintf("%v\nRun '%s --help' for usage.", err, path)
+	}
+	if code, msg, ok := describeSnapshot(err, cmd); ok {
+		return code, msg
 	}
 	var (
 		cutFailed   *cutFailedError

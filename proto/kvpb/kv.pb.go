@@ -2992,7 +2992,8 @@ type CheckSnapshotResponse struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Header *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
 	Ok     bool                   `protobuf:"varint,2,opt,name=ok,proto3" json:"ok,omitempty"`
-	// When not ok: the partition and piece at fault and why.
+	// When not ok: the partition and piece at fault, and the cause
+	// (error, without the partition and piece again).
 	Partition uint64 `protobuf:"varint,3,opt,name=partition,proto3" json:"partition,omitempty"`
 	Piece     string `protobuf:"bytes,4,opt,name=piece,proto3" json:"piece,omitempty"`
 	Error     string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/cutkv/cutkv/internal/clustertest"
+)
+
+// TestSnapshotsAgainstRealCluster runs every snapshot command against
+// in-process nodes and a file:// store.
+func TestSnapshotsAgainstRealCluster(t *testing.T) {
+	c := clustertest.Start(t, 3, clustertest.Options{Partitions: 2})
+	store := (&url.URL{Scheme: "file", Path: filepath.ToSlash(t.TempDir())}).String()
+	ctl := func(args ...string) result {
+		t.Helper()
+		return kvctl(t, nil, "", append([]string{"--endpoints=" + strings.Join(c.Endpoints(), ","), "--timeout=1m"}, args...)...)
+	}
+	put := func(from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			if r := ctl("put", fmt.Sprintf("k%02d", i), "v"); r.code != 0 {
+				t.Fatalf("put: %+v", r)
+			}
+		}
+	}
+	put(0, 10)
+
+	var first, second struct {
+		Result jsonSnapshotResult `json:"result"`
+	}
+	r := ctl("-o", "json", "snapshot", "create", "--store", store)
+	decode(t, r, &first)
+	if r.code != 0 || first.Result.Snapshot.ID == "" || first.Result.Snapshot.CutVersion == 0 || first.Result.Snapshot.PartitionCount != 2 ||
+		first.Result.Store != store || first.Result.PiecesUploaded == 0 || !strings.Contains(r.stderr, "manifest: ") {
+		t.Fatalf("snapshot create: %+v", r)
+	}
+	put(10, 20)
+	r = ctl("snapshot", "create", "--store", store)
+	if r.code != 0 || !strings.Contains(r.stdout, "pieces reused") {
+		t.Fatalf("second snapshot create: %+v", r)
+	}
+	decode(t, ctl("-o", "json", "snapshot", "show", "--store", store, first.Result.Snapshot.ID), &struct{}{})
+
+	var list jsonSnapshotList
+	r = ctl("-o", "json", "snapshot", "list", "--store", store)
+	decode(t, r, &list)
+	if r.code != 0 || len(list.Snapshots) != 2 || list.Snapshots[0].ID != first.Result.Snapshot.ID || list.Store != store {
+		t.Fatalf("snapshot list: %+v", r)
+	}
+	second.Result.Snapshot = list.Snapshots[1]
+	if r := ctl("snapshot", "list", "--store", store); r.code != 0 || strings.Count(r.stdout, "\n") != 5 {
+		t.Errorf("snapshot list text: %+v", r)
+	}
+
+	r = ctl("snapshot", "show", "-v", "--store", store, second.Result.Snapshot.ID)
+	if r.code != 0 || !strings.Contains(r.stdout, "PARTITION  POS") || !strings.Contains(r.stdout, ".log") {
+		t.Errorf("snapshot show -v: %+v", r)
+	}
+	r = ctl("snapshot", "check", "--store", store, second.Result.Snapshot.ID)
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "snapshot "+second.Result.Snapshot.ID+" ok: ") {
+		t.Errorf("snapshot check: %+v", r)
+	}
+	if r := ctl("snapshot", "show", "--store", store, "cut-00000000000000999999"); r.code != 1 || !strings.Contains(r.stderr, "kvctl snapshot list") {
+		t.Errorf("snapshot show of an unknown snapshot: %+v", r)
+	}
+
+	r = ctl("snapshot", "prune", "--store", store, "--keep-last", "1")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "deleted 1 snapshot\n  "+first.Result.Snapshot.ID+"\n") {
+		t.Errorf("snapshot prune: %+v", r)
+	}
+	r = ctl("snapshot", "delete", "--store", store, second.Result.Snapshot.ID)
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "deleted 1 snapshot\n  "+second.Result.Snapshot.ID+"\n") {
+		t.Errorf("snapshot delete: %+v", r)
+	}
+	if r := ctl("snapshot", "list", "--store", store, "-o", "json"); r.code != 0 || !strings.Contains(r.stdout, `"snapshots":[]`) {
+		t.Errorf("snapshot list after delete: %+v", r)
+	}
+}
