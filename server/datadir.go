@@ -1,16 +1,17 @@
 package server
 
 import (
-	"github.com/cutkv/cutkv/checkpoint"
-
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/cutkv/cutkv/checkpoint"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/topology"
 )
@@ -20,6 +21,9 @@ var (
 	ErrDataDirLocked = errors.New("server: data dir is in use by another process")
 	ErrWrongCluster  = errors.New("server: data dir belongs to another cluster")
 	ErrNoBootstrap   = errors.New("server: empty data dir and no --initial-cluster")
+	// ErrRestoreIncomplete: the data dir holds RestoreMarkerFile, left by
+	// a kvnode restore that did not finish.
+	ErrRestoreIncomplete = errors.New("server: data dir is an unfinished restore")
 )
 
 const (
@@ -31,6 +35,13 @@ const (
 // MaterializeDir is the directory of the groups' materialization files
 // inside a data dir.
 const MaterializeDir = checkpoint.DirName
+
+// RestoreMarkerFile is the file a restore (package restore) creates in a
+// data dir before it writes anything else there and removes once the data
+// dir is complete, the identity file written. A node refuses to start
+// from a data dir that holds it (ErrRestoreIncomplete): a restore that
+// failed or was killed half-way never passes for a node's data.
+const RestoreMarkerFile = "RESTORING"
 
 // WALDir is the node WAL's directory inside a data dir (tools that read a
 // stopped node's WAL, like the cut verifier, find it there).
@@ -77,7 +88,19 @@ type identity struct {
 // must match the node id and, when cfg names an initial cluster, that
 // cluster; a missing one is created from cfg's initial cluster. fresh
 // reports whether it was created now.
+//
+// A restored data dir (its identity says RestoredFrom) belongs to a
+// cluster whose id was derived from a restore token, not from
+// cfg.InitialClusterToken, so it also accepts an initial cluster with the
+// same members (ids, order and addresses) and partition count: the same
+// cluster except for the token.
 func (d *dataDir) loadOrCreateIdentity(cfg *Config) (id identity, fresh bool, err error) {
+	if _, err := os.Stat(filepath.Join(d.path, RestoreMarkerFile)); err == nil {
+		return identity{}, false, fmt.Errorf("%w: %s holds %s: a kvnode restore into it did not finish; delete the directory and run kvnode restore again",
+			ErrRestoreIncomplete, d.path, RestoreMarkerFile)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return identity{}, false, fmt.Errorf("server: data dir %s: %w", d.path, err)
+	}
 	var want *topology.Layout
 	if cfg.InitialCluster != "" {
 		ms, err := topology.ParseInitialCluster(cfg.InitialCluster)
@@ -104,8 +127,17 @@ func (d *dataDir) loadOrCreateIdentity(cfg *Config) (id identity, fresh bool, er
 			return identity{}, false, fmt.Errorf("%w: %s holds node %q, started as %q", ErrWrongCluster, d.path, rec.GetNodeId(), cfg.ID)
 		}
 		if want != nil && want.ClusterID != l.ClusterID {
-			return identity{}, false, fmt.Errorf("%w: %s holds cluster %s, but --initial-cluster/--initial-cluster-token/--partitions describe cluster %s; refusing to join it",
-				ErrWrongCluster, d.path, topology.FormatClusterID(l.ClusterID), topology.FormatClusterID(want.ClusterID))
+			from := rec.GetRestoredFrom()
+			switch {
+			case from != "" && sameShape(want, l):
+				// A restored cluster: its id comes from the restore token.
+			case from != "":
+				return identity{}, false, fmt.Errorf("%w: %s was restored from snapshot %s as cluster %s with %d partitions and members %s, but --initial-cluster/--partitions describe another cluster; start it with the same --initial-cluster and --partitions %d, or without --initial-cluster",
+					ErrWrongCluster, d.path, from, topology.FormatClusterID(l.ClusterID), l.Partitions, describeMembers(l), l.Partitions)
+			default:
+				return identity{}, false, fmt.Errorf("%w: %s holds cluster %s, but --initial-cluster/--initial-cluster-token/--partitions describe cluster %s; refusing to join it",
+					ErrWrongCluster, d.path, topology.FormatClusterID(l.ClusterID), topology.FormatClusterID(want.ClusterID))
+			}
 		}
 		return identity{NodeID: rec.GetNodeId(), Layout: l}, false, nil
 	case !errors.Is(err, os.ErrNotExist):
@@ -114,18 +146,69 @@ func (d *dataDir) loadOrCreateIdentity(cfg *Config) (id identity, fresh bool, er
 	if want == nil {
 		return identity{}, false, fmt.Errorf("%w: %s holds no cluster; start with --initial-cluster to bootstrap a new one", ErrNoBootstrap, d.path)
 	}
-	if _, ok := want.Member(cfg.ID); !ok {
-		return identity{}, false, fmt.Errorf("%w: node %q is not in --initial-cluster %q", ErrConfig, cfg.ID, cfg.InitialCluster)
-	}
-	rec := &internalpb.NodeIdentity{NodeId: cfg.ID, Layout: want.Proto()}
-	out, err := protojson.MarshalOptions{Multiline: true}.Marshal(rec)
-	if err != nil {
-		return identity{}, false, fmt.Errorf("server: encode identity: %w", err)
-	}
-	if err := writeFileAtomic(file, out); err != nil {
+	if err := writeIdentity(d.path, cfg.ID, want, ""); err != nil {
+		if errors.Is(err, errNotMember) {
+			return identity{}, false, fmt.Errorf("%w: node %q is not in --initial-cluster %q", ErrConfig, cfg.ID, cfg.InitialCluster)
+		}
 		return identity{}, false, err
 	}
 	return identity{NodeID: cfg.ID, Layout: want}, true, nil
+}
+
+// sameShape says whether a and b have the same members (ids, raft ids and
+// addresses) and partition count, and so the same placement: the same
+// cluster but for the token its id was derived from.
+func sameShape(a, b *topology.Layout) bool {
+	return a.Partitions == b.Partitions && slices.Equal(a.Members, b.Members) &&
+		slices.EqualFunc(a.Groups, b.Groups, func(x, y []uint64) bool { return slices.Equal(x, y) })
+}
+
+// describeMembers renders l's members as --initial-cluster does.
+func describeMembers(l *topology.Layout) string {
+	parts := make([]string, len(l.Members))
+	for i, m := range l.Members {
+		parts[i] = m.ID + "=" + m.GRPCAddr
+	}
+	return strings.Join(parts, ",")
+}
+
+var errNotMember = errors.New("server: node is not a member of the layout")
+
+// WriteIdentity writes the identity file (cluster.json) of node nodeID of
+// the cluster laid out by l into dataDir, exactly as a node bootstrapping
+// a new cluster does, crash-atomically. restoredFrom, when not empty,
+// names the snapshot the data dir was restored from ("<source cluster
+// hex>/<snapshot id>"); the node then also accepts an --initial-cluster
+// with the same members and partition count but another token (see
+// loadOrCreateIdentity). It refuses a data dir that already has an
+// identity, and a node that is not one of l's members.
+func WriteIdentity(dataDir, nodeID string, l *topology.Layout, restoredFrom string) error {
+	file := filepath.Join(dataDir, identityFile)
+	if _, err := os.Stat(file); err == nil {
+		return fmt.Errorf("server: %s exists: a data dir's identity is never replaced", file)
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("server: %s: %w", file, err)
+	}
+	if err := writeIdentity(dataDir, nodeID, l, restoredFrom); err != nil {
+		if errors.Is(err, errNotMember) {
+			return fmt.Errorf("%w: node %q is not a member of cluster %s (%s)", ErrConfig, nodeID, topology.FormatClusterID(l.ClusterID), describeMembers(l))
+		}
+		return err
+	}
+	return nil
+}
+
+// writeIdentity writes the identity file of nodeID in l.
+func writeIdentity(dataDir, nodeID string, l *topology.Layout, restoredFrom string) error {
+	if _, ok := l.Member(nodeID); !ok {
+		return errNotMember
+	}
+	rec := &internalpb.NodeIdentity{NodeId: nodeID, Layout: l.Proto(), RestoredFrom: restoredFrom}
+	out, err := protojson.MarshalOptions{Multiline: true}.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("server: encode identity: %w", err)
+	}
+	return writeFileAtomic(filepath.Join(dataDir, identityFile), out)
 }
 
 // writeFileAtomic writes data to path crash-atomically: temp file, fsync,

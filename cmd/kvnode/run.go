@@ -28,6 +28,12 @@ Bootstrap a new 3-node cluster (run once per node, same --initial-cluster):
 Restart a node with existing data: the same command; bootstrap flags are
 then optional and, when given, must describe the same cluster.
 
+Restore a snapshot from the blob store into a new cluster's data dirs
+(once per member, before starting the nodes; see kvnode restore --help):
+  kvnode restore --store file:///backups/cutkv --list
+  kvnode restore --store file:///backups/cutkv --snapshot ID --id n1 --data-dir data/n1 \
+         --initial-cluster n1=127.0.0.1:7001,n2=127.0.0.1:7002,n3=127.0.0.1:7003
+
 Every flag can also come from a YAML file given with --config (keys are
 the flag names, e.g. "grpc-addr: 127.0.0.1:7001"); flags on the command
 line win over the file.
@@ -174,6 +180,9 @@ func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 // run is kvnode's main. signals, when non-nil, replaces the process's
 // SIGINT/SIGTERM (tests).
 func run(args []string, stdout, stderr io.Writer, signals <-chan os.Signal) int {
+	if isRestore(args) {
+		return runRestore(args[1:], stdout, stderr)
+	}
 	f := newFlags(stderr)
 	for _, a := range args {
 		if a == "-h" || a == "-help" || a == "--help" || a == "--h" {

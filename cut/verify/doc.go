@@ -23,6 +23,10 @@
 //     record is dropped;
 //  4. keep the committed key-values.
 //
+// Rebuild returns the key-values; RebuildPartition returns the resolved
+// partition itself, which package restore writes out as a
+// materialization of a new cluster.
+//
 // A 2PC transaction T is included in p's state at v when its
 // TxnFinish(commit) applied, in step 2, while p held T's intent (checked
 // with IntentOf before the entry applies), or when T is in the before set.

@@ -138,8 +138,50 @@ func Rebuild(r *Replica, v uint64, cp *kvpb.CutPartition) (*PartitionState, erro
 	return l.rebuild(v, cp)
 }
 
+// RebuildPartition rebuilds partition cp.Partition at cut v from replica
+// r exactly as Rebuild does (the package doc's steps 1-3), but returns the
+// resolved partition itself rather than a map of its key-values: restore
+// writes it out as a materialization, and a partition may hold millions
+// of keys.
+//
+// The partition is at applied index cp.Pos-1, the last entry before the
+// cut, and holds the committed key-values at v and nothing else: no
+// intent, lock, transaction record or finished id. Its cut progress is a
+// new partition's (partition.ResolveAtCut resets it): no cut version,
+// none running, none remembered. Whatever the base or the entries before
+// pos left there, such as an older cut that failed and never finished,
+// is gone, so a cluster restored from it starts its cuts as a new one
+// does: the first CutStart of a later version (group 0 allocates from
+// v+1 on) starts a cut, whose CutFinish closes it. The caller owns the
+// partition; it has no SetCutReady function. Errors are Rebuild's.
+func RebuildPartition(r *Replica, v uint64, cp *kvpb.CutPartition) (*partition.Partition, error) {
+	l, err := decode(r)
+	if err != nil {
+		return nil, err
+	}
+	return l.resolve(v, cp, nil)
+}
+
 // rebuild is Rebuild on a decoded log.
 func (l *replicaLog) rebuild(v uint64, cp *kvpb.CutPartition) (*PartitionState, error) {
+	st := &PartitionState{}
+	p, err := l.resolve(v, cp, st)
+	if err != nil {
+		return nil, err
+	}
+	st.KVs = make(map[string][]byte, p.Len())
+	p.Each(func(kv *partition.KV) bool {
+		st.KVs[string(kv.Key)] = kv.Value
+		return true
+	})
+	return st, nil
+}
+
+// resolve checks the cut's bookkeeping in l, replays the entries before
+// pos on the base and resolves the before set: the package doc's steps
+// 1-3. With st not nil it also fills in everything of st but KVs: where
+// the cut fell, the before set and which transactions the state includes.
+func (l *replicaLog) resolve(v uint64, cp *kvpb.CutPartition, st *PartitionState) (*partition.Partition, error) {
 	r := l.r
 	pid, pos, fi := cp.GetPartition(), cp.GetPos(), cp.GetFinishIndex()
 	op, term, ok := l.finishAt(fi, v)
@@ -164,18 +206,20 @@ func (l *replicaLog) rebuild(v uint64, cp *kvpb.CutPartition) (*PartitionState, 
 	if err != nil {
 		return nil, err
 	}
-	st := &PartitionState{
-		Partition: pid, Version: v, Node: r.Node,
-		Pos: pos, FinishIndex: fi, FinishTerm: term,
-		Included: map[string]Inclusion{}, Before: op.GetBefore(),
-	}
-	if r.BaseIndex > 0 {
-		st.known = map[string]bool{}
-		for id := range l.txns {
-			st.known[id] = true
+	if st != nil {
+		*st = PartitionState{
+			Partition: pid, Version: v, Node: r.Node,
+			Pos: pos, FinishIndex: fi, FinishTerm: term,
+			Included: map[string]Inclusion{}, Before: op.GetBefore(),
 		}
-		for _, in := range p.StaleIntents(math.MaxInt64) {
-			st.known[string(in.Op.GetTxnId())] = true
+		if r.BaseIndex > 0 {
+			st.known = map[string]bool{}
+			for id := range l.txns {
+				st.known[id] = true
+			}
+			for _, in := range p.StaleIntents(math.MaxInt64) {
+				st.known[string(in.Op.GetTxnId())] = true
+			}
 		}
 	}
 	for _, e := range l.ents[:pos-r.BaseIndex-1] {
@@ -187,7 +231,7 @@ func (l *replicaLog) rebuild(v uint64, cp *kvpb.CutPartition) (*PartitionState, 
 			return nil, fmt.Errorf("%w: cut %d partition %d: %s: entry %d has version %d >= %d before pos %d",
 				ErrCutFinish, v, pid, r.Node, e.index, ev, v, pos)
 		}
-		if f := e.cmd.GetTxnFinish(); f.GetCommit() {
+		if f := e.cmd.GetTxnFinish(); st != nil && f.GetCommit() {
 			if in, ok := p.IntentOf(string(f.GetTxnId())); ok {
 				st.Included[string(f.GetTxnId())] = Inclusion{
 					Index: e.index, Stamp: f.GetStamp(), Succeeded: f.GetSucceeded(),
@@ -201,8 +245,8 @@ func (l *replicaLog) rebuild(v uint64, cp *kvpb.CutPartition) (*PartitionState, 
 	}
 	for _, t := range op.GetBefore() {
 		in, ok := p.IntentOf(string(t.GetTxnId()))
-		if !ok {
-			continue // ResolveAtCut refuses it below
+		if !ok || st == nil {
+			continue // ResolveAtCut refuses a missing intent below
 		}
 		st.Included[string(t.GetTxnId())] = Inclusion{
 			Stamp: t.GetStamp(), Succeeded: t.GetSucceeded(), RecordPartition: in.Op.GetRecordPartition(),
@@ -211,12 +255,7 @@ func (l *replicaLog) rebuild(v uint64, cp *kvpb.CutPartition) (*PartitionState, 
 	if err := p.ResolveAtCut(op.GetBefore()); err != nil {
 		return nil, fmt.Errorf("%w: cut %d partition %d: %s: %v", ErrLog, v, pid, r.Node, err)
 	}
-	st.KVs = make(map[string][]byte, p.Len())
-	p.Each(func(kv *partition.KV) bool {
-		st.KVs[string(kv.Key)] = kv.Value
-		return true
-	})
-	return st, nil
+	return p, nil
 }
 
 // history is what one replica's whole committed log says about a

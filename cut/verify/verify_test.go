@@ -435,3 +435,133 @@ func TestRebuildAlone(t *testing.T) {
 		t.Fatalf("rebuild at a wrong finish index: %v, want ErrLog", err)
 	}
 }
+
+// TestRebuildPartition rebuilds a partition from a base that holds an
+// older cut which never finished (a failed one) and checks what restore
+// relies on: the key-values are Rebuild's, nothing of the transactions or
+// of the old cuts is left, and the partition takes later cuts as a new
+// one does.
+func TestRebuildPartition(t *testing.T) {
+	full := entries(t, []step{
+		{0, nil},                       // 1
+		{0, put("a", "1")},             // 2
+		{0, prepare("T0", "a", "x")},   // 3: never commits
+		{1, cutStart(1)},               // 4: cut 1 starts, waits for T0 and fails
+		{1, put("b", "2")},             // 5: the base is here
+		{1, prepare("TB", "b", "3")},   // 6
+		{2, cutStart(2)},               // 7: pos of cut 2; cut 1 is overtaken
+		{2, finish("T0", false, 2)},    // 8: aborted
+		{2, finish("TB", true, 1)},     // 9: before cut 2
+		{2, cutFinish(2, 7, "TB")},     // 10
+		{2, put("c", "after the cut")}, // 11
+	})
+	const m = 5
+	start := func() (*partition.Partition, error) {
+		p := partition.New(1)
+		for _, e := range full[:m] {
+			cmd, ok, err := decodeForTest(e)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				p.SetApplied(e.GetIndex())
+				continue
+			}
+			if _, err := p.ApplyCommand(e.GetIndex(), cmd); err != nil {
+				return nil, err
+			}
+		}
+		return p, nil
+	}
+	base, err := start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, active := base.CutActive(); v != 1 || len(active) != 1 {
+		t.Fatalf("the base runs cut %d waiting for %q; the test wants a stale cut 1", v, active)
+	}
+	r := &Replica{Node: "snapshot", Group: 1, BaseIndex: m, Start: start, Entries: full[m:]}
+	cp := &kvpb.CutPartition{Partition: 1, Pos: 7, FinishIndex: 10}
+	p, err := RebuildPartition(r, 2, cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := Rebuild(r, 2, cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	p.Each(func(kv *partition.KV) bool {
+		got[string(kv.Key)] = string(kv.Value)
+		return true
+	})
+	want := map[string]string{"a": "1", "b": "3"}
+	if fmt.Sprint(got) != fmt.Sprint(want) || len(st.KVs) != len(got) {
+		t.Fatalf("partition holds %q, want %q (Rebuild: %q)", got, want, st.KVs)
+	}
+	for k, v := range st.KVs {
+		if got[k] != string(v) {
+			t.Fatalf("key %q: partition %q, Rebuild %q", k, got[k], v)
+		}
+	}
+	if p.Applied() != cp.Pos-1 {
+		t.Fatalf("applied %d, want pos-1 = %d", p.Applied(), cp.Pos-1)
+	}
+	if _, ok := p.IntentOf("T0"); ok {
+		t.Fatal("T0's intent survived")
+	}
+	if v, active := p.CutActive(); v != 0 || p.CutVersion() != 0 || len(active) != 0 {
+		t.Fatalf("cut progress left: version %d, running %d waiting for %q", p.CutVersion(), v, active)
+	}
+	if op, ok := p.CutPending(); ok {
+		t.Fatalf("a CutFinish to propose: %v", op)
+	}
+	if _, ok := p.CutResult(1); ok {
+		t.Fatal("cut 1 remembered")
+	}
+	// The image round-trips, as a materialization does.
+	var buf strings.Builder
+	if err := p.Image().Encode(&buf); err != nil {
+		t.Fatal(err)
+	}
+	q, err := partition.Decode(1, strings.NewReader(buf.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Applied() != p.Applied() || q.Len() != p.Len() {
+		t.Fatalf("decoded image at %d with %d keys, want %d with %d", q.Applied(), q.Len(), p.Applied(), p.Len())
+	}
+	// The restored cluster's log goes on at pos: a leader's empty entry,
+	// then cut 3 starts and finishes.
+	q.SetApplied(7)
+	if _, err := q.ApplyCommand(8, withVersion(cutStart(3), 3)); err != nil {
+		t.Fatal(err)
+	}
+	op, ok := q.CutPending()
+	if !ok || op.GetVersion() != 3 || op.GetPos() != 8 {
+		t.Fatalf("after CutStart(3): pending %v, %v; want CutFinish(3) at pos 8", op, ok)
+	}
+	if res, err := q.ApplyCommand(9, withVersion(&internalpb.Command{Op: &internalpb.Command_CutFinish{CutFinish: op}}, 3)); err != nil || res != true {
+		t.Fatalf("CutFinish(3): %v, %v", res, err)
+	}
+	if f, ok := q.CutResult(3); !ok || f.Index != 9 {
+		t.Fatalf("cut 3 result %v, %v", f, ok)
+	}
+	// A wrong finish index is still refused.
+	if _, err := RebuildPartition(r, 2, &kvpb.CutPartition{Partition: 1, Pos: 7, FinishIndex: 9}); !errors.Is(err, ErrLog) {
+		t.Fatalf("rebuild at a wrong finish index: %v, want ErrLog", err)
+	}
+}
+
+func decodeForTest(e *raftpb.Entry) (*internalpb.Command, bool, error) {
+	if len(e.GetData()) == 0 {
+		return nil, false, nil
+	}
+	cmd := &internalpb.Command{}
+	return cmd, true, proto.Unmarshal(e.GetData(), cmd)
+}
+
+func withVersion(cmd *internalpb.Command, v uint64) *internalpb.Command {
+	cmd.CutVersion = v
+	return cmd
+}
