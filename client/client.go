@@ -28,6 +28,9 @@ type Client struct {
 	// cut is the highest cut version seen in any reply (DESIGN.md,
 	// consistent cut rule 8); every request carries it.
 	cut atomic.Uint64
+	// cluster is the cluster id of the last reply: versions are a
+	// cluster's own (a cluster restored from a snapshot starts anew).
+	cluster atomic.Uint64
 
 	mu          sync.Mutex
 	route       *routeTable   // REQUIRES mu; nil until fetched
@@ -100,9 +103,18 @@ func (c *Client) Close() error {
 // CutVersion returns the highest cut version the client has seen.
 func (c *Client) CutVersion() uint64 { return c.cut.Load() }
 
-// observe merges a reply's header: the cut version only grows.
+// observe merges a reply's header: the cut version only grows, within
+// one cluster. A reply from another cluster (the endpoints now serve a
+// cluster restored from a snapshot) starts over from its version, so
+// the versions of the old cluster are not pushed onto the new one.
 func (c *Client) observe(h *kvpb.ResponseHeader) {
 	v := h.GetCutVersion()
+	if id := h.GetClusterId(); id != 0 {
+		if old := c.cluster.Load(); old != id && c.cluster.CompareAndSwap(old, id) && old != 0 {
+			c.cut.Store(v)
+			return
+		}
+	}
 	for {
 		cur := c.cut.Load()
 		if v <= cur || c.cut.CompareAndSwap(cur, v) {

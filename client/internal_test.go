@@ -161,3 +161,21 @@ func TestOpErrorUnwrap(t *testing.T) {
 		t.Errorf("Error() = %q\nwant      %q", err.Error(), want)
 	}
 }
+
+// TestObserveCutVersionPerCluster: the cut version only grows while the
+// replies come from one cluster, and starts over when they come from
+// another (a cluster restored from a snapshot on the same endpoints).
+func TestObserveCutVersionPerCluster(t *testing.T) {
+	c := &Client{}
+	for _, step := range []struct {
+		cluster, v, want uint64
+	}{
+		{7, 5, 5}, {7, 3, 5}, {7, 9, 9}, {0, 2, 9}, // 0: a header without an id
+		{8, 2, 2}, {8, 4, 4}, {8, 1, 4},
+	} {
+		c.observe(&kvpb.ResponseHeader{ClusterId: step.cluster, CutVersion: step.v})
+		if got := c.CutVersion(); got != step.want {
+			t.Fatalf("after cluster %d version %d: CutVersion %d, want %d", step.cluster, step.v, got, step.want)
+		}
+	}
+}
