@@ -35,6 +35,11 @@
 //   - TestCrashDuringCheckpoint: a node crashes in a checkpoint before a
 //     materialization's rename or before the WAL truncation; restarted, it
 //     loses nothing, agrees with the others and leaves no temporary file.
+//   - TestKvctlSnapshotsAndRestore: kvctl snapshot create (the second reuses
+//     the first's pieces), list and check on a cluster sharing one file://
+//     store; a flipped byte makes check exit 9 and kvnode restore refuse,
+//     naming the piece, leaving the data dir empty; repaired, the snapshot
+//     restores onto one node that serves every key and takes writes.
 //
 // Knobs (environment):
 //
