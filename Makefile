@@ -10,6 +10,8 @@ PROTOC_GEN_GO_VERSION  := v1.36.12
 PROTOC_GEN_GRPC_VERSION := v1.6.2
 STATICCHECK_VERSION    := v0.8.2
 
+MODULE := github.com/cutkv/cutkv
+
 # Packages with goroutines and locks: their tests run with -race.
 RACE_PKGS := ./wal/... ./discovery/... ./raftstore/... ./partition/... ./rpc/... ./client/... ./server/... ./snapshot/...
 
@@ -32,7 +34,7 @@ run: build
 test: verify test-unit
 
 test-unit: build
-	$(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v -e /proto/ $(foreach p,$(RACE_PKGS),-e $(patsubst ./%/...,/%,$(p))))
+	$(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v -E -e '/proto/' $(foreach p,$(RACE_PKGS),-e '^$(MODULE)/$(patsubst ./%/...,%,$(p))(/|$$)'))
 	$(GO) test -count=1 -race -timeout 20m $(RACE_PKGS)
 	$(GO) test -count=1 -tags failpoints ./internal/failpoint/
 	$(GO) test -count=1 -race -tags failpoints -run '^TestCut' ./server/

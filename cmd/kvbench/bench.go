@@ -197,6 +197,9 @@ func preloadPick(_ *worker, seq int64) (opKind, int64) { return opPut, seq }
 // initPick writes account seq's initial balance.
 func initPick(_ *worker, seq int64) (opKind, int64) { return opInit, seq }
 
+// initTries bounds the attempts to write one account's initial balance.
+const initTries = 5
+
 // runPhase runs the workers until the phase ends and merges their stats.
 func (r *runner) runPhase(p phase) *phaseResult {
 	var c counters
@@ -311,7 +314,17 @@ func (r *runner) execute(ctx context.Context, w *worker, kind opKind, idx int64)
 		return r.bank.transfer(ctx, w)
 	case opInit:
 		accountKey(w.key, idx)
-		return outcomeOK, w.conn.Put(ctx, w.key, r.bank.init)
+		// Before any transfer runs, writing the initial balance again is
+		// harmless: a write whose outcome is unknown (a leader change
+		// right after the cluster started) is simply written again.
+		var err error
+		for try := 0; try < initTries; try++ {
+			if err = w.conn.Put(ctx, w.key, r.bank.init); err == nil || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(time.Duration(try+1) * 50 * time.Millisecond)
+		}
+		return outcomeOK, err
 	}
 	return outcomeOK, fmt.Errorf("unknown operation kind %d", kind)
 }
