@@ -302,3 +302,27 @@ func TestAutomaticSnapshots(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotWithANodeDown: a snapshot needs every partition, not every
+// node: with one node stopped, partitions it led move, and the replicas
+// left prepare and upload their parts.
+func TestSnapshotWithANodeDown(t *testing.T) {
+	c := clustertest.Start(t, 3, clustertest.Options{Configure: smallCheckpoints})
+	_, store := fileStore(t)
+	writeMany(t, c, "a", 60)
+	mustSnapshot(t, c, 0, &kvpb.CreateSnapshotRequest{Store: store})
+	c.Stop(2)
+	writeMany(t, c, "b", 30, 0, 1)
+	var res *kvpb.CreateSnapshotResult
+	clustertest.Eventually(t, 30*time.Second, func() error {
+		var err error
+		res, _, err = createSnapshot(t, c, 1, &kvpb.CreateSnapshotRequest{Store: store})
+		return err
+	})
+	if r := checkSnapshot(t, c, store, res.GetSnapshot().GetId()); !r.GetOk() {
+		t.Fatalf("snapshot with n3 down does not check: %v", r)
+	}
+	if res.GetPiecesReused() == 0 {
+		t.Fatalf("snapshot with n3 down reused nothing: %v", res)
+	}
+}
