@@ -57,16 +57,23 @@ func RunSnapshots(ctx context.Context, n *Node, s SnapshotSchedule) {
 		return
 	}
 	log := n.Snapshots.Log
-	t := time.NewTicker(min(s.Interval, 100*time.Millisecond))
-	defer t.Stop()
 	var next, lastCut time.Time
 	var failures int
+	t := time.NewTimer(0)
+	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		// Leadership is looked at every 100 ms; the next snapshot starts
+		// on time, not at the next look.
+		wait := 100 * time.Millisecond
+		if !next.IsZero() {
+			wait = max(0, min(wait, time.Until(next)))
+		}
+		t.Reset(wait)
 		if st, ok := n.Store.Status(0); !ok || !st.IsLeader {
 			next, lastCut = time.Time{}, time.Time{}
 			continue

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -863,4 +864,40 @@ func TestUploadParallel(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustCheck(t, s, m.ID)
+}
+
+// TestListDuringUploads lists the pieces while other goroutines store
+// pieces: the file:// driver lists their temporary files, which vanish
+// (renamed) before it looks at them; a listing must not fail for that.
+func TestListDuringUploads(t *testing.T) {
+	s, _ := openFileStore(t, 9, Options{})
+	ctx := context.Background()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body := bytes.Repeat([]byte{byte(w)}, 64<<10)
+			for i := uint64(1); ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, _, err := s.PutPiece(ctx, PieceName(uint64(w+1), i, i), bytes.NewReader(body)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	for range 300 {
+		if _, err := s.listNames(ctx, piecesDir); err != nil {
+			t.Errorf("listing during uploads: %v", err)
+			break
+		}
+	}
+	close(stop)
+	wg.Wait()
 }
