@@ -149,6 +149,7 @@ func runCluster(args []string) error {
 		if need == 0 {
 			out.printf("all-ready")
 			need = -1
+			deadline.Stop() // the timeout is for getting ready, not for the run
 		}
 	}
 }

@@ -1,0 +1,64 @@
+// Command benchsnap is scripts/bench-snapshots.sh's helper: it takes
+// snapshots through the Cluster API (one, or in a loop at a cadence),
+// follows the automatic ones, checks a stored snapshot, and digests a
+// cluster's whole keyspace so that a restored cluster (kvnode restore) can
+// be compared with its source.
+//
+//	benchsnap create [-endpoints EPS] [-store URL] [-full]        one JSON line
+//	benchsnap loop [-endpoints EPS] [-store URL] [-full] -every D -for D
+//	                                                               one JSON line per snapshot
+//	benchsnap loopcell FILE                                        a table cell from loop's lines
+//	benchsnap watch [-endpoints EPS] [-store URL] -every D -out FILE
+//	                                                               polls ListSnapshots until SIGTERM
+//	benchsnap autostats -snapshots FILE -from T -to T [-data DIR]  Markdown rows: gaps, durations, bytes
+//	benchsnap metric -urls HOST:PORT,...                           cutkv_snapshot_interval_seconds
+//	benchsnap check [-endpoints EPS] [-store URL] [-id ID]          CheckSnapshot (default: the newest), one JSON line
+//	benchsnap digest [-endpoints EPS]                              key count and SHA-256 of every key-value
+//
+// Only the bench script uses it; its output formats are that script's
+// contract, not an API.
+package main
+
+import (
+	"fmt"
+	"os"
+)
+
+const defaultEndpoints = "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003"
+
+func main() {
+	if len(os.Args) < 2 {
+		usage()
+	}
+	args := os.Args[2:]
+	var err error
+	switch os.Args[1] {
+	case "create":
+		err = runCreate(args)
+	case "loop":
+		err = runLoop(args)
+	case "loopcell":
+		err = runLoopCell(args)
+	case "watch":
+		err = runWatch(args)
+	case "autostats":
+		err = runAutoStats(args)
+	case "metric":
+		err = runMetric(args)
+	case "check":
+		err = runCheck(args)
+	case "digest":
+		err = runDigest(args)
+	default:
+		usage()
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "benchsnap %s: %v\n", os.Args[1], err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: benchsnap create|loop|loopcell|watch|autostats|metric|check|digest ... (see the package comment)")
+	os.Exit(2)
+}
