@@ -193,6 +193,11 @@ func CreateSnapshot(ctx context.Context, n *Node, req *kvpb.CreateSnapshotReques
 	if err != nil {
 		return nil, err
 	}
+	// A node that lost group 0's leadership meanwhile leaves the snapshot
+	// to the new leader rather than uploading one beside it.
+	if st, ok := n.Store.Status(0); !ok || !st.IsLeader {
+		return nil, fmt.Errorf("%w: this node no longer leads group 0; snapshot %s not uploaded", ErrFailedPrecondition, id)
+	}
 	var names []string
 	for _, p := range plans {
 		if p.base > 0 {
@@ -309,8 +314,9 @@ func forEachPlan(ctx context.Context, plans []*partPlan, fn func(context.Context
 	return ctx.Err()
 }
 
-// snapshotMembers lists the nodes to ask for partition p, the leader as
-// this node knows it first.
+// snapshotMembers lists the nodes to ask for partition p: the one that
+// prepared it last time (its base is stored), then the leader as this
+// node knows it, then the other replicas.
 func (n *Node) snapshotMembers(p uint64) []string {
 	var out []string
 	lead := uint64(0)
@@ -319,10 +325,14 @@ func (n *Node) snapshotMembers(p uint64) []string {
 	}
 	ids := slices.Clone(n.Layout.Groups[p])
 	sort.SliceStable(ids, func(i, j int) bool { return ids[i] == lead && ids[j] != lead })
+	last := n.Snapshots.lastUploader(p)
 	for _, id := range ids {
 		if m, ok := n.Layout.MemberByRaftID(id); ok {
 			out = append(out, m.ID)
 		}
+	}
+	if i := slices.Index(out, last); i > 0 {
+		out = append(append([]string{last}, out[:i]...), out[i+1:]...)
 	}
 	return out
 }
@@ -343,6 +353,7 @@ func (n *Node) prepareSnapshot(ctx context.Context, p *partPlan, v uint64, full 
 		}
 		if err == nil {
 			p.member, p.pin = m, resp.GetPin()
+			n.Snapshots.setUploader(g, m)
 			break
 		}
 		errs = append(errs, fmt.Errorf("%s: %w", m, err))

@@ -44,6 +44,26 @@ type Snapshots struct {
 	stores    map[string]*snapshot.Store    // by URL
 	manifests map[string]*snapshot.Manifest // by URL + "\x00" + id; manifests never change
 	pins      map[string]*snapshotPin       // by token
+	// uploader is, by partition, the node that prepared it last: asked
+	// first next time, so that its base, already stored, stays the base
+	// when the partition's leader moves (another replica's base sits at
+	// another index and would be uploaded whole).
+	uploader map[uint64]string
+}
+
+func (s *Snapshots) lastUploader(p uint64) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.uploader[p]
+}
+
+func (s *Snapshots) setUploader(p uint64, member string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.uploader == nil {
+		s.uploader = map[uint64]string{}
+	}
+	s.uploader[p] = member
 }
 
 // snapshotPin holds one partition's log and base on this node until its
