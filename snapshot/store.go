@@ -67,6 +67,9 @@ func (o *Options) Validate() error {
 // share a store (the locks in the package doc keep uploads and
 // prunes apart).
 type Store struct {
+	// fileDir is the directory of a file:// store ("" for others): it is
+	// listed directly (listOnce).
+	fileDir string
 	bucket  *blob.Bucket
 	url     string // redacted, for messages
 	cluster uint64
@@ -137,6 +140,9 @@ func OpenStoreOptions(ctx context.Context, rawURL string, clusterID uint64, opts
 		return nil, fmt.Errorf("%w: snapshot store %s: %v", ErrInvalid, shown, err)
 	}
 	s := &Store{bucket: b, url: shown, cluster: clusterID, prefix: clusterHex(clusterID) + "/", opts: opts}
+	if u.Scheme == "file" && u.Host == "" {
+		s.fileDir = filepath.FromSlash(u.Path)
+	}
 	ok, err := b.IsAccessible(ctx)
 	if err == nil && !ok {
 		err = fmt.Errorf("%w: snapshot store %s: the bucket does not exist", ErrNotFound, shown)
@@ -541,6 +547,28 @@ const listTries = 20
 
 func (s *Store) listOnce(ctx context.Context, dir string) ([]string, error) {
 	prefix := s.prefix + dir
+	if s.fileDir != "" {
+		// The file:// driver's own listing fails when a file it read in
+		// the directory is gone when it looks at it: the temporary file
+		// of an upload in flight, renamed meanwhile. Our directories are
+		// flat; read them here, skipping the driver's side files.
+		ents, err := os.ReadDir(filepath.Join(s.fileDir, filepath.FromSlash(prefix)))
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, e := range ents {
+			n := e.Name()
+			if e.IsDir() || strings.HasSuffix(n, ".attrs") || strings.HasSuffix(n, ".tmp") {
+				continue
+			}
+			out = append(out, n)
+		}
+		return out, nil // ReadDir sorts by name
+	}
 	it := s.bucket.List(&blob.ListOptions{Prefix: prefix})
 	var out []string
 	for {
