@@ -320,8 +320,10 @@ func forEachPlan(ctx context.Context, plans []*partPlan, fn func(context.Context
 func (n *Node) snapshotMembers(p uint64) []string {
 	var out []string
 	lead := uint64(0)
-	if st, ok := n.Store.Status(p); ok {
-		lead = st.Leader
+	if n.Store != nil {
+		if st, ok := n.Store.Status(p); ok {
+			lead = st.Leader
+		}
 	}
 	ids := slices.Clone(n.Layout.Groups[p])
 	sort.SliceStable(ids, func(i, j int) bool { return ids[i] == lead && ids[j] != lead })
