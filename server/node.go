@@ -72,15 +72,14 @@ type Node struct {
 	httpLis net.Listener
 	addrs   Addrs
 
-	ready     chan struct{}
-	draining  atomic.Bool
-	inflight  inflight
-	fatal     chan error // receives the first fatal error
-	fatalOne  sync.Once
-	bgCancel  context.CancelFunc
-	bgWG      sync.WaitGroup
-	snapshots *rpc.Snapshots
-	stopOnce  sync.Once
+	ready    chan struct{}
+	draining atomic.Bool
+	inflight inflight
+	fatal    chan error // receives the first fatal error
+	fatalOne sync.Once
+	bgCancel context.CancelFunc
+	bgWG     sync.WaitGroup
+	stopOnce sync.Once
 }
 
 // Start opens the data dir, replays the WAL and starts serving. It returns
@@ -235,7 +234,6 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	}
 	_ = os.RemoveAll(rn.Snapshots.TmpDir) // full-snapshot builds of a previous run
 	cleanup = append(cleanup, rn.Snapshots.Close)
-	n.snapshots = rn.Snapshots
 	rn.SetCutPoke(pokeCuts)
 	if _, ok := n.store.Status(0); ok {
 		rn.Meta = n.meta
