@@ -24,7 +24,7 @@ import (
 const FormatVersion = 1
 
 const (
-	headerLen  = 40
+	headerLen  = HeaderLen
 	trailerLen = 60
 	// chunkSize is the size of the chunks Write makes (the last one may be
 	// shorter).
@@ -183,13 +183,7 @@ func (s Files) Write(dir string, meta Meta, encode func(io.Writer) error) (path,
 // writeFile writes a whole materialization file to w, cutting the body
 // into chunks of chunk bytes.
 func writeFile(w io.Writer, meta Meta, encode func(io.Writer) error, chunk int) error {
-	var hdr [headerLen]byte
-	copy(hdr[:], headerMagic)
-	binary.LittleEndian.PutUint32(hdr[8:], FormatVersion)
-	binary.LittleEndian.PutUint64(hdr[12:], meta.Partition)
-	binary.LittleEndian.PutUint64(hdr[20:], meta.Index)
-	binary.LittleEndian.PutUint64(hdr[28:], meta.Term)
-	binary.LittleEndian.PutUint32(hdr[36:], crc32.Checksum(hdr[:36], castagnoli))
+	hdr := EncodeHeader(headerMagic, FormatVersion, [3]uint64{meta.Partition, meta.Index, meta.Term})
 	if _, err := w.Write(hdr[:]); err != nil {
 		return err
 	}
@@ -362,36 +356,19 @@ func (r *Reader) readFull(b []byte, start int64, chunk int, what string) error {
 }
 
 func (r *Reader) readHeader() error {
-	var h [headerLen]byte
-	n, err := io.ReadFull(r.br, h[:12])
+	h, n, err := ReadHeader(r.br, "materialization file", headerMagic, FormatVersion)
 	r.off += int64(n)
-	if err == nil && !bytes.Equal(h[:8], headerMagic) {
-		return r.corrupt(0, -1, "not a materialization file (magic %q)", h[:8])
-	}
-	if err != nil {
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			return r.corrupt(0, -1, "the file ends inside the header (%d bytes)", n)
-		}
+	var he *HeaderError
+	switch {
+	case errors.As(err, &he) && he.Newer > 0:
+		return fmt.Errorf("%w: materialization %s has format version %d; this binary reads version %d",
+			ErrVersion, r.path, he.Newer, FormatVersion)
+	case errors.As(err, &he):
+		return r.corrupt(0, -1, "%s", he.Reason)
+	case err != nil:
 		return fmt.Errorf("checkpoint: reading %s: %w", r.path, err)
 	}
-	switch v := binary.LittleEndian.Uint32(h[8:]); {
-	case v > FormatVersion:
-		return fmt.Errorf("%w: materialization %s has format version %d; this binary reads version %d",
-			ErrVersion, r.path, v, FormatVersion)
-	case v == 0:
-		return r.corrupt(0, -1, "format version 0")
-	}
-	if err := r.readFull(h[12:], 0, -1, "header"); err != nil {
-		return err
-	}
-	if got, want := crc32.Checksum(h[:36], castagnoli), binary.LittleEndian.Uint32(h[36:]); got != want {
-		return r.corrupt(0, -1, "header checksum %08x, stored %08x", got, want)
-	}
-	r.meta = Meta{
-		Partition: binary.LittleEndian.Uint64(h[12:]),
-		Index:     binary.LittleEndian.Uint64(h[20:]),
-		Term:      binary.LittleEndian.Uint64(h[28:]),
-	}
+	r.meta = Meta{Partition: h.Fields[0], Index: h.Fields[1], Term: h.Fields[2]}
 	if named, ok := ParseName(filepath.Base(r.path)); ok && named != r.meta.Materialization() {
 		return r.corrupt(0, -1, "the file's name says partition %d index %d, its header partition %d index %d",
 			named.Partition, named.Index, r.meta.Partition, r.meta.Index)

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash"
 	"hash/crc32"
@@ -24,7 +25,7 @@ import (
 const PieceFormatVersion = 1
 
 const (
-	pieceHeaderLen  = 40
+	pieceHeaderLen  = checkpoint.HeaderLen
 	pieceTrailerLen = 52
 	// maxEntryLen bounds one marshaled entry in the format; raft entries
 	// are far smaller (requests are limited long before this).
@@ -114,13 +115,7 @@ func EncodePiece(w io.Writer, group uint64, entries []*raftpb.Entry) error {
 	hi := lo + uint64(len(entries)) - 1
 
 	bw := bufio.NewWriterSize(w, 64<<10)
-	var hdr [pieceHeaderLen]byte
-	copy(hdr[:], pieceMagic)
-	binary.LittleEndian.PutUint32(hdr[8:], PieceFormatVersion)
-	binary.LittleEndian.PutUint64(hdr[12:], group)
-	binary.LittleEndian.PutUint64(hdr[20:], lo)
-	binary.LittleEndian.PutUint64(hdr[28:], hi)
-	binary.LittleEndian.PutUint32(hdr[36:], crc32.Checksum(hdr[:36], castagnoli))
+	hdr := checkpoint.EncodeHeader(pieceMagic, PieceFormatVersion, [3]uint64{group, lo, hi})
 	if _, err := bw.Write(hdr[:]); err != nil {
 		return err
 	}
@@ -238,37 +233,19 @@ func (r *PieceReader) readFull(b []byte, start int64, entry int, what string) er
 }
 
 func (r *PieceReader) readHeader(name string) error {
-	var h [pieceHeaderLen]byte
-	n, err := io.ReadFull(r.br, h[:12])
+	h, n, err := checkpoint.ReadHeader(r.br, "changelog piece", pieceMagic, PieceFormatVersion)
 	r.off += int64(n)
-	if err == nil && !bytes.Equal(h[:8], pieceMagic) {
-		return r.corrupt(0, -1, "not a changelog piece (magic %q)", h[:8])
-	}
-	if err != nil {
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			return r.corrupt(0, -1, "the piece ends inside the header (%d bytes)", n)
-		}
+	var he *checkpoint.HeaderError
+	switch {
+	case errors.As(err, &he) && he.Newer > 0:
+		return fmt.Errorf("%w: changelog piece %s has format version %d; this binary reads version %d",
+			ErrVersion, r.name, he.Newer, PieceFormatVersion)
+	case errors.As(err, &he):
+		return r.corrupt(0, -1, "%s", he.Reason)
+	case err != nil:
 		return fmt.Errorf("snapshot: reading piece %s: %w", r.name, err)
 	}
-	switch v := binary.LittleEndian.Uint32(h[8:]); {
-	case v > PieceFormatVersion:
-		return fmt.Errorf("%w: changelog piece %s has format version %d; this binary reads version %d",
-			ErrVersion, r.name, v, PieceFormatVersion)
-	case v == 0:
-		return r.corrupt(0, -1, "format version 0")
-	}
-	if err := r.readFull(h[12:], 0, -1, "header"); err != nil {
-		return err
-	}
-	if got, want := crc32.Checksum(h[:36], castagnoli), binary.LittleEndian.Uint32(h[36:]); got != want {
-		return r.corrupt(0, -1, "header checksum %08x, stored %08x", got, want)
-	}
-	r.hdr = PieceHeader{
-		Version: binary.LittleEndian.Uint32(h[8:]),
-		Group:   binary.LittleEndian.Uint64(h[12:]),
-		Lo:      binary.LittleEndian.Uint64(h[20:]),
-		Hi:      binary.LittleEndian.Uint64(h[28:]),
-	}
+	r.hdr = PieceHeader{Version: h.Version, Group: h.Fields[0], Lo: h.Fields[1], Hi: h.Fields[2]}
 	if r.hdr.Lo == 0 || r.hdr.Lo > r.hdr.Hi {
 		return r.corrupt(0, -1, "the header's range [%d, %d] is empty or starts at 0", r.hdr.Lo, r.hdr.Hi)
 	}
