@@ -517,11 +517,9 @@ func (s *ClusterServer) CreateSnapshot(req *kvpb.CreateSnapshotRequest, stream k
 			}
 		}
 	}
-	var sendErr error
 	res, err := CreateSnapshot(ctx, n, req, func(p *kvpb.SnapshotProgress) {
-		if sendErr == nil {
-			sendErr = stream.Send(&kvpb.CreateSnapshotResponse{Header: n.header(0), Progress: p})
-		}
+		// A client gone away cancels ctx, which ends the snapshot.
+		_ = stream.Send(&kvpb.CreateSnapshotResponse{Header: n.header(0), Progress: p})
 	})
 	if err != nil {
 		return snapshotStatus(err)
@@ -618,7 +616,6 @@ func (s *ClusterServer) DeleteSnapshot(ctx context.Context, req *kvpb.DeleteSnap
 		s.n.Snapshots.run.Lock()
 		defer s.n.Snapshots.run.Unlock()
 		gc, err := st.Delete(ctx, req.GetId())
-		s.n.Snapshots.forget(st, gc.Snapshots)
 		if err != nil {
 			return nil, err
 		}
@@ -644,7 +641,6 @@ func PruneSnapshots(ctx context.Context, n *Node, st *snapshot.Store, keepLast i
 	n.Snapshots.run.Lock()
 	defer n.Snapshots.run.Unlock()
 	gc, err := st.Prune(ctx, keepLast, keepWithin, time.Now())
-	n.Snapshots.forget(st, gc.Snapshots)
 	if err != nil {
 		return nil, err
 	}

@@ -1,8 +1,11 @@
 package rpc
 
 import (
+	"log/slog"
 	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cutkv/cutkv/topology"
 )
@@ -44,5 +47,31 @@ func TestSnapshotMembersPreferLastUploader(t *testing.T) {
 		if got := n.snapshotMembers(p); !slices.Equal(got, base) {
 			t.Fatalf("partition %d last prepared by a non-replica: %v, want %v", p, got, base)
 		}
+	}
+}
+
+// TestSnapshotPinLease: a pin whose upload never comes is released when
+// its lease ends; one taken for its upload is released once, by the taker.
+func TestSnapshotPinLease(t *testing.T) {
+	s := &Snapshots{Log: slog.New(slog.DiscardHandler)}
+	var released atomic.Int32
+	token := s.addPin(&snapshotPin{group: 1, release: func() { released.Add(1) }}, 20*time.Millisecond)
+	deadline := time.Now().Add(5 * time.Second)
+	for released.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if released.Load() != 1 || s.takePin(token) != nil {
+		t.Fatalf("after the lease: released %d times, pin still held: %v", released.Load(), s.takePin(token) != nil)
+	}
+
+	token = s.addPin(&snapshotPin{group: 2, release: func() { released.Add(1) }}, 50*time.Millisecond)
+	p := s.takePin(token)
+	if p == nil {
+		t.Fatal("a pin taken before its lease ended is gone")
+	}
+	p.drop()
+	time.Sleep(100 * time.Millisecond) // past the lease: its timer must not release again
+	if released.Load() != 2 {
+		t.Fatalf("released %d times, want 2", released.Load())
 	}
 }

@@ -42,7 +42,7 @@ type Snapshots struct {
 
 	mu        sync.Mutex
 	stores    map[string]*snapshot.Store    // by URL
-	manifests map[string]*snapshot.Manifest // by URL + "\x00" + id; manifests never change
+	manifests map[string]map[string]*snapshot.Manifest // by URL, then id: manifests never change
 	pins      map[string]*snapshotPin       // by token
 	// uploader is, by partition, the node that prepared it last: asked
 	// first next time, so that its base, already stored, stays the base
@@ -152,43 +152,38 @@ func (s *Snapshots) store(ctx context.Context, raw string, cluster uint64) (*sna
 }
 
 // manifestsOf returns every snapshot of the store, oldest cut first,
-// reading only manifests not seen before.
+// reading only manifests not seen before. The cache keeps just the ids
+// listed now, so deleted snapshots leave it, whoever deleted them.
 func (s *Snapshots) manifestsOf(ctx context.Context, st *snapshot.Store) ([]*snapshot.Manifest, error) {
 	ids, err := st.IDs(ctx)
 	if err != nil {
 		return nil, err
 	}
+	s.mu.Lock()
+	old := s.manifests[st.URL()]
+	s.mu.Unlock()
+	cur := make(map[string]*snapshot.Manifest, len(ids))
 	out := make([]*snapshot.Manifest, 0, len(ids))
 	for _, id := range ids {
-		key := st.URL() + "\x00" + id
-		s.mu.Lock()
-		m := s.manifests[key]
-		s.mu.Unlock()
+		m := old[id]
 		if m == nil {
 			if m, err = st.Get(ctx, id); errors.Is(err, snapshot.ErrNotFound) {
 				continue // deleted since the listing
 			} else if err != nil {
 				return nil, err
 			}
-			s.mu.Lock()
-			if s.manifests == nil {
-				s.manifests = map[string]*snapshot.Manifest{}
-			}
-			s.manifests[key] = m
-			s.mu.Unlock()
 		}
+		cur[id] = m
 		out = append(out, m)
 	}
+	s.mu.Lock()
+	if s.manifests == nil {
+		s.manifests = map[string]map[string]*snapshot.Manifest{}
+	}
+	s.manifests[st.URL()] = cur
+	s.mu.Unlock()
 	sortManifests(out)
 	return out, nil
-}
-
-func (s *Snapshots) forget(st *snapshot.Store, ids []string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, id := range ids {
-		delete(s.manifests, st.URL()+"\x00"+id)
-	}
 }
 
 func (s *Snapshots) addPin(p *snapshotPin, lease time.Duration) string {
