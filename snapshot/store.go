@@ -527,25 +527,16 @@ func (s *Store) StatPiece(ctx context.Context, name string) (Object, error) {
 }
 
 // listNames lists the object names under the cluster's dir/, sorted.
-// An object that vanishes while the listing runs (the file:// driver
-// lists a writer's temporary file, which the writer then renames) makes
-// some drivers fail the listing with NotFound: it is listed again.
 func (s *Store) listNames(ctx context.Context, dir string) ([]string, error) {
-	for try := 1; ; try++ {
-		names, err := s.listOnce(ctx, dir)
-		if err == nil || !notFound(err) || try == listTries || ctx.Err() != nil {
-			if err != nil {
-				return nil, s.wrap("listing "+s.prefix+dir, err)
-			}
-			return names, nil
-		}
+	names, err := s.listRaw(ctx, dir)
+	if err != nil {
+		return nil, s.wrap("listing "+s.prefix+dir, err)
 	}
+	return names, nil
 }
 
-// listTries bounds the listings of one listNames.
-const listTries = 20
-
-func (s *Store) listOnce(ctx context.Context, dir string) ([]string, error) {
+// listRaw is listNames without the error context.
+func (s *Store) listRaw(ctx context.Context, dir string) ([]string, error) {
 	prefix := s.prefix + dir
 	if s.fileDir != "" {
 		// The file:// driver's own listing fails when a file it read in
