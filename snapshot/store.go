@@ -68,7 +68,7 @@ func (o *Options) Validate() error {
 // prunes apart).
 type Store struct {
 	// fileDir is the directory of a file:// store ("" for others): it is
-	// listed directly (listOnce).
+	// listed directly (listRaw).
 	fileDir string
 	bucket  *blob.Bucket
 	url     string // redacted, for messages
