@@ -358,12 +358,11 @@ func (r *rebuilder) readEntries(ctx context.Context, p *snapshot.Partition) ([]*
 		read int64
 	)
 	for _, pc := range p.Pieces {
-		n, err := r.readPiece(ctx, pc, func(e *raftpb.Entry) {
+		err := r.readPiece(ctx, pc, func(e *raftpb.Entry) {
 			if e.GetIndex() >= pc.From {
 				ents = append(ents, e)
 			}
 		})
-		read += n
 		if err != nil {
 			fail := &snapshot.CheckError{Snapshot: r.m.ID, Partition: p.Partition, Piece: pc.Name, Err: err}
 			if errors.Is(err, snapshot.ErrCorrupt) || errors.Is(err, snapshot.ErrVersion) || errors.Is(err, snapshot.ErrNotFound) {
@@ -371,44 +370,32 @@ func (r *rebuilder) readEntries(ctx context.Context, p *snapshot.Partition) ([]*
 			}
 			return nil, read, fmt.Errorf("restore: %w", fail)
 		}
+		read += pc.Size // read to its trailer, so whole (and its size was checked)
 	}
 	return ents, read, nil
 }
 
-// readPiece streams one changelog piece through fn and returns the bytes
-// read.
-func (r *rebuilder) readPiece(ctx context.Context, pc snapshot.Piece, fn func(*raftpb.Entry)) (int64, error) {
+// readPiece streams one changelog piece through fn.
+func (r *rebuilder) readPiece(ctx context.Context, pc snapshot.Piece, fn func(*raftpb.Entry)) error {
 	rc, err := r.st.OpenPiece(ctx, pc.Name)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	defer rc.Close()
-	cr := &countingReader{r: rc}
-	pr, err := snapshot.NewPieceReader(cr, pc.Name)
+	pr, err := snapshot.NewPieceReader(rc, pc.Name)
 	if err != nil {
-		return cr.n, err
+		return err
 	}
 	for {
 		e, err := pr.Next()
 		if err == io.EOF {
-			return cr.n, nil
+			return nil
 		}
 		if err != nil {
-			return cr.n, err
+			return err
 		}
 		fn(e)
 	}
-}
-
-type countingReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countingReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
 }
 
 // checkDataDir accepts a data dir that does not exist or is an empty
