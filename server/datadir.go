@@ -146,10 +146,10 @@ func (d *dataDir) loadOrCreateIdentity(cfg *Config) (id identity, fresh bool, er
 	if want == nil {
 		return identity{}, false, fmt.Errorf("%w: %s holds no cluster; start with --initial-cluster to bootstrap a new one", ErrNoBootstrap, d.path)
 	}
+	if _, ok := want.Member(cfg.ID); !ok {
+		return identity{}, false, fmt.Errorf("%w: node %q is not in --initial-cluster %q", ErrConfig, cfg.ID, cfg.InitialCluster)
+	}
 	if err := writeIdentity(d.path, cfg.ID, want, ""); err != nil {
-		if errors.Is(err, errNotMember) {
-			return identity{}, false, fmt.Errorf("%w: node %q is not in --initial-cluster %q", ErrConfig, cfg.ID, cfg.InitialCluster)
-		}
 		return identity{}, false, err
 	}
 	return identity{NodeID: cfg.ID, Layout: want}, true, nil
@@ -172,8 +172,6 @@ func describeMembers(l *topology.Layout) string {
 	return strings.Join(parts, ",")
 }
 
-var errNotMember = errors.New("server: node is not a member of the layout")
-
 // WriteIdentity writes the identity file (cluster.json) of node nodeID of
 // the cluster laid out by l into dataDir, exactly as a node bootstrapping
 // a new cluster does, crash-atomically. restoredFrom, when not empty,
@@ -189,20 +187,14 @@ func WriteIdentity(dataDir, nodeID string, l *topology.Layout, restoredFrom stri
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("server: %s: %w", file, err)
 	}
-	if err := writeIdentity(dataDir, nodeID, l, restoredFrom); err != nil {
-		if errors.Is(err, errNotMember) {
-			return fmt.Errorf("%w: node %q is not a member of cluster %s (%s)", ErrConfig, nodeID, topology.FormatClusterID(l.ClusterID), describeMembers(l))
-		}
-		return err
+	if _, ok := l.Member(nodeID); !ok {
+		return fmt.Errorf("%w: node %q is not a member of cluster %s (%s)", ErrConfig, nodeID, topology.FormatClusterID(l.ClusterID), describeMembers(l))
 	}
-	return nil
+	return writeIdentity(dataDir, nodeID, l, restoredFrom)
 }
 
-// writeIdentity writes the identity file of nodeID in l.
+// writeIdentity writes the identity file of nodeID, a member of l.
 func writeIdentity(dataDir, nodeID string, l *topology.Layout, restoredFrom string) error {
-	if _, ok := l.Member(nodeID); !ok {
-		return errNotMember
-	}
 	rec := &internalpb.NodeIdentity{NodeId: nodeID, Layout: l.Proto(), RestoredFrom: restoredFrom}
 	out, err := protojson.MarshalOptions{Multiline: true}.Marshal(rec)
 	if err != nil {
