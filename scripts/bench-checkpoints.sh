@@ -44,75 +44,9 @@ make -s build
 WORK=$(mktemp -d /tmp/cutkv-bench-ckpt.XXXXXX)
 go build -o "$WORK/benchckpt" ./scripts/benchckpt
 B=$WORK/benchckpt
-CL_PID=""
-CK_PID=""
 
-cleanup() {
-	rc=$?
-	if [ -n "$CK_PID" ]; then
-		kill -TERM "$CK_PID" 2>/dev/null
-		wait "$CK_PID" 2>/dev/null
-	fi
-	if [ -n "$CL_PID" ] && kill -0 "$CL_PID" 2>/dev/null; then
-		kill -TERM "$CL_PID"
-		wait "$CL_PID" 2>/dev/null || true
-	fi
-	if [ "$rc" != 0 ] || [ "${KEEP:-0}" = 1 ]; then
-		echo "data and logs kept in $WORK" >&2
-	else
-		rm -rf "$WORK"
-	fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
-mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
-# bytes DIR...: apparent size of the files under the directories.
-bytes() { du -scb "$@" 2>/dev/null | tail -n 1 | cut -f1; }
-
-# start_cluster DATA EVENTS [TARGETS] -- KVNODE FLAGS: starts the nodes in
-# the background and waits until the supervisor prints all-ready.
-start_cluster() {
-	local data=$1 events=$2 targets=$3
-	shift 4
-	mkdir -p "$data"
-	"$B" cluster -data "$data" -bin bin ${targets:+-targets "$targets"} -- "$@" >"$events" 2>>"$data/cluster.err" &
-	CL_PID=$!
-	until grep -qs '^all-ready' "$events"; do
-		if ! kill -0 "$CL_PID" 2>/dev/null; then
-			wait "$CL_PID" || true
-			CL_PID=""
-			echo "cluster did not start; $events:" >&2
-			cat "$events" "$data/cluster.err" >&2
-			exit 1
-		fi
-		sleep 0.1
-	done
-}
-
-# stop_cluster: SIGTERM to the supervisor, which stops every node
-# gracefully; fails if a node did not exit 0.
-stop_cluster() {
-	kill -TERM "$CL_PID"
-	local rc=0
-	wait "$CL_PID" || rc=$?
-	CL_PID=""
-	if [ "$rc" != 0 ]; then
-		echo "a node did not stop cleanly (status $rc)" >&2
-		exit 1
-	fi
-}
-
-# node_times EVENTS KIND: "a / b / c" seconds for n1..n3 ("-" if absent).
-node_times() {
-	local out=""
-	for n in n1 n2 n3; do
-		t=$(awk -v k="$2" -v n="$n" '$1 == k && $2 == n { printf "%.2f", $3 }' "$1")
-		out="${out:+$out / }${t:--}"
-	done
-	echo "$out"
-}
+# shellcheck source=scripts/lib/cluster.sh
+. scripts/lib/cluster.sh
 
 # Read-only git: no index refresh (another checkout user may hold the lock).
 echo "cutkv: commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(git --no-optional-locks status --porcelain 2>/dev/null | wc -l) paths changed or untracked"
@@ -203,14 +137,14 @@ for i in 1 2 3 4; do
 		ck="-"
 		if [ "$mode" = B ]; then
 			"$B" ckloop -endpoints "$EP" -for 1h -every "$CKPT_EVERY" >"$D/ck-$i.txt" 2>"$D/ck-$i.err" &
-			CK_PID=$!
+			BG_PID=$!
 		fi
 		bin/kvbench put "${PUT[@]}" --duration "$RUN" --warmup 2s --seed "$i" --metrics-url "$METRICS" \
 			--out "$out" >"$D/r$i-$mode.txt" 2>&1
 		if [ "$mode" = B ]; then
-			kill -TERM "$CK_PID"
-			wait "$CK_PID"
-			CK_PID=""
+			kill -TERM "$BG_PID"
+			wait "$BG_PID"
+			BG_PID=""
 			ck=$(awk '{ split($1,c,"="); split($2,f,"="); split($3,p,"="); split($4,m,"="); printf "%s (%s), %s / %s", c[2], f[2], p[2], m[2] }' "$D/ck-$i.txt")
 			if [ -s "$D/ck-$i.err" ]; then echo "run $i: $(cat "$D/ck-$i.err")" >&2; fi
 		fi

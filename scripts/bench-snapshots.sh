@@ -80,78 +80,11 @@ S=$WORK/benchsnap
 STORE=file://$WORK/store
 mkdir -p "$WORK/store"
 SRC=$WORK/src
-CL_PID=""
-BG_PID=""
 
-cleanup() {
-	rc=$?
-	if [ -n "$BG_PID" ]; then
-		kill -TERM "$BG_PID" 2>/dev/null
-		wait "$BG_PID" 2>/dev/null
-	fi
-	if [ -n "$CL_PID" ] && kill -0 "$CL_PID" 2>/dev/null; then
-		kill -TERM "$CL_PID"
-		wait "$CL_PID" 2>/dev/null || true
-	fi
-	if [ "$rc" != 0 ] || [ "${KEEP:-0}" = 1 ]; then
-		echo "data and logs kept in $WORK" >&2
-	else
-		rm -rf "$WORK"
-	fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
-mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
-bytes() { du -scb "$@" 2>/dev/null | tail -n 1 | cut -f1; }
+# shellcheck source=scripts/lib/cluster.sh
+. scripts/lib/cluster.sh
 now_ms() { date +%s%3N; }
 log() { echo "$(date -u +%H:%M:%S) $*" >&2; }
-
-# start_cluster DATA EVENTS -- KVNODE FLAGS: starts the nodes in the
-# background and waits until the supervisor prints all-ready.
-start_cluster() {
-	local data=$1 events=$2
-	shift 3
-	mkdir -p "$data"
-	# benchckpt's -ready-timeout also ends a cluster that was ready:
-	# this script keeps one up far longer than its 15 m default.
-	"$B" cluster -data "$data" -bin bin -ready-timeout 24h -- "$@" >"$events" 2>>"$data/cluster.err" &
-	CL_PID=$!
-	until grep -qs '^all-ready' "$events"; do
-		if ! kill -0 "$CL_PID" 2>/dev/null; then
-			wait "$CL_PID" || true
-			CL_PID=""
-			echo "cluster did not start; $events:" >&2
-			cat "$events" "$data/cluster.err" >&2
-			exit 1
-		fi
-		sleep 0.1
-	done
-}
-
-# stop_cluster: SIGTERM to the supervisor, which stops every node
-# gracefully; fails if a node did not exit 0.
-stop_cluster() {
-	kill -TERM "$CL_PID"
-	local rc=0
-	wait "$CL_PID" || rc=$?
-	CL_PID=""
-	if [ "$rc" != 0 ]; then
-		echo "a node did not stop cleanly (status $rc)" >&2
-		exit 1
-	fi
-}
-
-# node_times EVENTS KIND: "a / b / c" seconds for n1..n3 ("-" if absent).
-node_times() {
-	local out=""
-	for n in n1 n2 n3; do
-		t=$(awk -v k="$2" -v n="$n" '$1 == k && $2 == n { printf "%.2f", $3 }' "$1")
-		out="${out:+$out / }${t:--}"
-	done
-	echo "$out"
-}
 
 # bg CMD...: runs a helper in the background (BG_PID); bg_stop sends it
 # SIGTERM and waits.
@@ -198,7 +131,7 @@ echo
 
 # --- setup: KEYS keys of 1 KiB, one checkpoint ---
 SRCFLAGS=(--snapshot-store "$STORE")
-start_cluster "$SRC" "$SRC/start.events" -- "${NOMAT[@]}" "${SRCFLAGS[@]}"
+start_cluster "$SRC" "$SRC/start.events" "" -- "${NOMAT[@]}" "${SRCFLAGS[@]}"
 # Groups often change leader in the first seconds after "ready"; a write
 # caught in that gets "outcome unknown" and the preload does not retry it.
 sleep 5
@@ -271,7 +204,7 @@ for which in $RESTORE; do
 	checked=$(sed -n 's/.*msg="checking every piece of the snapshot".* bytes=\([0-9]*\).*/\1/p' "$R/restore-n1.log")
 	rbytes=$(sed -n 's/.*msg="restore done".* bytes_read=\([0-9]*\).*/\1/p' "$R/restore-n1.log")
 	rd="$(mib "$checked") / $(mib "$rbytes")"
-	start_cluster "$R" "$R/start.events" -- "${NOMAT[@]}"
+	start_cluster "$R" "$R/start.events" "" -- "${NOMAT[@]}"
 	"$S" digest -endpoints "$EP" >"$R/digest.json"
 	stop_cluster
 	want=$(jq -r .sha256 "$P1/digest-$which.json")
@@ -285,7 +218,7 @@ for which in $RESTORE; do
 	if [ "${KEEP:-0}" != 1 ]; then rm -rf "$R"/n*; fi
 done
 echo
-start_cluster "$SRC" "$SRC/restart.events" -- "${NOMAT[@]}" "${SRCFLAGS[@]}"
+start_cluster "$SRC" "$SRC/restart.events" "" -- "${NOMAT[@]}" "${SRCFLAGS[@]}"
 fi
 
 if [[ $PARTS == *3* ]]; then
@@ -343,7 +276,7 @@ for j in $(seq "$AUTO_PAIRS"); do
 	for mode in none auto; do
 		flags=("${SRCFLAGS[@]}")
 		[ "$mode" = auto ] && flags+=(--snapshot-interval 1s --snapshot-keep 30)
-		start_cluster "$SRC" "$P4/start-$j-$mode.events" -- "${flags[@]}"
+		start_cluster "$SRC" "$P4/start-$j-$mode.events" "" -- "${flags[@]}"
 		if [ "$mode" = auto ]; then
 			t0=$(now_ms)
 			bg "$S" watch -endpoints "$EP" -every 5s -out "$P4/snaps-$j.json"

@@ -16,25 +16,10 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/scripts/internal/benchconn"
 )
-
-func dial(addr string) (*grpc.ClientConn, error) {
-	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
-}
-
-func splitEndpoints(s string) []string {
-	var eps []string
-	for _, e := range strings.Split(s, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			eps = append(eps, e)
-		}
-	}
-	return eps
-}
 
 // localApplied returns the applied index of every group the node behind
 // cc holds, as it reports them itself.
@@ -61,8 +46,8 @@ func runApplied(args []string) error {
 		return err
 	}
 	all := map[string]map[uint64]uint64{}
-	for _, ep := range splitEndpoints(*endpoints) {
-		cc, err := dial(ep)
+	for _, ep := range benchconn.Split(*endpoints) {
+		cc, err := benchconn.Dial(ep)
 		if err != nil {
 			return err
 		}
@@ -111,27 +96,6 @@ func checkpointOnce(ctx context.Context, conns []*grpc.ClientConn) (took time.Du
 	return took, 0, nil, err
 }
 
-func dialAll(endpoints string) ([]*grpc.ClientConn, func(), error) {
-	var conns []*grpc.ClientConn
-	closeAll := func() {
-		for _, cc := range conns {
-			cc.Close()
-		}
-	}
-	for _, ep := range splitEndpoints(endpoints) {
-		cc, err := dial(ep)
-		if err != nil {
-			closeAll()
-			return nil, nil, err
-		}
-		conns = append(conns, cc)
-	}
-	if len(conns) == 0 {
-		return nil, nil, errors.New("no endpoints")
-	}
-	return conns, closeAll, nil
-}
-
 // runCheckpoint takes one checkpoint and prints
 // "took=SECONDS groups=N errors=M"; it fails when any group failed.
 func runCheckpoint(args []string) error {
@@ -140,7 +104,7 @@ func runCheckpoint(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	conns, closeAll, err := dialAll(*endpoints)
+	conns, closeAll, err := benchconn.DialAll(*endpoints)
 	if err != nil {
 		return err
 	}
@@ -166,7 +130,7 @@ func runCheckpointLoop(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	conns, closeAll, err := dialAll(*endpoints)
+	conns, closeAll, err := benchconn.DialAll(*endpoints)
 	if err != nil {
 		return err
 	}
@@ -246,7 +210,7 @@ func runWatch(args []string) error {
 	if *data == "" {
 		return errors.New("-data is required")
 	}
-	conns, closeAll, err := dialAll(*endpoints)
+	conns, closeAll, err := benchconn.DialAll(*endpoints)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/cutkv/cutkv/scripts/internal/benchconn"
 )
 
 // node is one kvnode process of the local cluster, with the moments of
@@ -222,7 +224,7 @@ func (n *node) startProcess(path string, argv []string, out *clusterOut, ready c
 // waitApplied polls the node's own status until every group in want has
 // applied at least as far as want says.
 func (n *node) waitApplied(ctx context.Context, want map[uint64]uint64, out *clusterOut, applied chan<- string) {
-	cc, err := dial(n.grpc)
+	cc, err := benchconn.Dial(n.grpc)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s: %v\n", n.id, err)
 		return

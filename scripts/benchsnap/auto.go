@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/scripts/internal/benchconn"
 )
 
 // listed is a snapshot as ListSnapshots showed it.
@@ -46,7 +47,7 @@ func runWatch(args []string) error {
 	if *out == "" {
 		return errors.New("-out is required")
 	}
-	conns, closeAll, err := dialAll(*endpoints)
+	conns, closeAll, err := benchconn.DialAll(*endpoints)
 	if err != nil {
 		return err
 	}
@@ -305,7 +306,7 @@ func runMetric(args []string) error {
 		"cutkv_snapshot_uploaded_bytes_total":                   0,
 	}
 	cl := &http.Client{Timeout: 5 * time.Second}
-	for _, u := range splitEndpoints(*urls) {
+	for _, u := range benchconn.Split(*urls) {
 		if !strings.Contains(u, "://") {
 			u = "http://" + u
 		}

@@ -17,45 +17,12 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/scripts/internal/benchconn"
 )
 
 const mib = 1 << 20
-
-func splitEndpoints(s string) []string {
-	var eps []string
-	for _, e := range strings.Split(s, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			eps = append(eps, e)
-		}
-	}
-	return eps
-}
-
-// dialAll connects to every endpoint (lazily, as grpc.NewClient does).
-func dialAll(endpoints string) ([]*grpc.ClientConn, func(), error) {
-	var conns []*grpc.ClientConn
-	closeAll := func() {
-		for _, cc := range conns {
-			cc.Close()
-		}
-	}
-	for _, ep := range splitEndpoints(endpoints) {
-		cc, err := grpc.NewClient(ep, grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
-		if err != nil {
-			closeAll()
-			return nil, nil, err
-		}
-		conns = append(conns, cc)
-	}
-	if len(conns) == 0 {
-		return nil, nil, errors.New("no endpoints")
-	}
-	return conns, closeAll, nil
-}
 
 // snapResult is one CreateSnapshot call, as create and loop print it (one
 // JSON line each).
@@ -153,7 +120,7 @@ func runCreate(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	conns, closeAll, err := dialAll(*endpoints)
+	conns, closeAll, err := benchconn.DialAll(*endpoints)
 	if err != nil {
 		return err
 	}
@@ -182,7 +149,7 @@ func runLoop(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	conns, closeAll, err := dialAll(*endpoints)
+	conns, closeAll, err := benchconn.DialAll(*endpoints)
 	if err != nil {
 		return err
 	}
@@ -288,7 +255,7 @@ func runCheck(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	conns, closeAll, err := dialAll(*endpoints)
+	conns, closeAll, err := benchconn.DialAll(*endpoints)
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cutkv/cutkv/client"
+	"github.com/cutkv/cutkv/scripts/internal/benchconn"
 )
 
 // digested is what digest prints.
@@ -37,7 +38,7 @@ func runDigest(args []string) error {
 		return err
 	}
 	ctx := context.Background()
-	c, err := client.New(ctx, splitEndpoints(*endpoints)...)
+	c, err := client.New(ctx, benchconn.Split(*endpoints)...)
 	if err != nil {
 		return err
 	}
