@@ -1,12 +1,18 @@
 package rpc
 
 import (
+	"context"
+	"fmt"
 	"log/slog"
 	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/topology"
 )
 
@@ -73,5 +79,50 @@ func TestSnapshotPinLease(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // past the lease: its timer must not release again
 	if released.Load() != 2 {
 		t.Fatalf("released %d times, want 2", released.Load())
+	}
+}
+
+// TestSnapshotPartitionsRefuseBadRequests: requests of another cluster,
+// malformed ranges and unknown or mismatched pins get clear codes before
+// anything is read or uploaded.
+func TestSnapshotPartitionsRefuseBadRequests(t *testing.T) {
+	ms, err := topology.ParseInitialCluster("n1=127.0.0.1:1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := topology.New("t", ms, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := &Node{Layout: l, Snapshots: &Snapshots{DefaultDir: t.TempDir(), Log: slog.New(slog.DiscardHandler)}}
+	srv := NewSnapshotPartitionsServer(n)
+	ctx := context.Background()
+	want := func(what string, err error, code codes.Code) {
+		t.Helper()
+		if status.Code(err) != code {
+			t.Fatalf("%s: %v, want %v", what, err, code)
+		}
+	}
+	_, err = srv.PrepareSnapshot(ctx, &internalpb.PrepareSnapshotRequest{ClusterId: l.ClusterID + 1, Group: 1, Pos: 5, FinishIndex: 6})
+	want("prepare for another cluster", err, codes.FailedPrecondition)
+	for _, r := range []*internalpb.PrepareSnapshotRequest{{Group: 0, Pos: 5, FinishIndex: 6}, {Group: 1, Pos: 0, FinishIndex: 6}, {Group: 1, Pos: 7, FinishIndex: 6}} {
+		r.ClusterId = l.ClusterID
+		_, err = srv.PrepareSnapshot(ctx, r)
+		want(fmt.Sprintf("prepare %v", r), err, codes.InvalidArgument)
+	}
+	_, err = srv.UploadSnapshot(ctx, &internalpb.UploadSnapshotRequest{ClusterId: l.ClusterID, Pin: "nope", Group: 1})
+	want("upload with an unknown pin", err, codes.FailedPrecondition)
+
+	released := 0
+	pin := func() string {
+		return n.Snapshots.addPin(&snapshotPin{group: 1, pos: 5, finish: 6, release: func() { released++ }}, time.Minute)
+	}
+	_, err = srv.UploadSnapshot(ctx, &internalpb.UploadSnapshotRequest{ClusterId: l.ClusterID, Pin: pin(), Group: 2})
+	want("upload for another partition than pinned", err, codes.InvalidArgument)
+	_, err = srv.UploadSnapshot(ctx, &internalpb.UploadSnapshotRequest{ClusterId: l.ClusterID, Pin: pin(), Group: 1,
+		Pieces: []*internalpb.LogRange{{Lo: 3, Hi: 9}}})
+	want("upload of entries past the cut", err, codes.InvalidArgument)
+	if released != 2 {
+		t.Fatalf("refused uploads released %d pins, want 2", released)
 	}
 }

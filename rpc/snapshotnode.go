@@ -41,9 +41,9 @@ type Snapshots struct {
 	run sync.Mutex // create, delete and prune: one at a time
 
 	mu        sync.Mutex
-	stores    map[string]*snapshot.Store    // by URL
+	stores    map[string]*snapshot.Store               // by URL
 	manifests map[string]map[string]*snapshot.Manifest // by URL, then id: manifests never change
-	pins      map[string]*snapshotPin       // by token
+	pins      map[string]*snapshotPin                  // by token
 	// uploader is, by partition, the node that prepared it last: asked
 	// first next time, so that its base, already stored, stays the base
 	// when the partition's leader moves (another replica's base sits at
