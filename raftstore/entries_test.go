@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // TestReadEntriesAcrossWALAndMemory reads a group's committed log back
@@ -32,7 +33,20 @@ func TestReadEntriesAcrossWALAndMemory(t *testing.T) {
 		v := fmt.Sprintf("v%d", i)
 		idx[c.put(1, fmt.Sprintf("k%d", i), v)] = v
 	}
+	// The loop publishes its status between rounds, so it can trail the
+	// apply that acknowledged the last put: wait until it shows every put
+	// committed.
+	var last uint64
+	for i := range idx {
+		last = max(last, i)
+	}
 	st, _ := s.Status(1)
+	for deadline := time.Now().Add(waitTimeout); st.Commit < last; st, _ = s.Status(1) {
+		if time.Now().After(deadline) {
+			t.Fatalf("status shows commit %d, the last put was applied at %d", st.Commit, last)
+		}
+		time.Sleep(pollInterval)
+	}
 	first, _ := s.groups[1].storage.FirstIndex()
 	if first <= 2 || first > m {
 		t.Fatalf("in-memory log starts at %d after materializing at %d: the test needs it compacted", first, m)
