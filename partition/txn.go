@@ -231,6 +231,14 @@ func (p *Partition) ReadBlocker(start, end []byte) (string, bool) {
 	return p.locks.ReadBlocker(start, end)
 }
 
+// WriteBlocker reports the transaction whose lock (shared or exclusive)
+// keeps a plain write off key, if any.
+func (p *Partition) WriteBlocker(key []byte) (string, bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.locks.WriteBlocker(key)
+}
+
 // StaleIntents returns the intents prepared before unixMs, oldest first.
 func (p *Partition) StaleIntents(unixMs int64) []*Intent {
 	p.mu.RLock()

@@ -94,6 +94,15 @@ type Node struct {
 	cutPoke chan struct{} // wakes RunCutAgent; see PokeCuts
 }
 
+// lifetime is the node's Background, or a context that never ends when
+// none was set (tests that build a Node by hand).
+func (n *Node) lifetime() context.Context {
+	if n.Background != nil {
+		return n.Background
+	}
+	return context.Background()
+}
+
 func (n *Node) header(term uint64) *kvpb.ResponseHeader {
 	return &kvpb.ResponseHeader{ClusterId: n.Layout.ClusterID, MemberId: n.Self.ID, RaftTerm: term, CutVersion: n.Clock.Load()}
 }
@@ -353,6 +362,7 @@ func (s *KVServer) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutResp
 	return onLeader(ctx, s, p, func(c kvpb.KVClient, fctx context.Context) (*kvpb.PutResponse, error) {
 		return c.Put(fctx, req)
 	}, func() (*kvpb.PutResponse, error) {
+		waitWritable(ctx, s.n.Partitions[p], req.GetKey())
 		cmd := &internalpb.Command{Op: &internalpb.Command_Put{Put: &internalpb.PutOp{Key: req.GetKey(), Value: req.GetValue()}}}
 		r, term, err := s.propose(ctx, p, cmd)
 		if err != nil {
@@ -378,6 +388,7 @@ func (s *KVServer) Delete(ctx context.Context, req *kvpb.DeleteRequest) (*kvpb.D
 	return onLeader(ctx, s, p, func(c kvpb.KVClient, fctx context.Context) (*kvpb.DeleteResponse, error) {
 		return c.Delete(fctx, req)
 	}, func() (*kvpb.DeleteResponse, error) {
+		waitWritable(ctx, s.n.Partitions[p], req.GetKey())
 		cmd := &internalpb.Command{Op: &internalpb.Command_Delete{Delete: &internalpb.DeleteOp{Key: req.GetKey()}}}
 		r, term, err := s.propose(ctx, p, cmd)
 		if err != nil {
@@ -497,6 +508,18 @@ func waitUnlocked(ctx context.Context, part *partition.Partition, start, end []b
 		return fmt.Errorf("%w (transaction %x)", ErrLocked, holder)
 	}
 	return err
+}
+
+// waitWritable waits, up to readLockWait, until no transaction locks key:
+// a transaction answered before its Finish applied still holds its locks
+// for a moment, and a plain write proposed meanwhile would only be
+// refused (ErrConflict) and retried by the client after a backoff. The
+// check is advisory: the lock is checked again where the write applies.
+func waitWritable(ctx context.Context, part *partition.Partition, key []byte) {
+	_ = poll(ctx, readLockWait, func() (bool, error) {
+		_, locked := part.WriteBlocker(key)
+		return !locked, nil
+	})
 }
 
 // scanLocal answers p's share of a scan from this node's state.

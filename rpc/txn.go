@@ -320,7 +320,7 @@ func (s *KVServer) twoPhase(ctx context.Context, req *kvpb.TxnRequest, shares ma
 	if err != nil {
 		if !commit {
 			// Only an abort could ever be recorded for it: not applied.
-			s.finishAll(req.GetTxnId(), parts, false, false, stamp)
+			s.finishAll(s.n.lifetime(), req.GetTxnId(), parts, false, false, stamp)
 			if conflict {
 				return nil, toStatus(ErrConflict, "")
 			}
@@ -334,11 +334,17 @@ func (s *KVServer) twoPhase(ctx context.Context, req *kvpb.TxnRequest, shares ma
 		return nil, status.Error(codes.Unavailable, "cutkv: coordinator failed after the decision; outcome unknown: "+err.Error())
 	}
 
-	// Phase 2: apply or drop everywhere, then answer.
-	s.finishAll(req.GetTxnId(), parts, d.GetCommit(), d.GetSucceeded(), d.GetStamp())
+	// Phase 2: apply or drop everywhere. An abort is finished before the
+	// answer, so the client's retry does not meet its own locks. A commit
+	// is answered as soon as the decision is durable, which saves the
+	// client a raft round: readers of a key it wrote wait until its
+	// Finish applies (waitUnlocked; a plain write meets ErrConflict and
+	// is retried), and recovery finishes it should this node stop first.
 	if !d.GetCommit() {
+		s.finishAll(s.n.lifetime(), req.GetTxnId(), parts, false, false, d.GetStamp())
 		return nil, toStatus(ErrConflict, "")
 	}
+	go s.finishAll(s.n.lifetime(), req.GetTxnId(), parts, true, d.GetSucceeded(), d.GetStamp())
 	resp := &kvpb.TxnResponse{Header: s.n.header(0), Succeeded: d.GetSucceeded()}
 	n := len(req.GetFailure())
 	if d.GetSucceeded() {
@@ -366,9 +372,9 @@ func firstErr(errs []error) error {
 }
 
 // finishAll sends Finish to every participant, each retried until it is
-// applied or finishWait passes (recovery finishes the rest).
-func (s *KVServer) finishAll(id []byte, parts []uint64, commit, succeeded bool, stamp uint64) {
-	ctx, cancel := context.WithTimeout(context.Background(), finishWait)
+// applied, finishWait passes or parent ends (recovery finishes the rest).
+func (s *KVServer) finishAll(parent context.Context, id []byte, parts []uint64, commit, succeeded bool, stamp uint64) {
+	ctx, cancel := context.WithTimeout(parent, finishWait)
 	defer cancel()
 	var wg sync.WaitGroup
 	for _, p := range parts {
