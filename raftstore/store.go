@@ -89,6 +89,14 @@ type Config struct {
 	// preferred replica (the first in Peers) when that one is caught up, so
 	// that leaders spread over the nodes; 0 means 3s, negative disables.
 	BalanceInterval time.Duration
+	// OrphanWait bounds how long a proposal whose leader stepped down
+	// waits for its outcome: within it, the entry applying answers it, and
+	// an entry of a later term applying first proves it was overwritten (a
+	// term's entries precede every later term's in the log), so the common
+	// case, a leadership transfer, is answered definitely; past it the
+	// caller learns that the outcome is unknown (this replica may be cut
+	// off). Default: two election timeouts.
+	OrphanWait time.Duration
 	// MaxSizePerMsg bounds the entries' bytes in one append message; default 1 MiB.
 	MaxSizePerMsg uint64
 	// Logger for the store; default slog.Default().
@@ -144,6 +152,9 @@ func (c *Config) Validate() error {
 	if c.BalanceInterval == 0 {
 		c.BalanceInterval = 3 * time.Second
 	}
+	if c.OrphanWait <= 0 {
+		c.OrphanWait = 2 * time.Duration(c.ElectionTicks) * c.TickInterval
+	}
 	if c.MaxSizePerMsg == 0 {
 		c.MaxSizePerMsg = 1 << 20
 	}
@@ -191,6 +202,11 @@ type GroupStatus struct {
 type waiter struct {
 	ch    chan result
 	group uint64
+	// term is the leader's term when the command was proposed; orphaned
+	// is when that leader stepped down (zero while it leads; see
+	// Config.OrphanWait).
+	term     uint64
+	orphaned time.Time
 }
 
 type result struct {
@@ -217,6 +233,10 @@ type group struct {
 	// log (appended or proposed): a proposal is stamped with at least it,
 	// so versions never decrease along the log (rule 2).
 	logVersion uint64
+
+	// orphans are the waiters of proposals made while this replica led
+	// the group, which it no longer does (see Config.OrphanWait).
+	orphans map[uint64]*waiter
 
 	readQueue    []chan error          // waiting for a read index request
 	readInflight map[uint64]*readBatch // by request context
@@ -593,6 +613,7 @@ func (s *Store) Propose(ctx context.Context, groupID uint64, cmd *internalpb.Com
 		}
 		g.logVersion = cmd.GetCutVersion()
 		s.cfg.Clock.Raise(g.logVersion)
+		w.term = g.rn.BasicStatus().HardState.GetTerm()
 		s.waiters[id] = w
 	})
 	if err != nil {
@@ -622,7 +643,14 @@ func (s *Store) Propose(ctx context.Context, groupID uint64, cmd *internalpb.Com
 
 func (s *Store) forget(id uint64) {
 	select {
-	case s.inbox <- func() { delete(s.waiters, id) }:
+	case s.inbox <- func() {
+		if w := s.waiters[id]; w != nil {
+			if g := s.groups[w.group]; g != nil {
+				delete(g.orphans, id)
+			}
+		}
+		delete(s.waiters, id)
+	}:
 	case <-s.stopc:
 	case <-s.donec: // the loop ended (a fatal error) and answered every waiter
 	}
@@ -841,7 +869,11 @@ func (s *Store) run() {
 			return
 		case <-ticker.C:
 			for _, id := range s.order {
-				s.groups[id].rn.Tick()
+				g := s.groups[id]
+				g.rn.Tick()
+				if len(g.orphans) > 0 {
+					s.expireOrphans(g, false)
+				}
 			}
 		case <-balance:
 			if !s.draining.Load() {
@@ -1033,6 +1065,7 @@ func (s *Store) stepLocal(local map[*group][]*raftpb.Message, installed map[*gro
 		for g, idx := range installed {
 			// The state machine holds the snapshot's state now.
 			g.applied = max(g.applied, idx)
+			s.expireOrphans(g, true)
 			g.matIndex, g.keepIndex, g.matAt = max(g.matIndex, idx), max(g.keepIndex, idx), time.Now()
 			if cv, ok := g.sm.(interface{ CutVersion() uint64 }); ok {
 				g.logVersion = max(g.logVersion, cv.CutVersion())
@@ -1074,12 +1107,16 @@ func (s *Store) noteSoftState(g *group, ss *raft.SoftState) {
 		// Reads not yet served were not served: the client may retry.
 		g.failReads(&NotLeaderError{Group: g.id, Leader: g.lead})
 		// Proposals not yet applied may still be committed by the next
-		// leader, or overwritten and never answered: tell their callers
-		// now that the outcome is unknown instead of letting them wait.
+		// leader, or overwritten: they wait a little for the log to tell
+		// (Config.OrphanWait), then learn that the outcome is unknown.
+		now := time.Now()
 		for id, w := range s.waiters {
-			if w.group == g.id {
-				w.ch <- result{err: fmt.Errorf("%w: group %d lost its leader", ErrLeadershipLost, g.id)}
-				delete(s.waiters, id)
+			if w.group == g.id && w.orphaned.IsZero() {
+				w.orphaned = now
+				if g.orphans == nil {
+					g.orphans = map[uint64]*waiter{}
+				}
+				g.orphans[id] = w
 			}
 		}
 	}
@@ -1119,6 +1156,7 @@ func (s *Store) apply(g *group, ents []*raftpb.Entry) error {
 			}
 			if w := s.waiters[cmd.GetId()]; w != nil {
 				delete(s.waiters, cmd.GetId())
+				delete(g.orphans, cmd.GetId())
 				w.ch <- result{val: val}
 			}
 		case raftpb.EntryConfChange:
@@ -1137,8 +1175,39 @@ func (s *Store) apply(g *group, ents []*raftpb.Entry) error {
 			g.sm.SetApplied(idx)
 		}
 		g.applied = idx
+		if len(g.orphans) > 0 {
+			s.dropOverwritten(g, e.GetTerm())
+		}
 	}
 	return nil
+}
+
+// dropOverwritten answers the orphaned proposals of terms before term,
+// an entry of which was just applied without theirs: they were
+// overwritten and never apply.
+func (s *Store) dropOverwritten(g *group, term uint64) {
+	for id, w := range g.orphans {
+		if w.term < term {
+			delete(g.orphans, id)
+			delete(s.waiters, id)
+			w.ch <- result{err: fmt.Errorf("%w: group %d: its leader stepped down and a later term's entry took its place", ErrProposalDropped, g.id)}
+		}
+	}
+}
+
+// expireOrphans tells the callers of proposals orphaned for longer than
+// Config.OrphanWait (or all of them, when the replica's state was replaced by
+// a snapshot and their entries could have been applied unseen) that
+// their outcome is unknown.
+func (s *Store) expireOrphans(g *group, all bool) {
+	now := time.Now()
+	for id, w := range g.orphans {
+		if all || now.Sub(w.orphaned) > s.cfg.OrphanWait {
+			delete(g.orphans, id)
+			delete(s.waiters, id)
+			w.ch <- result{err: fmt.Errorf("%w: group %d lost its leader", ErrLeadershipLost, g.id)}
+		}
+	}
 }
 
 // entryVersion reads the cut version of a normal entry's command without
