@@ -5,7 +5,9 @@
 # alternate A B A B ..., each on a fresh local 3-node cluster
 # (scripts/run-local.sh, no cuts unless CUTKV_RUN_FLAGS says so) that is
 # stopped afterwards, so only the revision measured runs. Prints a
-# Markdown table and the ratio of mean throughputs B / A.
+# Markdown table, the ratio of mean throughputs B / A and that of the
+# nodes' CPU time per operation (steadier than throughput on a shared
+# machine).
 #
 # Usage: scripts/bench-ab.sh REV_A REV_B WORKLOAD [kvbench flags...]
 #   e.g. scripts/bench-ab.sh HEAD~1 HEAD txn --clients 64 --duration 15s
@@ -69,7 +71,7 @@ run() { # side pass kvbench-flags...
 		exit 1
 	fi
 	echo "$(date -u +%H:%M:%S) $W side $side pass $pass" >&2
-	if ! bin/kvbench "$W" --seed "$pass" --progress 0 --out "$OUT/$side-$pass.json" "$@" >"$OUT/$side-$pass.txt" 2>&1; then
+	if ! bin/kvbench "$W" --seed "$pass" --progress 0 --metrics-url 127.0.0.1:7201,127.0.0.1:7202,127.0.0.1:7203 --out "$OUT/$side-$pass.json" "$@" >"$OUT/$side-$pass.txt" 2>&1; then
 		echo "bench-ab: kvbench failed on side $side:" >&2
 		tail -n 20 "$OUT/$side-$pass.txt" >&2
 		exit 1
@@ -87,7 +89,12 @@ done
 echo
 echo "A = $A ($REV_A), B = $B ($REV_B); kvbench $W $*; $PAIRS pairs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
-echo "| pass | side | ops/s | p50 ms | p99 ms | abort % | cuts completed | cut p50 | cut p99 | cut max |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+echo "| pass | side | ops/s | p50 ms | p99 ms | abort % | cuts completed | cut p50 | cut p99 | cut max | node CPU µs/op |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
-printf '%s\n' "${rows[@]}" | awk -F'|' '{ s[$3] += $4; n[$3]++ } END { a = s[" a "] / n[" a "]; b = s[" b "] / n[" b "]; printf "\nmean ops/s: A %.0f, B %.0f; B / A = %.2f\n", a, b, b / a }'
+printf '%s\n' "${rows[@]}" | awk -F'|' '{ s[$3] += $4; c[$3] += $12; n[$3]++ }
+	END {
+		a = s[" a "] / n[" a "]; b = s[" b "] / n[" b "]; ca = c[" a "] / n[" a "]; cb = c[" b "] / n[" b "]
+		printf "\nmean ops/s: A %.0f, B %.0f; B / A = %.2f\n", a, b, b / a
+		if (ca > 0) printf "mean node CPU per operation: A %.0f µs, B %.0f µs; B / A = %.2f\n", ca, cb, cb / ca
+	}'

@@ -14,14 +14,14 @@ RUN=$!
 trap 'kill -TERM -- -$RUN 2>/dev/null || kill -TERM $RUN; wait $RUN 2>/dev/null; rm -rf "$DATA"' EXIT
 for _ in $(seq 100); do [ "$(grep -c '^ready' "$DATA/run.log" || true)" = 3 ] && break; sleep 0.2; done
 EP=127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003
-echo "| run | cuts | transfers/s | p50 ms | p99 ms | abort % | cuts completed | cut p50 | cut p99 | cut max |"
-echo "|---|---|---|---|---|---|---|---|---|---|"
+echo "| run | cuts | transfers/s | p50 ms | p99 ms | abort % | cuts completed | cut p50 | cut p99 | cut max | node CPU µs/op |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|"
 for i in 1 2 3 4; do
 	for mode in none 1s; do
 		extra=()
 		[ "$mode" != none ] && extra=(--cut-interval "$mode")
 		out="$DATA/r$i-$mode.json"
-		bin/kvbench bank --endpoints "$EP" --clients "$CLIENTS" --conns 4 --duration "$DUR" --warmup 2s \
+		bin/kvbench bank --endpoints "$EP" --metrics-url 127.0.0.1:7201,127.0.0.1:7202,127.0.0.1:7203 --clients "$CLIENTS" --conns 4 --duration "$DUR" --warmup 2s \
 			--seed "$i" --progress 0 --out "$out" "${extra[@]}" >"$DATA/r$i-$mode.txt" 2>&1
 		go run ./scripts/benchrow "$i" "$mode" "$out"
 	done

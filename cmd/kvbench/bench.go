@@ -411,7 +411,7 @@ func benchmark(ctx context.Context, cfg *Config, stderr io.Writer) (*Result, err
 	var before []walSample
 	for _, u := range cfg.MetricsURLs {
 		// Fail before loading the cluster if a metrics URL is wrong.
-		s, err := scrapeWAL(ctx, hc, u)
+		s, err := scrapeWAL(ctx, hc, u, requiredMetrics(cfg.Target))
 		if err != nil {
 			return nil, err
 		}
@@ -470,7 +470,7 @@ func benchmark(ctx context.Context, cfg *Config, stderr io.Writer) (*Result, err
 		// Scrape again, so that preload and warmup are left out.
 		before = before[:0]
 		for _, u := range cfg.MetricsURLs {
-			s, err := scrapeWAL(ctx, hc, u)
+			s, err := scrapeWAL(ctx, hc, u, requiredMetrics(cfg.Target))
 			if err != nil {
 				return nil, err
 			}
@@ -522,7 +522,7 @@ func benchmark(ctx context.Context, cfg *Config, stderr io.Writer) (*Result, err
 		var befores, afters []walSample
 		for i, u := range cfg.MetricsURLs {
 			// A fresh context: an interrupted run still reports the WAL.
-			after, err := scrapeWAL(context.WithoutCancel(ctx), hc, u)
+			after, err := scrapeWAL(context.WithoutCancel(ctx), hc, u, requiredMetrics(cfg.Target))
 			if err != nil {
 				fmt.Fprintf(stderr, "kvbench: warning: %v\n", err)
 				continue
@@ -531,7 +531,7 @@ func benchmark(ctx context.Context, cfg *Config, stderr io.Writer) (*Result, err
 			befores, afters = append(befores, before[i]), append(afters, after)
 		}
 		if len(nodes) > 0 {
-			res.WAL = sumWAL(nodes, p.elapsed)
+			res.WAL = sumWAL(nodes, p.elapsed, res.Ops)
 			if wl.transactional {
 				res.TxnRPCs = txnDelta(befores, afters)
 			}

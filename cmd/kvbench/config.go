@@ -119,8 +119,9 @@ type Config struct {
 	// Progress is the interval of the progress line on stderr; 0 turns it
 	// off.
 	Progress time.Duration
-	// MetricsURLs are Prometheus endpoints of cutkv nodes, scraped before
-	// and after the measured phase for WAL group-commit statistics.
+	// MetricsURLs are Prometheus endpoints of the nodes, scraped before
+	// and after the measured phase for their CPU time and (cutkv) WAL
+	// group-commit statistics.
 	MetricsURLs []string
 }
 

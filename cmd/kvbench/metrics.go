@@ -35,6 +35,21 @@ const (
 
 var txnMetricNames = []string{metricTxnOK, metricTxnAborted}
 
+// metricCPU is the CPU time (user + system) a node process used, which
+// the Prometheus process collector exports on cutkv and etcd alike: node
+// CPU per operation is the comparison a shared, noisy machine keeps
+// stable where throughput is not.
+const metricCPU = "process_cpu_seconds_total"
+
+// requiredMetrics are the metrics a target's nodes must export for
+// --metrics-url: cutkv's WAL group commit, etcd's CPU time only.
+func requiredMetrics(target string) []string {
+	if target == "etcd" {
+		return []string{metricCPU}
+	}
+	return walMetricNames
+}
+
 // walSample is one scrape of one node: metric name → value.
 type walSample map[string]float64
 
@@ -52,6 +67,8 @@ type WALNode struct {
 	FsyncMeanMs float64 `json:"fsync_mean_ms"`
 	// Bytes appended to the WAL.
 	Bytes float64 `json:"bytes"`
+	// CPUSeconds is the node process's CPU time (0: not exported).
+	CPUSeconds float64 `json:"cpu_s"`
 }
 
 // WALResult sums the nodes.
@@ -63,6 +80,12 @@ type WALResult struct {
 	// FsyncsPerSec is the fsyncs of all nodes per second of the measured
 	// phase.
 	FsyncsPerSec float64 `json:"fsyncs_per_sec"`
+	// CPUSeconds is the CPU time of all nodes, CPUUsPerOp that divided
+	// by the operations measured (µs), CPUCores that per second of the
+	// measured phase.
+	CPUSeconds float64 `json:"cpu_s"`
+	CPUUsPerOp float64 `json:"cpu_us_per_op"`
+	CPUCores   float64 `json:"cpu_cores"`
 }
 
 // metricsURL completes a --metrics-url value: http:// when no scheme is
@@ -84,9 +107,9 @@ func metricsURL(s string) (string, error) {
 	return u.String(), nil
 }
 
-// scrapeWAL reads the WAL metrics from a Prometheus text endpoint. Every
-// metric in walMetricNames must be there.
-func scrapeWAL(ctx context.Context, hc *http.Client, u string) (walSample, error) {
+// scrapeWAL reads the node metrics from a Prometheus text endpoint. Every
+// metric in required must be there.
+func scrapeWAL(ctx context.Context, hc *http.Client, u string, required []string) (walSample, error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
@@ -101,7 +124,7 @@ func scrapeWAL(ctx context.Context, hc *http.Client, u string) (walSample, error
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("scrape %s: %s", u, resp.Status)
 	}
-	s, err := parseMetrics(resp.Body, walMetricNames, txnMetricNames...)
+	s, err := parseMetrics(resp.Body, required, append([]string{metricCPU}, txnMetricNames...)...)
 	if err != nil {
 		return nil, fmt.Errorf("scrape %s: %w", u, err)
 	}
@@ -144,7 +167,7 @@ func parseMetrics(r io.Reader, names []string, optional ...string) (walSample, e
 		}
 	}
 	if len(missing) > 0 {
-		return nil, fmt.Errorf("missing metrics %s (is this a cutkv node?)", strings.Join(missing, ", "))
+		return nil, fmt.Errorf("missing metrics %s (is this a node of the --target database?)", strings.Join(missing, ", "))
 	}
 	return s, nil
 }
@@ -152,7 +175,7 @@ func parseMetrics(r io.Reader, names []string, optional ...string) (walSample, e
 // walDelta computes what happened between two scrapes of the same node.
 func walDelta(u string, before, after walSample) WALNode {
 	d := func(name string) float64 { return after[name] - before[name] }
-	n := WALNode{URL: u, Fsyncs: d(metricFsyncs), Records: d(metricRecordsSum), Bytes: d(metricWALBytes)}
+	n := WALNode{URL: u, Fsyncs: d(metricFsyncs), Records: d(metricRecordsSum), Bytes: d(metricWALBytes), CPUSeconds: d(metricCPU)}
 	if c := d(metricRecordsCount); c > 0 {
 		n.RecordsPerFsync = n.Records / c
 	}
@@ -186,18 +209,24 @@ func txnDelta(before, after []walSample) *TxnRPCs {
 	return t
 }
 
-// sumWAL adds the nodes up over a measured phase of the given length.
-func sumWAL(nodes []WALNode, elapsed time.Duration) *WALResult {
+// sumWAL adds the nodes up over a measured phase of the given length in
+// which ops operations completed.
+func sumWAL(nodes []WALNode, elapsed time.Duration, ops int64) *WALResult {
 	r := &WALResult{Nodes: nodes}
 	for _, n := range nodes {
 		r.Fsyncs += n.Fsyncs
 		r.Records += n.Records
+		r.CPUSeconds += n.CPUSeconds
 	}
 	if r.Fsyncs > 0 {
 		r.RecordsPerFsync = r.Records / r.Fsyncs
 	}
 	if s := elapsed.Seconds(); s > 0 {
 		r.FsyncsPerSec = r.Fsyncs / s
+		r.CPUCores = r.CPUSeconds / s
+	}
+	if ops > 0 {
+		r.CPUUsPerOp = r.CPUSeconds / float64(ops) * 1e6
 	}
 	return r
 }

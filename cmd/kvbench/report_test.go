@@ -112,9 +112,10 @@ cutkv_wal_records_per_fsync_count 120
 cutkv_wal_fsync_duration_seconds_sum 0.06
 cutkv_wal_fsync_duration_seconds_count 120
 cutkv_wal_bytes_total 1e+06
+process_cpu_seconds_total 1.5
 go_goroutines 42
 `
-	before, err := parseMetrics(strings.NewReader(text), walMetricNames)
+	before, err := parseMetrics(strings.NewReader(text), walMetricNames, metricCPU)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,12 +124,20 @@ go_goroutines 42
 		after[k] = v * 2
 	}
 	n := walDelta("u", before, after)
-	if n.Fsyncs != 120 || n.Records != 600 || n.RecordsPerFsync != 5 || n.FsyncMeanMs != 0.5 || n.Bytes != 1e6 {
+	if n.Fsyncs != 120 || n.Records != 600 || n.RecordsPerFsync != 5 || n.FsyncMeanMs != 0.5 || n.Bytes != 1e6 || n.CPUSeconds != 1.5 {
 		t.Errorf("delta %+v", n)
 	}
-	s := sumWAL([]WALNode{n, n}, 2*time.Second)
-	if s.RecordsPerFsync != 5 || s.FsyncsPerSec != 120 {
+	s := sumWAL([]WALNode{n, n}, 2*time.Second, 1000)
+	if s.RecordsPerFsync != 5 || s.FsyncsPerSec != 120 || s.CPUSeconds != 3 || s.CPUUsPerOp != 3000 || s.CPUCores != 1.5 {
 		t.Errorf("sum %+v", s)
+	}
+	// etcd's nodes need only export their CPU time.
+	etcd, err := parseMetrics(strings.NewReader("process_cpu_seconds_total 7\n"), requiredMetrics("etcd"))
+	if err != nil || etcd[metricCPU] != 7 {
+		t.Errorf("etcd metrics %v, %v", etcd, err)
+	}
+	if _, err := parseMetrics(strings.NewReader("process_cpu_seconds_total 7\n"), requiredMetrics("cutkv")); err == nil {
+		t.Error("cutkv metrics without the WAL's accepted")
 	}
 	if _, err := parseMetrics(strings.NewReader("go_goroutines 1\n"), walMetricNames); err == nil || !strings.Contains(err.Error(), "missing metrics") {
 		t.Errorf("no WAL metrics: err %v", err)

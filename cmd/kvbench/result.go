@@ -388,9 +388,12 @@ func (r *Result) writeText(w io.Writer) error {
 	if r.NotFound > 0 {
 		fmt.Fprintf(bw, "gets of missing keys: %d\n", r.NotFound)
 	}
-	if wal := r.WAL; wal != nil && wal.Fsyncs == 0 {
+	if wal := r.WAL; wal != nil && wal.CPUSeconds > 0 {
+		fmt.Fprintf(bw, "node CPU: %.0f µs per operation, %.2f cores, over %d node(s)\n", wal.CPUUsPerOp, wal.CPUCores, len(wal.Nodes))
+	}
+	if wal := r.WAL; wal != nil && wal.Fsyncs == 0 && r.Target != "etcd" {
 		fmt.Fprintf(bw, "WAL: no fsyncs on %d node(s)\n", len(wal.Nodes))
-	} else if wal != nil {
+	} else if wal != nil && r.Target != "etcd" {
 		fmt.Fprintf(bw, "WAL: %.1f records/fsync, %.0f fsyncs/s over %d node(s)\n", wal.RecordsPerFsync, wal.FsyncsPerSec, len(wal.Nodes))
 		for _, n := range wal.Nodes {
 			fmt.Fprintf(bw, "  %s: %.0f fsyncs, %.1f records/fsync, write+fsync mean %.3f ms, %.1f MB\n",

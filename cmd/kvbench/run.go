@@ -121,7 +121,7 @@ Exit codes: 0 ok, 1 the run failed or stopped early, 2 usage.`,
 	fl.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
 	fl.StringVar(&f.out, "out", "", "also write the JSON result to this file")
 	fl.DurationVar(&c.Progress, "progress", 2*time.Second, "print a progress line on stderr this often: elapsed, ops, ops/s over the interval, errors (0: never)")
-	fl.StringVar(&f.metrics, "metrics-url", "", "comma-separated Prometheus URLs of cutkv nodes (e.g. 127.0.0.1:7201): report WAL records per fsync (and for txn and bank the Txn attempts answered OK and Aborted) over the measured phase")
+	fl.StringVar(&f.metrics, "metrics-url", "", "comma-separated Prometheus URLs of the nodes (cutkv e.g. 127.0.0.1:7201, etcd e.g. 127.0.0.1:2379): report the nodes' CPU time per operation and, for cutkv, WAL records per fsync (and for txn and bank the Txn attempts answered OK and Aborted) over the measured phase")
 	fl.StringVar(&f.reportMD, "report-md", "", "Markdown file whose table --report-section gets this run's row (added or replaced)")
 	fl.StringVar(&f.reportSection, "report-section", "", "name of the table in --report-md")
 	root.SetArgs(args)

@@ -1,6 +1,7 @@
 // Command benchrow prints one Markdown table row from a kvbench JSON
 // result (scripts/bench-cuts.sh): run, cut mode, throughput, latency,
-// aborts and the cuts measured.
+// aborts, the cuts measured and the nodes' CPU per operation (with
+// --metrics-url).
 package main
 
 import (
@@ -19,7 +20,10 @@ type result struct {
 	OpsPerSec float64 `json:"ops_per_sec"`
 	AbortRate float64 `json:"abort_rate"`
 	Latency   latency `json:"latency_ms"`
-	Cuts      *struct {
+	WAL       *struct {
+		CPUUsPerOp float64 `json:"cpu_us_per_op"`
+	} `json:"wal"`
+	Cuts *struct {
 		Completed int64   `json:"completed"`
 		Failed    int64   `json:"failed"`
 		Latency   latency `json:"latency_ms"`
@@ -45,5 +49,9 @@ func main() {
 	if c := r.Cuts; c != nil {
 		cuts = fmt.Sprintf("%d (%d failed) | %.1f | %.1f | %.1f", c.Completed, c.Failed, c.Latency.P50, c.Latency.P99, c.Latency.Max)
 	}
-	fmt.Printf("| %s | %s | %.0f | %.1f | %.1f | %.2f | %s |\n", os.Args[1], os.Args[2], r.OpsPerSec, r.Latency.P50, r.Latency.P99, 100*r.AbortRate, cuts)
+	cpu := "-"
+	if r.WAL != nil && r.WAL.CPUUsPerOp > 0 {
+		cpu = fmt.Sprintf("%.0f", r.WAL.CPUUsPerOp)
+	}
+	fmt.Printf("| %s | %s | %.0f | %.1f | %.1f | %.2f | %s | %s |\n", os.Args[1], os.Args[2], r.OpsPerSec, r.Latency.P50, r.Latency.P99, 100*r.AbortRate, cuts, cpu)
 }
