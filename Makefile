@@ -84,8 +84,12 @@ clean:
 	rm -rf $(BIN)
 
 # cutkv side by side with etcd (installs Debian's etcd-server if etcd is
-# missing): A B A B runs per workload, then replaces the section "Side by
-# side with etcd" of docs/benchmarks.md and its charts in docs/img/.
-# Minutes; not part of test or CI. RUN=20s and WORKLOADS="put get txn" by default.
+# missing): A B A B runs per workload, then what cutkv's own features cost
+# (COSTS="ab cuts upload restart memory": cuts and snapshots under load,
+# cut completion, bytes uploaded per incremental snapshot, restart time,
+# memory per key), then replaces the section "Side by side with etcd" of
+# docs/benchmarks.md and its charts in docs/img/. About 20 minutes; not
+# part of test or CI. RUN=20s and WORKLOADS="put get txn" by default;
+# the other knobs are in the script's header.
 bench-compare:
 	./scripts/bench-compare.sh

@@ -1,16 +1,21 @@
 // Command benchplot turns the kvbench JSON results of
 // scripts/bench-compare.sh into the Markdown section "Side by side with
 // etcd (make bench-compare)" of docs/benchmarks.md and one SVG bar chart
-// per workload. It replaces the section if the document has it (so
+// per workload, and, with --costs, the subsections on what cutkv's own
+// features cost (cuts and snapshots under load, cut completion, bytes
+// uploaded per incremental snapshot, restart time, memory per key) with
+// one SVG chart each. It replaces the section if the document has it (so
 // repeated runs do not pile up) and appends it otherwise.
 //
 // Usage:
 //
 //	benchplot --results DIR --doc docs/benchmarks.md --imgdir docs/img \
-//	    [--etcd-version V] [--commands TEXT] [--took 240s] [--run 20s]
+//	    [--etcd-version V] [--commands TEXT] [--took 240s] [--run 20s] \
+//	    [--costs DIR/costs] [--costs-took 600s]
 //
 // DIR holds files named WORKLOAD-N-TARGET.json (N the pass, TARGET cutkv
-// or etcd), as the script writes them.
+// or etcd), as the script writes them; the costs directory's layout is
+// described at type Costs.
 package main
 
 import (
@@ -20,7 +25,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
+	"time"
 )
 
 func main() {
@@ -41,6 +48,9 @@ type options struct {
 	ImgDir string
 	// EtcdVersion, Commands, Took and RunDur are shown in the section as given.
 	EtcdVersion, Commands, Took, RunDur string
+	// Costs is the directory of the cost parts' results (empty: none);
+	// CostsTook is shown as given.
+	Costs, CostsTook string
 }
 
 func run(args []string) error {
@@ -53,6 +63,8 @@ func run(args []string) error {
 	fl.StringVar(&o.Commands, "commands", "", "the kvbench command line, as shown in the section")
 	fl.StringVar(&o.Took, "took", "", "how long the measured runs took, as shown in the section")
 	fl.StringVar(&o.RunDur, "run", "", "the duration of each run, as shown in the section")
+	fl.StringVar(&o.Costs, "costs", "", "directory of the cost parts' results (see type Costs); empty: none")
+	fl.StringVar(&o.CostsTook, "costs-took", "", "how long the cost parts took, as shown in the section")
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
@@ -64,29 +76,53 @@ func run(args []string) error {
 		return err
 	}
 	groups := groupRuns(runs)
-	if len(groups) == 0 {
+	var costs *Costs
+	if o.Costs != "" {
+		if costs, err = loadCosts(o.Costs); err != nil {
+			return fmt.Errorf("reading the costs: %w", err)
+		}
+	}
+	if len(groups) == 0 && costs.empty() {
 		return fmt.Errorf("no results in %s", o.Results)
 	}
 	if err := os.MkdirAll(o.ImgDir, 0o755); err != nil {
 		return err
 	}
-	links := map[string]string{}
-	for _, g := range groups {
-		name := "bench-compare-" + g.Workload + ".svg"
+	// write writes a chart and returns its link relative to the document.
+	write := func(name, svg string) (string, error) {
 		path := filepath.Join(o.ImgDir, name)
-		if err := writeFileAtomic(path, []byte(chartSVG(g))); err != nil {
-			return err
+		if err := writeFileAtomic(path, []byte(svg)); err != nil {
+			return "", err
 		}
 		rel, err := filepath.Rel(filepath.Dir(o.Doc), path)
 		if err != nil {
 			rel = path
 		}
-		links[g.Workload] = filepath.ToSlash(rel)
+		return filepath.ToSlash(rel), nil
+	}
+	links := map[string]string{}
+	for _, g := range groups {
+		if links[g.Workload], err = write("bench-compare-"+g.Workload+".svg", chartSVG(g)); err != nil {
+			return err
+		}
+	}
+	costLinks := map[string]string{}
+	if !costs.empty() {
+		for name, svg := range costsSVGs(costs) {
+			if costLinks[name], err = write(name, svg); err != nil {
+				return err
+			}
+		}
+	}
+	all := append(append([]Run(nil), runs...), costs.runs()...)
+	date := firstStart(all)
+	if date.IsZero() {
+		date = time.Now()
 	}
 	sec := section(sectionInput{
-		Groups: groups, Links: links, Machine: describeMachine(runs),
+		Groups: groups, Links: links, Machine: describeMachine(all),
 		EtcdVersion: o.EtcdVersion, Commands: o.Commands, Took: o.Took, RunDur: o.RunDur,
-		Date: firstStart(runs).UTC(),
+		Date: date.UTC(), Costs: costs, CostLinks: costLinks, CostsTook: o.CostsTook,
 	})
 	doc, err := os.ReadFile(o.Doc)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -99,6 +135,14 @@ func run(args []string) error {
 // from the results (CPUs, CPU model, load averages over the runs).
 func describeMachine(runs []Run) string {
 	var b strings.Builder
+	if len(runs) == 0 { // only parts without kvbench runs: this machine
+		fmt.Fprintf(&b, "%d CPUs (runtime.NumCPU)", runtime.NumCPU())
+		if k, err := exec.Command("uname", "-sr").Output(); err == nil {
+			fmt.Fprintf(&b, ", kernel %s", strings.TrimSpace(string(k)))
+		}
+		fmt.Fprintf(&b, ", %s/%s", runtime.GOOS, runtime.GOARCH)
+		return b.String()
+	}
 	m := runs[0].Machine
 	fmt.Fprintf(&b, "%d CPUs (nproc)", m.NumCPU)
 	if m.CPU != "" {

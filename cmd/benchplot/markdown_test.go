@@ -1,6 +1,9 @@
 package main
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestReplaceSection(t *testing.T) {
 	const sec = "## T\n\nnew\n"
@@ -22,6 +25,28 @@ func TestFmtOps(t *testing.T) {
 	for v, want := range map[float64]string{0: "0", 999.4: "999", 1000: "1,000", 1234567: "1,234,567", -4200: "-4,200"} {
 		if got := fmtOps(v); got != want {
 			t.Errorf("fmtOps(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
+
+func TestEtcdSummaryCPU(t *testing.T) {
+	run := func(target string, ops, cpu float64) Run {
+		r := Run{Target: target, OpsPerSec: ops}
+		if cpu > 0 {
+			r.WAL = &struct {
+				CPUUsPerOp float64 `json:"cpu_us_per_op"`
+			}{cpu}
+		}
+		return r
+	}
+	var b strings.Builder
+	writeEtcdSummary(&b, sectionInput{Groups: []Group{
+		{Workload: "put", Cutkv: []Run{run("cutkv", 3000, 600), run("cutkv", 3000, 700)}, Etcd: []Run{run("etcd", 2000, 500)}},
+		{Workload: "get", Cutkv: []Run{run("cutkv", 1000, 0)}, Etcd: []Run{run("etcd", 1000, 0)}},
+	}})
+	for _, want := range []string{"| put | 3,000 | 2,000 | 1.50 | 650 | 500 | 1.30 |", "| get | 1,000 | 1,000 | 1.00 | - | - | - |"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, b.String())
 		}
 	}
 }

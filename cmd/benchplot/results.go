@@ -16,12 +16,14 @@ import (
 type Run struct {
 	Workload string `json:"workload"`
 	Target   string `json:"target"`
-	// Start is when the measured phase began.
-	Start     time.Time `json:"start"`
-	OpsPerSec float64   `json:"ops_per_sec"`
-	Aborts    int64     `json:"aborts"`
-	AbortRate float64   `json:"abort_rate"`
-	Errors    struct {
+	// Start is when the measured phase began; ElapsedSec its length.
+	Start      time.Time `json:"start"`
+	ElapsedSec float64   `json:"elapsed_s"`
+	Ops        int64     `json:"ops"`
+	OpsPerSec  float64   `json:"ops_per_sec"`
+	Aborts     int64     `json:"aborts"`
+	AbortRate  float64   `json:"abort_rate"`
+	Errors     struct {
 		Total int64 `json:"total"`
 		// Samples holds the first message of each kind of error.
 		Samples map[string]string `json:"samples"`
@@ -36,10 +38,21 @@ type Run struct {
 		P50 float64 `json:"p50"`
 		P99 float64 `json:"p99"`
 	} `json:"latency_ms"`
+	// Cuts is what kvbench's cutter measured (--cut-interval).
+	Cuts *CutStats `json:"cuts"`
+	// Preload is kvbench's unmeasured write of every key (get).
+	Preload *struct {
+		Keys    int64   `json:"keys"`
+		Seconds float64 `json:"seconds"`
+		Errors  int64   `json:"errors"`
+	} `json:"preload"`
 	Config struct {
 		Clients   int    `json:"clients"`
 		Conns     int    `json:"conns"`
+		Warmup    string `json:"warmup"`
+		KeySize   int    `json:"key_size"`
 		ValueSize int    `json:"value_size"`
+		Keyspace  int64  `json:"keyspace"`
 		TxnKeys   string `json:"txn_keys"`
 		Accounts  int64  `json:"accounts"`
 	} `json:"config"`
@@ -52,9 +65,37 @@ type Run struct {
 		LoadAvg   string `json:"load_avg"`
 	} `json:"machine"`
 	StoppedEarly string `json:"stopped_early"`
+	// WAL holds the nodes' CPU time per operation (kvbench --metrics-url;
+	// nil or 0 without it).
+	WAL *struct {
+		CPUUsPerOp float64 `json:"cpu_us_per_op"`
+	} `json:"wal"`
 
 	// Pass is N of WORKLOAD-N-TARGET.json: the order of the A B A B runs.
 	Pass int `json:"-"`
+}
+
+// LatencyMs is a set of completion times, in ms.
+type LatencyMs struct {
+	P50 float64 `json:"p50"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+// CutStats are cut completion times: kvbench's "cuts" (--cut-interval)
+// or benchsnap cuts' output, which also has Asked and Server.
+type CutStats struct {
+	Interval  string `json:"interval"`
+	Asked     int64  `json:"asked"`
+	Completed int64  `json:"completed"`
+	Failed    int64  `json:"failed"`
+	Errors    int64  `json:"errors"`
+	// Latency is each completed cut's CreateCut call as the client saw
+	// it; Server (benchsnap only) the cut's start to finish as the
+	// cluster recorded it, in whole milliseconds.
+	Latency    LatencyMs  `json:"latency_ms"`
+	Server     *LatencyMs `json:"server_ms"`
+	FirstError string     `json:"first_error"`
 }
 
 // Group is one workload's runs on both targets, each in pass order.
@@ -99,6 +140,16 @@ func loadRuns(dir string) ([]Run, error) {
 // workloadOrder is the order of the section's subsections.
 var workloadOrder = []string{"put", "get", "mixed", "txn", "bank"}
 
+// workloadRank is w's place in workloadOrder (unknown ones last).
+func workloadRank(w string) int {
+	for i, x := range workloadOrder {
+		if x == w {
+			return i
+		}
+	}
+	return len(workloadOrder)
+}
+
 // groupRuns groups runs by workload, in workloadOrder, then by target in
 // pass order.
 func groupRuns(runs []Run) []Group {
@@ -116,14 +167,6 @@ func groupRuns(runs []Run) []Group {
 			g.Etcd = append(g.Etcd, r)
 		}
 	}
-	rank := func(w string) int {
-		for i, x := range workloadOrder {
-			if x == w {
-				return i
-			}
-		}
-		return len(workloadOrder)
-	}
 	var out []Group
 	for _, g := range by {
 		byPass := func(rs []Run) func(i, j int) bool { return func(i, j int) bool { return rs[i].Pass < rs[j].Pass } }
@@ -132,7 +175,7 @@ func groupRuns(runs []Run) []Group {
 		out = append(out, *g)
 	}
 	sort.Slice(out, func(i, j int) bool {
-		ri, rj := rank(out[i].Workload), rank(out[j].Workload)
+		ri, rj := workloadRank(out[i].Workload), workloadRank(out[j].Workload)
 		if ri != rj {
 			return ri < rj
 		}
@@ -151,6 +194,31 @@ func meanOps(runs []Run) float64 {
 		s += r.OpsPerSec
 	}
 	return s / float64(len(runs))
+}
+
+// meanCPU is the mean node CPU µs per operation over the runs that
+// measured it; 0 when none did.
+func meanCPU(runs []Run) float64 {
+	var s float64
+	n := 0
+	for _, r := range runs {
+		if c := r.cpuUsPerOp(); c > 0 {
+			s += c
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return s / float64(n)
+}
+
+// cpuUsPerOp is the run's node CPU µs per operation, 0 if not measured.
+func (r Run) cpuUsPerOp() float64 {
+	if r.WAL == nil {
+		return 0
+	}
+	return r.WAL.CPUUsPerOp
 }
 
 // ratio is cutkv's mean ops/s over etcd's; ok is false when a side has no

@@ -14,8 +14,12 @@
 //	benchsnap metric -urls HOST:PORT,...                           cutkv_snapshot_interval_seconds
 //	benchsnap check [-endpoints EPS] [-store URL] [-id ID]          CheckSnapshot (default: the newest), one JSON line
 //	benchsnap digest [-endpoints EPS]                              key count and SHA-256 of every key-value
+//	benchsnap cuts [-endpoints EPS] -n N -every D                  N cuts one after the other, their completion times
+//	benchsnap scrape [-urls HOST:PORT,...] [-gc] [-names A,B]      the nodes' metric samples (after a forced GC), JSON
+//	benchsnap fill [-endpoints EPS] -from I -to J [-value-size B]  put every key of [I, J) once, one JSON line
 //
-// Only the bench script uses it; its output formats are that script's
+// scripts/bench-compare.sh uses cuts, scrape and fill (COSTS), and create.
+// Only the bench scripts use it; its output formats are those scripts'
 // contract, not an API.
 package main
 
@@ -49,6 +53,12 @@ func main() {
 		err = runCheck(args)
 	case "digest":
 		err = runDigest(args)
+	case "cuts":
+		err = runCuts(args)
+	case "scrape":
+		err = runScrape(args)
+	case "fill":
+		err = runFill(args)
 	default:
 		usage()
 	}
@@ -59,6 +69,6 @@ func main() {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: benchsnap create|loop|loopcell|watch|autostats|metric|check|digest ... (see the package comment)")
+	fmt.Fprintln(os.Stderr, "usage: benchsnap create|loop|loopcell|watch|autostats|metric|check|digest|cuts|scrape|fill ... (see the package comment)")
 	os.Exit(2)
 }
