@@ -266,10 +266,11 @@ func poll(ctx context.Context, within time.Duration, check func() (done bool, er
 	}
 }
 
-// forwardedHops returns how many times the request was forwarded.
+// forwardedHops returns how many times the request was forwarded. It
+// reads the one key (FromIncomingContext would copy every request's whole
+// metadata).
 func forwardedHops(ctx context.Context) int {
-	md, _ := metadata.FromIncomingContext(ctx)
-	v := md.Get(forwardedKey)
+	v := metadata.ValueFromIncomingContext(ctx, forwardedKey)
 	if len(v) == 0 {
 		return 0
 	}
