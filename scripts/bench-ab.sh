@@ -24,16 +24,8 @@ shift 3
 PAIRS=${PAIRS:-3}
 OUT=$(mktemp -d /tmp/cutkv-bench-ab.XXXXXX)
 SYS_PID=""
-stop_sys() {
-	if [ -n "$SYS_PID" ]; then
-		kill -TERM -- "-$SYS_PID" 2>/dev/null || true
-		for _ in $(seq 100); do kill -0 -- "-$SYS_PID" 2>/dev/null || break; sleep 0.1; done
-		kill -KILL -- "-$SYS_PID" 2>/dev/null || true
-		wait "$SYS_PID" 2>/dev/null || true
-		SYS_PID=""
-	fi
-	rm -rf "$OUT/data"
-}
+# shellcheck source=scripts/lib/sys.sh
+. scripts/lib/sys.sh
 cleanup() {
 	stop_sys
 	for side in a b; do

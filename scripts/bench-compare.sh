@@ -156,18 +156,8 @@ S=$OUT/benchsnap
 # shellcheck source=scripts/lib/cluster.sh
 . scripts/lib/cluster.sh
 
-# stop_sys stops the system under test (its whole process group) and
-# waits for it; the data directory is removed.
-stop_sys() {
-	if [ -n "$SYS_PID" ]; then
-		kill -TERM -- "-$SYS_PID" 2>/dev/null || true
-		for _ in $(seq 100); do kill -0 -- "-$SYS_PID" 2>/dev/null || break; sleep 0.1; done
-		kill -KILL -- "-$SYS_PID" 2>/dev/null || true
-		wait "$SYS_PID" 2>/dev/null || true
-		SYS_PID=""
-	fi
-	rm -rf "$OUT/data"
-}
+# shellcheck source=scripts/lib/sys.sh
+. scripts/lib/sys.sh
 compare_cleanup() {
 	local rc=$?
 	set +e # a failing step here must not end the cleanup

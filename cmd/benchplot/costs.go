@@ -289,31 +289,24 @@ func parseParams(text string) map[string]string {
 
 // loadAB reads the A and B runs, in workload then pass order, A first.
 func loadAB(dir string) ([]ABRun, error) {
-	names, err := filepath.Glob(filepath.Join(dir, "*-*-*.json"))
+	// Other names are the metrics and snapshot lists of B runs.
+	files, err := runFiles(dir, func(side string) bool { return side == "A" || side == "B" })
 	if err != nil {
 		return nil, err
 	}
 	var out []ABRun
-	for _, name := range names {
-		parts := strings.Split(strings.TrimSuffix(filepath.Base(name), ".json"), "-")
-		if len(parts) != 3 || (parts[2] != "A" && parts[2] != "B") {
-			continue // the metrics and snapshot lists of B runs
-		}
-		pass, err := strconv.Atoi(parts[1])
-		if err != nil {
-			continue
-		}
-		r, err := readRun(name)
+	for _, f := range files {
+		r, err := readRun(f.path)
 		if err != nil {
 			return nil, err
 		}
-		if r.Workload != parts[0] {
-			return nil, fmt.Errorf("%s: result is of %s, the name says %s", name, r.Workload, parts[0])
+		if r.Workload != f.workload {
+			return nil, fmt.Errorf("%s: result is of %s, the name says %s", f.path, r.Workload, f.workload)
 		}
-		r.Pass = pass
-		ab := ABRun{Run: *r, Mode: parts[2]}
+		r.Pass = f.pass
+		ab := ABRun{Run: *r, Mode: f.side}
 		if ab.Mode == "B" {
-			if ab.Snaps, err = loadSnapStats(strings.TrimSuffix(name, ".json"), r); err != nil {
+			if ab.Snaps, err = loadSnapStats(strings.TrimSuffix(f.path, ".json"), r); err != nil {
 				return nil, err
 			}
 		}

@@ -104,34 +104,54 @@ type Group struct {
 	Cutkv, Etcd []Run
 }
 
-// loadRuns reads every WORKLOAD-N-TARGET.json in dir.
-func loadRuns(dir string) ([]Run, error) {
+// runFile is a result file named WORKLOAD-PASS-SIDE.json.
+type runFile struct {
+	path, workload, side string
+	pass                 int
+}
+
+// runFiles lists dir's WORKLOAD-PASS-SIDE.json files whose side keep
+// accepts; other names are skipped.
+func runFiles(dir string, keep func(side string) bool) ([]runFile, error) {
 	names, err := filepath.Glob(filepath.Join(dir, "*-*-*.json"))
 	if err != nil {
 		return nil, err
 	}
-	var runs []Run
+	var out []runFile
 	for _, name := range names {
 		parts := strings.Split(strings.TrimSuffix(filepath.Base(name), ".json"), "-")
-		if len(parts) != 3 {
+		if len(parts) != 3 || !keep(parts[2]) {
 			continue
 		}
 		pass, err := strconv.Atoi(parts[1])
 		if err != nil {
 			continue
 		}
-		b, err := os.ReadFile(name)
+		out = append(out, runFile{path: name, workload: parts[0], side: parts[2], pass: pass})
+	}
+	return out, nil
+}
+
+// loadRuns reads every WORKLOAD-N-TARGET.json in dir.
+func loadRuns(dir string) ([]Run, error) {
+	files, err := runFiles(dir, func(string) bool { return true })
+	if err != nil {
+		return nil, err
+	}
+	var runs []Run
+	for _, f := range files {
+		b, err := os.ReadFile(f.path)
 		if err != nil {
 			return nil, err
 		}
 		var r Run
 		if err := json.Unmarshal(b, &r); err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
+			return nil, fmt.Errorf("%s: %w", f.path, err)
 		}
-		if r.Workload != parts[0] || r.Target != parts[2] {
-			return nil, fmt.Errorf("%s: result is %s on %s, the name says %s on %s", name, r.Workload, r.Target, parts[0], parts[2])
+		if r.Workload != f.workload || r.Target != f.side {
+			return nil, fmt.Errorf("%s: result is %s on %s, the name says %s on %s", f.path, r.Workload, r.Target, f.workload, f.side)
 		}
-		r.Pass = pass
+		r.Pass = f.pass
 		runs = append(runs, r)
 	}
 	return runs, nil
