@@ -29,35 +29,28 @@ func holding(t *testing.T, id string, prio int64, key string) *partition.Partiti
 	return p
 }
 
-// TestWaitDieGrace: a younger transaction waits finishGrace for an older
-// holder, proceeds when the holder finishes within it (a decided
-// transaction whose Finish is on its way), and dies after it otherwise.
-func TestWaitDieGrace(t *testing.T) {
+// TestWaitDie: a younger transaction behind an older holder dies at once;
+// an older one waits for a younger holder and proceeds when it finishes;
+// other keys do not wait.
+func TestWaitDie(t *testing.T) {
 	ctx := context.Background()
-
 	p := holding(t, "old", 1, "k")
 	start := time.Now()
-	err := waitDie(ctx, p, "young", 2, putShare("k"))
-	if !errors.Is(err, ErrConflict) {
-		t.Fatalf("younger behind an older holder that stays: %v, want ErrConflict", err)
-	}
-	if took := time.Since(start); took < finishGrace {
-		t.Fatalf("died after %v, before the %v grace", took, finishGrace)
+	if err := waitDie(ctx, p, "young", 2, putShare("k")); !errors.Is(err, ErrConflict) || time.Since(start) > dieWait/2 {
+		t.Fatalf("younger behind an older holder: %v after %v, want ErrConflict at once", err, time.Since(start))
 	}
 
-	p = holding(t, "old", 1, "k")
+	p = holding(t, "young", 2, "k")
 	go func() {
-		time.Sleep(finishGrace / 4)
-		_, _ = p.ApplyCommand(2, &internalpb.Command{Op: &internalpb.Command_TxnFinish{TxnFinish: &internalpb.TxnFinishOp{TxnId: []byte("old"), Commit: true, Succeeded: true}}})
+		time.Sleep(20 * time.Millisecond)
+		_, _ = p.ApplyCommand(2, &internalpb.Command{Op: &internalpb.Command_TxnFinish{TxnFinish: &internalpb.TxnFinishOp{TxnId: []byte("young"), Commit: true, Succeeded: true}}})
 	}()
-	if err := waitDie(ctx, p, "young", 2, putShare("k")); err != nil {
-		t.Fatalf("younger behind an older holder that finishes within the grace: %v, want to proceed", err)
+	if err := waitDie(ctx, p, "old", 1, putShare("k")); err != nil {
+		t.Fatalf("older behind a younger holder that finishes: %v, want to proceed", err)
 	}
 
-	// Other keys do not wait at all.
 	p = holding(t, "old", 1, "k")
-	start = time.Now()
-	if err := waitDie(ctx, p, "young", 2, putShare("other")); err != nil || time.Since(start) > finishGrace/2 {
-		t.Fatalf("no conflict: %v after %v", err, time.Since(start))
+	if err := waitDie(ctx, p, "young", 2, putShare("other")); err != nil {
+		t.Fatalf("no conflict: %v", err)
 	}
 }

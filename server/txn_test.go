@@ -60,12 +60,23 @@ func TestTxnOnePhaseAndTwoPhase(t *testing.T) {
 		if !resp.GetSucceeded() || len(resp.GetResponses()) != 2 || resp.GetResponses()[0].GetPut() == nil {
 			t.Fatalf("%s: first txn: %v", name, resp)
 		}
-		// Same compares again: now false, so the failure branch reads.
-		resp, err := c.KV(2).Txn(ctxT(t, 5*time.Second), &kvpb.TxnRequest{
-			Compare: []*kvpb.Compare{cmpVersion(x, 0), cmpVersion(y, 0)},
-			Success: []*kvpb.RequestOp{opPut(x, "bad"), opPut(y, "bad")},
-			Failure: []*kvpb.RequestOp{opGet(x), opGet(y)},
-		})
+		// Same compares again: now false, so the failure branch reads. A
+		// 2PC transaction is answered once its decision is durable and its
+		// locks go a raft round later, so this one may meet them and be
+		// answered Aborted ("retry"), as any conflict is; it is retried
+		// only for that.
+		var err error
+		for deadline := time.Now().Add(5 * time.Second); ; {
+			resp, err = c.KV(2).Txn(ctxT(t, 5*time.Second), &kvpb.TxnRequest{
+				Compare: []*kvpb.Compare{cmpVersion(x, 0), cmpVersion(y, 0)},
+				Success: []*kvpb.RequestOp{opPut(x, "bad"), opPut(y, "bad")},
+				Failure: []*kvpb.RequestOp{opGet(x), opGet(y)},
+			})
+			if status.Code(err) != codes.Aborted || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 		if err != nil || resp.GetSucceeded() {
 			t.Fatalf("%s: second txn: %v %v", name, resp, err)
 		}
