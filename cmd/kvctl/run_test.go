@@ -44,10 +44,10 @@ func want(t *testing.T, r result, code int, stdout string) {
 func decode(t *testing.T, r result, v any) {
 	t.Helper()
 	if strings.Count(r.stdout, "\n") != 1 {
-		t.Errorf("json output is not one line: %q", r.stdout)
+		t.Errorf("json output is not one line: %q (exit %d, stderr %q)", r.stdout, r.code, r.stderr)
 	}
 	if err := json.Unmarshal([]byte(r.stdout), v); err != nil {
-		t.Fatalf("bad json %q: %v", r.stdout, err)
+		t.Fatalf("bad json %q: %v (exit %d, stderr %q)", r.stdout, err, r.code, r.stderr)
 	}
 }
 

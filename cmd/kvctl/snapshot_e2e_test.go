@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cutkv/cutkv/internal/clustertest"
 )
@@ -28,6 +29,14 @@ func TestSnapshotsAgainstRealCluster(t *testing.T) {
 		}
 	}
 	put(0, 10)
+	// The puts needed only the partitions' leaders; snapshots are run by
+	// group 0's, which may still be moving to its preferred node.
+	clustertest.Eventually(t, 10*time.Second, func() error {
+		if r := ctl("cut", "list"); r.code != 0 {
+			return fmt.Errorf("kvctl cut list: %+v", r)
+		}
+		return nil
+	})
 
 	var first, second struct {
 		Result jsonSnapshotResult `json:"result"`
