@@ -247,21 +247,25 @@ var errPollTimeout = errors.New("rpc: wait ran out")
 // (for a leader, a lock, a prepared write) are short and bounded; polling
 // state the raft loop publishes keeps them off the loop.
 func poll(ctx context.Context, within time.Duration, check func() (done bool, err error)) error {
+	// Most waits are over at the first look (every Get, Put and prepare
+	// checks its locks this way): no clock reading or ticker for those.
+	if done, err := check(); done || err != nil {
+		return err
+	}
 	deadline := time.Now().Add(within)
 	t := time.NewTicker(2 * time.Millisecond)
 	defer t.Stop()
 	for {
-		done, err := check()
-		if done || err != nil {
-			return err
-		}
-		if time.Now().After(deadline) {
-			return errPollTimeout
-		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-t.C:
+		}
+		if done, err := check(); done || err != nil {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return errPollTimeout
 		}
 	}
 }
