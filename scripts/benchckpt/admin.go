@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io/fs"
 	"os"
@@ -40,13 +39,12 @@ func localApplied(ctx context.Context, cc *grpc.ClientConn) (map[uint64]uint64, 
 // runApplied prints, as JSON, every node's applied index per group:
 // {"n1": {"0": 12, "1": 3400, ...}, ...}.
 func runApplied(args []string) error {
-	fs := flag.NewFlagSet("applied", flag.ContinueOnError)
-	endpoints := fs.String("endpoints", defaultEndpoints, "gRPC addresses of the nodes, each asked for its own view")
+	fs := benchconn.NewCommand("applied")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	all := map[string]map[uint64]uint64{}
-	for _, ep := range benchconn.Split(*endpoints) {
+	for _, ep := range benchconn.Split(fs.Endpoints()) {
 		cc, err := benchconn.Dial(ep)
 		if err != nil {
 			return err
@@ -99,12 +97,8 @@ func checkpointOnce(ctx context.Context, conns []*grpc.ClientConn) (took time.Du
 // runCheckpoint takes one checkpoint and prints
 // "took=SECONDS groups=N errors=M"; it fails when any group failed.
 func runCheckpoint(args []string) error {
-	fs := flag.NewFlagSet("checkpoint", flag.ContinueOnError)
-	endpoints := fs.String("endpoints", defaultEndpoints, "gRPC addresses of the nodes")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	conns, closeAll, err := benchconn.DialAll(*endpoints)
+	fs := benchconn.NewCommand("checkpoint")
+	conns, closeAll, err := fs.Connect(args)
 	if err != nil {
 		return err
 	}
@@ -123,14 +117,10 @@ func runCheckpoint(args []string) error {
 // runCheckpointLoop takes checkpoints back to back for a while (or until
 // SIGTERM, after the checkpoint in flight) and prints "checkpoints=N failed=F p50=S max=S" (seconds).
 func runCheckpointLoop(args []string) error {
-	fs := flag.NewFlagSet("ckloop", flag.ContinueOnError)
-	endpoints := fs.String("endpoints", defaultEndpoints, "gRPC addresses of the nodes")
+	fs := benchconn.NewCommand("ckloop")
 	dur := fs.Duration("for", time.Minute, "stop starting checkpoints after this long")
 	every := fs.Duration("every", 0, "wait this long between two checkpoints (0: back to back)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	conns, closeAll, err := benchconn.DialAll(*endpoints)
+	conns, closeAll, err := fs.Connect(args)
 	if err != nil {
 		return err
 	}
@@ -199,8 +189,7 @@ func dirBytes(dir, suffix string) (bytes int64, files int) {
 // materialization files' bytes under DATA/n*, and prints a Markdown table
 // with a max row.
 func runWatch(args []string) error {
-	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
-	endpoints := fs.String("endpoints", defaultEndpoints, "gRPC addresses of the nodes")
+	fs := benchconn.NewCommand("watch")
 	data := fs.String("data", "", "the cluster's data dir (DATA/n1 ...)")
 	every := fs.Duration("every", 10*time.Second, "sampling interval")
 	dur := fs.Duration("for", 5*time.Minute, "sample until this long after the start")
@@ -210,7 +199,7 @@ func runWatch(args []string) error {
 	if *data == "" {
 		return errors.New("-data is required")
 	}
-	conns, closeAll, err := benchconn.DialAll(*endpoints)
+	conns, closeAll, err := benchconn.DialAll(fs.Endpoints())
 	if err != nil {
 		return err
 	}

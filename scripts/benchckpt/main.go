@@ -15,12 +15,7 @@
 // contract, not an API.
 package main
 
-import (
-	"fmt"
-	"os"
-)
-
-const defaultEndpoints = "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003"
+import "github.com/cutkv/cutkv/scripts/internal/benchconn"
 
 // Layout of a node's data dir (server.WALDir, server.MaterializeDir);
 // repeated here so this tool builds without the server package.
@@ -30,36 +25,8 @@ const (
 )
 
 func main() {
-	if len(os.Args) < 2 {
-		usage()
-	}
-	args := os.Args[2:]
-	var err error
-	switch os.Args[1] {
-	case "cluster":
-		err = runCluster(args)
-	case "applied":
-		err = runApplied(args)
-	case "checkpoint":
-		err = runCheckpoint(args)
-	case "ckloop":
-		err = runCheckpointLoop(args)
-	case "watch":
-		err = runWatch(args)
-	case "row":
-		err = runRow(args)
-	case "summary":
-		err = runSummary(args)
-	default:
-		usage()
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "benchckpt %s: %v\n", os.Args[1], err)
-		os.Exit(1)
-	}
-}
-
-func usage() {
-	fmt.Fprintln(os.Stderr, "usage: benchckpt cluster|applied|checkpoint|ckloop|watch|row|summary ... (see the package comment)")
-	os.Exit(2)
+	benchconn.Main("benchckpt", map[string]func([]string) error{
+		"cluster": runCluster, "applied": runApplied, "checkpoint": runCheckpoint, "ckloop": runCheckpointLoop,
+		"watch": runWatch, "row": runRow, "summary": runSummary,
+	})
 }

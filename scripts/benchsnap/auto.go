@@ -36,8 +36,7 @@ type listed struct {
 // pruned as new ones come), rewriting -out, a JSON array ordered by cut,
 // after each poll.
 func runWatch(args []string) error {
-	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
-	endpoints := fs.String("endpoints", defaultEndpoints, "gRPC addresses of the nodes")
+	fs := benchconn.NewCommand("watch")
 	store := fs.String("store", "", "snapshot store URL (empty: the nodes' --snapshot-store)")
 	every := fs.Duration("every", 5*time.Second, "poll this often")
 	out := fs.String("out", "", "JSON file to write (required)")
@@ -47,7 +46,7 @@ func runWatch(args []string) error {
 	if *out == "" {
 		return errors.New("-out is required")
 	}
-	conns, closeAll, err := benchconn.DialAll(*endpoints)
+	conns, closeAll, err := benchconn.DialAll(fs.Endpoints())
 	if err != nil {
 		return err
 	}

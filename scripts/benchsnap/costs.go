@@ -67,8 +67,7 @@ func summarizeMs(xs []float64) cutLatency {
 // runCuts takes -n cuts one after the other, one every -every (the next
 // right away when one takes longer), and prints their completion times.
 func runCuts(args []string) error {
-	fs := flag.NewFlagSet("cuts", flag.ContinueOnError)
-	endpoints := fs.String("endpoints", defaultEndpoints, "gRPC addresses of the nodes")
+	fs := benchconn.NewCommand("cuts")
 	n := fs.Int("n", 20, "number of cuts")
 	every := fs.Duration("every", time.Second, "start a cut this often")
 	if err := fs.Parse(args); err != nil {
@@ -77,7 +76,7 @@ func runCuts(args []string) error {
 	if *n <= 0 {
 		return errors.New("-n must be positive")
 	}
-	conns, closeAll, err := benchconn.DialAll(*endpoints)
+	conns, closeAll, err := benchconn.DialAll(fs.Endpoints())
 	if err != nil {
 		return err
 	}
@@ -277,8 +276,7 @@ func fillKey(i int64, size int) []byte { return fmt.Appendf(nil, "%0*d", size, i
 // that fails is tried again (the same value: a put is idempotent) up to
 // -tries times. Progress goes to stderr every -progress.
 func runFill(args []string) error {
-	fs := flag.NewFlagSet("fill", flag.ContinueOnError)
-	endpoints := fs.String("endpoints", defaultEndpoints, "gRPC addresses of the nodes")
+	fs := benchconn.NewCommand("fill")
 	from := fs.Int64("from", 0, "first key index")
 	to := fs.Int64("to", 0, "key index after the last (required)")
 	keySize := fs.Int("key-size", 16, "key length: zero-padded decimal index")
@@ -308,7 +306,7 @@ func runFill(args []string) error {
 		}
 	}()
 	for range min(*nconns, *clients) {
-		c, err := client.New(ctx, benchconn.Split(*endpoints)...)
+		c, err := client.New(ctx, benchconn.Split(fs.Endpoints())...)
 		if err != nil {
 			return err
 		}

@@ -23,52 +23,12 @@
 // contract, not an API.
 package main
 
-import (
-	"fmt"
-	"os"
-)
-
-const defaultEndpoints = "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003"
+import "github.com/cutkv/cutkv/scripts/internal/benchconn"
 
 func main() {
-	if len(os.Args) < 2 {
-		usage()
-	}
-	args := os.Args[2:]
-	var err error
-	switch os.Args[1] {
-	case "create":
-		err = runCreate(args)
-	case "loop":
-		err = runLoop(args)
-	case "loopcell":
-		err = runLoopCell(args)
-	case "watch":
-		err = runWatch(args)
-	case "autostats":
-		err = runAutoStats(args)
-	case "metric":
-		err = runMetric(args)
-	case "check":
-		err = runCheck(args)
-	case "digest":
-		err = runDigest(args)
-	case "cuts":
-		err = runCuts(args)
-	case "scrape":
-		err = runScrape(args)
-	case "fill":
-		err = runFill(args)
-	default:
-		usage()
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "benchsnap %s: %v\n", os.Args[1], err)
-		os.Exit(1)
-	}
-}
-
-func usage() {
-	fmt.Fprintln(os.Stderr, "usage: benchsnap create|loop|loopcell|watch|autostats|metric|check|digest|cuts|scrape|fill ... (see the package comment)")
-	os.Exit(2)
+	benchconn.Main("benchsnap", map[string]func([]string) error{
+		"create": runCreate, "loop": runLoop, "loopcell": runLoopCell, "watch": runWatch,
+		"autostats": runAutoStats, "metric": runMetric, "check": runCheck, "digest": runDigest,
+		"cuts": runCuts, "scrape": runScrape, "fill": runFill,
+	})
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -112,15 +111,11 @@ func printJSON(v any) {
 // runCreate takes one snapshot and prints its snapResult; it fails when
 // the snapshot failed (after printing it).
 func runCreate(args []string) error {
-	fs := flag.NewFlagSet("create", flag.ContinueOnError)
-	endpoints := fs.String("endpoints", defaultEndpoints, "gRPC addresses of the nodes")
+	fs := benchconn.NewCommand("create")
 	store := fs.String("store", "", "snapshot store URL (empty: the nodes' --snapshot-store)")
 	full := fs.Bool("full", false, "upload a fresh materialization of every partition (no reuse)")
 	timeout := fs.Duration("timeout", time.Hour, "give up after this long")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	conns, closeAll, err := benchconn.DialAll(*endpoints)
+	conns, closeAll, err := fs.Connect(args)
 	if err != nil {
 		return err
 	}
@@ -140,16 +135,12 @@ func runCreate(args []string) error {
 // flight then completes, so that the next measurement starts without
 // one. It prints one snapResult per snapshot.
 func runLoop(args []string) error {
-	fs := flag.NewFlagSet("loop", flag.ContinueOnError)
-	endpoints := fs.String("endpoints", defaultEndpoints, "gRPC addresses of the nodes")
+	fs := benchconn.NewCommand("loop")
 	store := fs.String("store", "", "snapshot store URL (empty: the nodes' --snapshot-store)")
 	full := fs.Bool("full", false, "full snapshots")
 	every := fs.Duration("every", time.Second, "start a snapshot this often (0: back to back)")
 	dur := fs.Duration("for", time.Minute, "stop starting snapshots after this long")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	conns, closeAll, err := benchconn.DialAll(*endpoints)
+	conns, closeAll, err := fs.Connect(args)
 	if err != nil {
 		return err
 	}
@@ -248,14 +239,10 @@ type checked struct {
 // (Cluster.CheckSnapshot; the newest one without -id) and prints the
 // outcome; it fails when the snapshot is damaged.
 func runCheck(args []string) error {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	endpoints := fs.String("endpoints", defaultEndpoints, "gRPC addresses of the nodes")
+	fs := benchconn.NewCommand("check")
 	store := fs.String("store", "", "snapshot store URL (empty: the nodes' --snapshot-store)")
 	id := fs.String("id", "", "snapshot id (empty: the newest)")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	conns, closeAll, err := benchconn.DialAll(*endpoints)
+	conns, closeAll, err := fs.Connect(args)
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"time"
 
 	"github.com/cutkv/cutkv/client"
@@ -30,15 +29,14 @@ type digested struct {
 // print the same digest; a page is read atomically, the whole range is
 // not, so it is meant for a cluster nobody writes to.
 func runDigest(args []string) error {
-	fs := flag.NewFlagSet("digest", flag.ContinueOnError)
-	endpoints := fs.String("endpoints", defaultEndpoints, "gRPC addresses of the nodes")
+	fs := benchconn.NewCommand("digest")
 	prefix := fs.String("prefix", "", "only keys starting with this")
 	page := fs.Int("page", 2000, "key-values per Scan")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	ctx := context.Background()
-	c, err := client.New(ctx, benchconn.Split(*endpoints)...)
+	c, err := client.New(ctx, benchconn.Split(fs.Endpoints())...)
 	if err != nil {
 		return err
 	}
