@@ -234,6 +234,8 @@ type group struct {
 	// so versions never decrease along the log (rule 2).
 	logVersion uint64
 
+	// appliedTerm is the term of the newest entry applied (loop only).
+	appliedTerm uint64
 	// orphans are the waiters of proposals made while this replica led
 	// the group, which it no longer does (see Config.OrphanWait).
 	orphans map[uint64]*waiter
@@ -1175,19 +1177,23 @@ func (s *Store) apply(g *group, ents []*raftpb.Entry) error {
 			g.sm.SetApplied(idx)
 		}
 		g.applied = idx
-		if len(g.orphans) > 0 {
-			s.dropOverwritten(g, e.GetTerm())
+		if t := e.GetTerm(); t > g.appliedTerm {
+			g.appliedTerm = t
+			s.dropOverwritten(g, t)
 		}
 	}
 	return nil
 }
 
-// dropOverwritten answers the orphaned proposals of terms before term,
-// an entry of which was just applied without theirs: they were
-// overwritten and never apply.
+// dropOverwritten answers g's proposals of terms before term, an entry of
+// which was just applied without theirs: a term's entries precede every
+// later term's in the log, so theirs were overwritten and never apply.
+// It runs when the applied term grows, so it also answers the proposals
+// of a leadership this replica lost and regained between two Readys
+// (which noteSoftState never sees, and so never orphans).
 func (s *Store) dropOverwritten(g *group, term uint64) {
-	for id, w := range g.orphans {
-		if w.term < term {
+	for id, w := range s.waiters {
+		if w.group == g.id && w.term < term {
 			delete(g.orphans, id)
 			delete(s.waiters, id)
 			w.ch <- result{err: fmt.Errorf("%w: group %d: its leader stepped down and a later term's entry took its place", ErrProposalDropped, g.id)}
