@@ -315,8 +315,9 @@ func (r *runner) execute(ctx context.Context, w *worker, kind opKind, idx int64)
 	case opInit:
 		accountKey(w.key, idx)
 		// Before any transfer runs, writing the initial balance again is
-		// harmless: a write whose outcome is unknown (a leader change
-		// right after the cluster started) is simply written again.
+		// harmless: a write that failed, even with its outcome unknown
+		// (a leader cut off, on either database), is simply written
+		// again rather than failing the run.
 		var err error
 		for try := 0; try < initTries; try++ {
 			if err = w.conn.Put(ctx, w.key, r.bank.init); err == nil || ctx.Err() != nil {
