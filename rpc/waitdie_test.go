@@ -54,3 +54,28 @@ func TestWaitDie(t *testing.T) {
 		t.Fatalf("no conflict: %v", err)
 	}
 }
+
+// TestWaitWritable: a plain write waits for a transaction's lock on its
+// key to go (a committed transaction's Finish a raft round behind its
+// answer), and gives up, leaving the refusal to the state machine, when
+// its context ends first.
+func TestWaitWritable(t *testing.T) {
+	p := holding(t, "txn", 1, "k")
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		_, _ = p.ApplyCommand(2, &internalpb.Command{Op: &internalpb.Command_TxnFinish{TxnFinish: &internalpb.TxnFinishOp{TxnId: []byte("txn"), Commit: true, Succeeded: true}}})
+	}()
+	waitWritable(context.Background(), p, []byte("k"))
+	if h, locked := p.WriteBlocker([]byte("k")); locked {
+		t.Fatalf("returned while %s still locks k", h)
+	}
+
+	p = holding(t, "txn", 1, "k")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	waitWritable(ctx, p, []byte("k"))
+	if took := time.Since(start); took > readLockWait/2 {
+		t.Fatalf("waited %v past its context", took)
+	}
+}
