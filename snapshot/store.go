@@ -143,7 +143,16 @@ func OpenStoreOptions(ctx context.Context, rawURL string, clusterID uint64, opts
 	if u.Scheme == "file" && u.Host == "" {
 		s.fileDir = filepath.FromSlash(u.Path)
 	}
-	ok, err := b.IsAccessible(ctx)
+	var ok bool
+	if s.fileDir != "" {
+		// A directory store is checked by looking at the directory:
+		// the driver's IsAccessible lists the whole bucket, and a
+		// listing fails as "not found" when another node's upload
+		// renames its temporary file in the middle of the walk.
+		ok, err = dirExists(s.fileDir)
+	} else {
+		ok, err = b.IsAccessible(ctx)
+	}
 	if err == nil && !ok {
 		err = fmt.Errorf("%w: snapshot store %s: the bucket does not exist", ErrNotFound, shown)
 	} else if err != nil {
@@ -154,6 +163,20 @@ func OpenStoreOptions(ctx context.Context, rawURL string, clusterID uint64, opts
 		return nil, err
 	}
 	return s, nil
+}
+
+// dirExists says whether dir is there and a directory.
+func dirExists(dir string) (bool, error) {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, err
+	case !fi.IsDir():
+		return false, fmt.Errorf("%s is not a directory", dir)
+	}
+	return true, nil
 }
 
 // Close releases the bucket.

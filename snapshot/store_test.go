@@ -728,6 +728,9 @@ func TestManifestValidate(t *testing.T) {
 func TestOpenStoreErrors(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "plain"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		url     string
 		cluster uint64
@@ -740,6 +743,7 @@ func TestOpenStoreErrors(t *testing.T) {
 		{"%zz", 1, ErrInvalid},
 		{"file://" + dir + "?bogus=1", 1, ErrInvalid},
 		{"file://" + dir + "/missing", 1, ErrNotFound},
+		{"file://" + dir + "/plain", 1, ErrInvalid},
 	} {
 		_, err := OpenStore(ctx, tc.url, tc.cluster)
 		if err == nil {
@@ -866,11 +870,13 @@ func TestUploadParallel(t *testing.T) {
 	mustCheck(t, s, m.ID)
 }
 
-// TestListDuringUploads lists the pieces while other goroutines store
-// pieces: the file:// driver lists their temporary files, which vanish
-// (renamed) before it looks at them; a listing must not fail for that.
+// TestListDuringUploads lists the pieces, and opens the store, while
+// other goroutines store pieces: the file:// driver lists their
+// temporary files, which vanish (renamed) before it looks at them;
+// neither a listing nor another node's opening of the store (once
+// refused as "the bucket does not exist") may fail for that.
 func TestListDuringUploads(t *testing.T) {
-	s, _ := openFileStore(t, 9, Options{})
+	s, url := openFileStore(t, 9, Options{})
 	ctx := context.Background()
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -897,6 +903,12 @@ func TestListDuringUploads(t *testing.T) {
 			t.Errorf("listing during uploads: %v", err)
 			break
 		}
+		other, err := OpenStore(ctx, url, 10)
+		if err != nil {
+			t.Errorf("opening the store during uploads: %v", err)
+			break
+		}
+		other.Close()
 	}
 	close(stop)
 	wg.Wait()
