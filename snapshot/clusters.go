@@ -3,6 +3,7 @@ package snapshot
 import (
 	"context"
 	"io"
+	"os"
 	"slices"
 	"strings"
 
@@ -24,25 +25,17 @@ func Clusters(ctx context.Context, url string) ([]uint64, error) {
 		return nil, err
 	}
 	defer s.Close()
-	it := s.bucket.List(&blob.ListOptions{Delimiter: "/"})
+	names, err := s.topDirs(ctx)
+	if err != nil {
+		return nil, s.wrap("listing the clusters", err)
+	}
 	var out []uint64
-	for {
-		o, err := it.Next(ctx)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, s.wrap("listing the clusters", err)
-		}
-		name, ok := strings.CutSuffix(o.Key, "/")
-		if !o.IsDir || !ok {
-			continue
-		}
+	for _, name := range names {
 		id, err := parseClusterHex(name)
 		if err != nil || id == 0 {
 			continue // not a cluster's prefix
 		}
-		has, err := s.hasManifest(ctx, name+"/"+manifestsDir)
+		has, err := s.hasManifest(ctx, name+"/")
 		if err != nil {
 			return nil, err
 		}
@@ -54,21 +47,51 @@ func Clusters(ctx context.Context, url string) ([]uint64, error) {
 	return out, nil
 }
 
-// hasManifest says whether prefix (a cluster's manifests/) holds an
-// object named <id>.json with a valid snapshot id.
-func (s *Store) hasManifest(ctx context.Context, prefix string) (bool, error) {
-	it := s.bucket.List(&blob.ListOptions{Prefix: prefix})
+// topDirs lists the bucket's top-level "directories". A directory store
+// is read directly, for the reason listRaw gives.
+func (s *Store) topDirs(ctx context.Context) ([]string, error) {
+	if s.fileDir != "" {
+		ents, err := os.ReadDir(s.fileDir)
+		if err != nil {
+			return nil, err
+		}
+		var out []string
+		for _, e := range ents {
+			if e.IsDir() {
+				out = append(out, e.Name())
+			}
+		}
+		return out, nil
+	}
+	it := s.bucket.List(&blob.ListOptions{Delimiter: "/"})
+	var out []string
 	for {
 		o, err := it.Next(ctx)
 		if err == io.EOF {
-			return false, nil
+			return out, nil
 		}
 		if err != nil {
-			return false, s.wrap("listing "+prefix, err)
+			return nil, err
 		}
-		id, ok := strings.CutSuffix(strings.TrimPrefix(o.Key, prefix), jsonExt)
-		if !o.IsDir && ok && validateID(id) == nil {
+		if name, ok := strings.CutSuffix(o.Key, "/"); o.IsDir && ok {
+			out = append(out, name)
+		}
+	}
+}
+
+// hasManifest says whether the cluster under prefix ("<hex id>/") holds
+// a manifest: an object manifests/<id>.json with a valid snapshot id.
+func (s *Store) hasManifest(ctx context.Context, prefix string) (bool, error) {
+	other := *s
+	other.prefix = prefix
+	names, err := other.listNames(ctx, manifestsDir)
+	if err != nil {
+		return false, err
+	}
+	for _, n := range names {
+		if id, ok := strings.CutSuffix(n, jsonExt); ok && validateID(id) == nil {
 			return true, nil
 		}
 	}
+	return false, nil
 }
