@@ -57,7 +57,8 @@ func TestSnapshotMembersPreferLastUploader(t *testing.T) {
 }
 
 // TestSnapshotPinLease: a pin whose upload never comes is released when
-// its lease ends; one taken for its upload is released once, by the taker.
+// its lease ends; one taken for its upload is released once, by the taker;
+// one waiting while the node uploads another is kept until that ends.
 func TestSnapshotPinLease(t *testing.T) {
 	s := &Snapshots{Log: slog.New(slog.DiscardHandler)}
 	var released atomic.Int32
@@ -79,6 +80,23 @@ func TestSnapshotPinLease(t *testing.T) {
 	time.Sleep(100 * time.Millisecond) // past the lease: its timer must not release again
 	if released.Load() != 2 {
 		t.Fatalf("released %d times, want 2", released.Load())
+	}
+
+	// While this node uploads (another partition of the snapshot, paced),
+	// a waiting pin's lease runs again instead of ending.
+	done := s.uploadStarted()
+	token = s.addPin(&snapshotPin{group: 3, release: func() { released.Add(1) }}, 20*time.Millisecond)
+	time.Sleep(150 * time.Millisecond) // several leases
+	if released.Load() != 2 {
+		t.Fatal("a pin waiting behind an upload in flight was released")
+	}
+	done()
+	deadline = time.Now().Add(5 * time.Second)
+	for released.Load() == 2 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if released.Load() != 3 || s.takePin(token) != nil {
+		t.Fatalf("after the upload ended and the lease: released %d times, want 3", released.Load())
 	}
 }
 

@@ -35,6 +35,8 @@ type Snapshots struct {
 	// TmpDir holds materializations built for full snapshots until they
 	// are uploaded.
 	TmpDir string
+	// UploadRate paces what this node uploads (nil: no limit).
+	UploadRate *snapshot.RateLimit
 	// Log receives progress and results.
 	Log *slog.Logger
 
@@ -44,6 +46,7 @@ type Snapshots struct {
 	stores    map[string]*snapshot.Store               // by URL
 	manifests map[string]map[string]*snapshot.Manifest // by URL, then id: manifests never change
 	pins      map[string]*snapshotPin                  // by token
+	uploading int                                      // UploadSnapshot calls in flight
 	// uploader is, by partition, the node that prepared it last: asked
 	// first next time, so that its base, already stored, stays the base
 	// when the partition's leader moves (another replica's base sits at
@@ -196,13 +199,44 @@ func (s *Snapshots) addPin(p *snapshotPin, lease time.Duration) string {
 		s.pins = map[string]*snapshotPin{}
 	}
 	s.pins[token] = p
-	p.timer = time.AfterFunc(lease, func() {
-		if q := s.takePin(token); q != nil {
-			s.Log.Warn("snapshot pin lease ended before its upload; released", "group", q.group, "pos", q.pos)
-			q.drop()
-		}
-	})
+	p.timer = time.AfterFunc(lease, func() { s.leaseEnded(token, lease) })
 	return token
+}
+
+// leaseEnded releases a pin whose upload has not come — unless this node
+// is uploading meanwhile: the snapshot is alive, its uploads only paced
+// (UploadRate) or large, and the pins wait their turn; the lease runs
+// again. Should the snapshot's runner die, its uploads here end with
+// their calls, and the next lease end releases the rest.
+func (s *Snapshots) leaseEnded(token string, lease time.Duration) {
+	s.mu.Lock()
+	p := s.pins[token]
+	if p == nil {
+		s.mu.Unlock()
+		return
+	}
+	if s.uploading > 0 {
+		p.timer.Reset(lease)
+		s.mu.Unlock()
+		return
+	}
+	delete(s.pins, token)
+	s.mu.Unlock()
+	s.Log.Warn("snapshot pin lease ended before its upload; released", "group", p.group, "pos", p.pos)
+	p.drop()
+}
+
+// uploadStarted counts an upload in flight (leaseEnded); the returned
+// func ends it.
+func (s *Snapshots) uploadStarted() func() {
+	s.mu.Lock()
+	s.uploading++
+	s.mu.Unlock()
+	return func() {
+		s.mu.Lock()
+		s.uploading--
+		s.mu.Unlock()
+	}
 }
 
 func (s *Snapshots) takePin(token string) *snapshotPin {
@@ -379,6 +413,7 @@ func (s *SnapshotPartitionsServer) UploadSnapshot(ctx context.Context, req *inte
 		return nil, toStatus(fmt.Errorf("%w: no snapshot pin %q on %s (its lease ended, or the node restarted)", ErrFailedPrecondition, req.GetPin(), n.Self.ID), "")
 	}
 	defer pin.drop()
+	defer n.Snapshots.uploadStarted()()
 	g := pin.group
 	if req.GetGroup() != g {
 		return nil, toStatus(fmt.Errorf("%w: pin is for partition %d, not %d", ErrInvalidArgument, g, req.GetGroup()), "")
@@ -394,7 +429,7 @@ func (s *SnapshotPartitionsServer) UploadSnapshot(ctx context.Context, req *inte
 			path = pin.full
 		}
 		name := checkpoint.Materialization{Partition: g, Index: b}.Name()
-		o, err := putObject(ctx, st, name, func() (io.ReadCloser, error) { return os.Open(path) })
+		o, err := putObject(ctx, st, n.Snapshots.UploadRate, name, func() (io.ReadCloser, error) { return os.Open(path) })
 		if err != nil {
 			return nil, snapshotStatus(err)
 		}
@@ -408,7 +443,7 @@ func (s *SnapshotPartitionsServer) UploadSnapshot(ctx context.Context, req *inte
 		if err != nil {
 			return nil, toStatus(err, "")
 		}
-		o, err := putObject(ctx, st, snapshot.PieceName(g, r.GetLo(), r.GetHi()), func() (io.ReadCloser, error) {
+		o, err := putObject(ctx, st, n.Snapshots.UploadRate, snapshot.PieceName(g, r.GetLo(), r.GetHi()), func() (io.ReadCloser, error) {
 			pr, pw := io.Pipe()
 			go func() { pw.CloseWithError(snapshot.EncodePiece(pw, g, ents)) }()
 			return pr, nil
@@ -423,13 +458,13 @@ func (s *SnapshotPartitionsServer) UploadSnapshot(ctx context.Context, req *inte
 
 // putObject stores a piece, or describes the one stored already (pieces
 // of a name hold the same committed entries, or the same state, whoever
-// wrote them).
-func putObject(ctx context.Context, st *snapshot.Store, name string, open func() (io.ReadCloser, error)) (*internalpb.UploadedObject, error) {
+// wrote them). It reads through rate.
+func putObject(ctx context.Context, st *snapshot.Store, rate *snapshot.RateLimit, name string, open func() (io.ReadCloser, error)) (*internalpb.UploadedObject, error) {
 	r, err := open()
 	if err != nil {
 		return nil, err
 	}
-	sha, size, err := st.PutPiece(ctx, name, r)
+	sha, size, err := st.PutPiece(ctx, name, rate.Reader(ctx, r))
 	r.Close()
 	if errors.Is(err, snapshot.ErrExists) {
 		o, err := st.StatPiece(ctx, name)

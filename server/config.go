@@ -80,6 +80,12 @@ type Config struct {
 	// SnapshotKeep prunes automatic snapshots beyond the newest this many;
 	// 0 keeps them all.
 	SnapshotKeep int
+	// SnapshotUploadRate bounds the bytes per second this node uploads
+	// to snapshot stores, over all its uploads at once; 0 (the default)
+	// does not limit. A full snapshot, or the new bases after a
+	// materialization round, otherwise take the disk and CPU the node
+	// serves writes with.
+	SnapshotUploadRate int64
 }
 
 // SnapshotDir is the default file:// snapshot store inside a data dir.
@@ -130,8 +136,8 @@ func (c *Config) Validate() error {
 	if c.CutTimeout <= 0 {
 		c.CutTimeout = rpc.DefaultCutTimeout
 	}
-	if c.SnapshotInterval < 0 || c.SnapshotKeep < 0 {
-		return fmt.Errorf("%w: snapshot interval %v and keep %d must not be negative", ErrConfig, c.SnapshotInterval, c.SnapshotKeep)
+	if c.SnapshotInterval < 0 || c.SnapshotKeep < 0 || c.SnapshotUploadRate < 0 {
+		return fmt.Errorf("%w: snapshot interval %v, keep %d and upload rate %d must not be negative", ErrConfig, c.SnapshotInterval, c.SnapshotKeep, c.SnapshotUploadRate)
 	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = 10 * time.Second

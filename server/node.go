@@ -32,6 +32,7 @@ import (
 	"github.com/cutkv/cutkv/proto/kvpb"
 	"github.com/cutkv/cutkv/raftstore"
 	"github.com/cutkv/cutkv/rpc"
+	"github.com/cutkv/cutkv/snapshot"
 	"github.com/cutkv/cutkv/topology"
 	"github.com/cutkv/cutkv/wal"
 )
@@ -230,6 +231,7 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 		DefaultStore: cfg.SnapshotStore,
 		DefaultDir:   filepath.Join(cfg.DataDir, SnapshotDir),
 		TmpDir:       filepath.Join(cfg.DataDir, snapshotTmpDir),
+		UploadRate:   snapshot.NewRateLimit(cfg.SnapshotUploadRate),
 		Log:          n.log.With("component", "snapshot"),
 	}
 	_ = os.RemoveAll(rn.Snapshots.TmpDir) // full-snapshot builds of a previous run

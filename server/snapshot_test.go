@@ -326,3 +326,35 @@ func TestSnapshotWithANodeDown(t *testing.T) {
 		t.Fatalf("snapshot with n3 down reused nothing: %v", res)
 	}
 }
+
+// TestSnapshotUploadRate: with --snapshot-upload-rate each node reads
+// what it uploads at no more than that many bytes per second, so a
+// snapshot of B bytes over three nodes takes at least B/3 at that rate
+// (less one burst); without the limit it takes a fraction of that. The
+// snapshot it makes is whole.
+func TestSnapshotUploadRate(t *testing.T) {
+	const rate = 64 << 10
+	c := clustertest.Start(t, 3, clustertest.Options{Configure: func(i int, cfg *server.Config) {
+		cfg.SnapshotUploadRate = rate
+	}})
+	_, store := fileStore(t)
+	value := strings.Repeat("r", 4<<10)
+	for i := range 150 {
+		put(t, c, i%3, fmt.Sprintf("rate-%04d", i), value)
+	}
+	start := time.Now()
+	res := mustSnapshot(t, c, 0, &kvpb.CreateSnapshotRequest{Store: store})
+	took := time.Since(start)
+	b := res.GetBytesUploaded()
+	floor := time.Duration(float64(b)/3/rate*float64(time.Second)) - 100*time.Millisecond
+	t.Logf("%d bytes uploaded in %v at %d B/s per node (floor %v)", b, took, rate, floor)
+	if b < 150*4<<10 {
+		t.Fatalf("uploaded %d bytes, less than the %d written", b, 150*4<<10)
+	}
+	if took < floor {
+		t.Fatalf("%d bytes uploaded by 3 nodes limited to %d B/s each in %v, under the %v the limit allows", b, rate, took, floor)
+	}
+	if r := checkSnapshot(t, c, store, res.GetSnapshot().GetId()); !r.GetOk() {
+		t.Fatalf("check: %v", r)
+	}
+}

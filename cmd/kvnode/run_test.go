@@ -18,6 +18,7 @@ join: [127.0.0.1:9101, 127.0.0.1:9103]
 partitions: 8
 shutdown-timeout: 3s
 max-txn-ops: 64
+snapshot-upload-rate: 1048576
 `
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
@@ -27,7 +28,7 @@ max-txn-ops: 64
 		t.Fatal(err)
 	}
 	c := f.cfg
-	if c.ID != "n2" || c.GRPCAddr != "127.0.0.1:9999" || c.Partitions != 8 || c.ShutdownTimeout != 3*time.Second || c.Limits.MaxTxnOps != 64 {
+	if c.ID != "n2" || c.GRPCAddr != "127.0.0.1:9999" || c.Partitions != 8 || c.ShutdownTimeout != 3*time.Second || c.Limits.MaxTxnOps != 64 || c.SnapshotUploadRate != 1<<20 {
 		t.Fatalf("config = %+v", c)
 	}
 	if strings.Join(c.Join, ",") != "127.0.0.1:9101,127.0.0.1:9103" {
