@@ -35,7 +35,8 @@ type Snapshots struct {
 	// TmpDir holds materializations built for full snapshots until they
 	// are uploaded.
 	TmpDir string
-	// UploadRate paces what this node uploads (nil: no limit).
+	// UploadRate paces what this node uploads, and what it reads and
+	// writes to build a full snapshot's images (nil: no limit).
 	UploadRate *snapshot.RateLimit
 	// Log receives progress and results.
 	Log *slog.Logger
@@ -311,7 +312,7 @@ func (s *SnapshotPartitionsServer) PrepareSnapshot(ctx context.Context, req *int
 	hold = nil
 	baseIndex := base.Index
 	if req.GetFull() && base.Index != pos-1 {
-		path, err := s.buildFull(g, base.Index, pos)
+		path, err := s.buildFull(ctx, g, base.Index, pos)
 		if err != nil {
 			pin.release()
 			return nil, toStatus(err, "")
@@ -351,16 +352,18 @@ func waitApplied(ctx context.Context, st *raftstore.Store, g, index uint64) erro
 // buildFull writes the state of partition g just before pos (the state a
 // copy-on-write image taken right before applying entry pos holds): the
 // materialization at base, then entries base+1 … pos-1 applied as the
-// raft loop applies them. It returns the file's path in TmpDir.
-func (s *SnapshotPartitionsServer) buildFull(g, base, pos uint64) (string, error) {
+// raft loop applies them. It returns the file's path in TmpDir. The base
+// is read, and the file written, through the node's UploadRate.
+func (s *SnapshotPartitionsServer) buildFull(ctx context.Context, g, base, pos uint64) (string, error) {
 	n := s.n
+	rate := n.Snapshots.UploadRate
 	p := partition.New(g)
 	if base > 0 {
 		r, err := checkpoint.Open(n.Store.MaterializationPath(g, base))
 		if err != nil {
 			return "", err
 		}
-		err = p.LoadImage(r)
+		err = p.LoadImage(rate.Reader(ctx, r))
 		r.Close()
 		if err != nil {
 			return "", err
@@ -393,7 +396,9 @@ func (s *SnapshotPartitionsServer) buildFull(g, base, pos uint64) (string, error
 	}
 	img := p.Image()
 	meta := checkpoint.Meta{Partition: g, Index: pos - 1, Term: ents[len(ents)-1].GetTerm()}
-	path, _, _, err := checkpoint.Files{FS: checkpoint.OS}.Write(dir, meta, img.Encode)
+	path, _, _, err := checkpoint.Files{FS: checkpoint.OS}.Write(dir, meta, func(w io.Writer) error {
+		return img.Encode(rate.Writer(ctx, w))
+	})
 	if err != nil {
 		os.RemoveAll(dir)
 		return "", err

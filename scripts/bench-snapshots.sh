@@ -39,6 +39,7 @@
 #
 # Usage: [KEYS=1000000] [CHANGE=10240] [RUN=20s] [PAIRS=3] [AUTO_RUN=60s]
 #        [AUTO_PAIRS=2] [PARTS=1234] [RESTORE="full changed last"] [KEEP=1]
+#        [NODE_FLAGS="--snapshot-upload-rate 16777216"]
 #        scripts/bench-snapshots.sh
 # A quick try: KEYS=50000 CHANGE=512 RUN=10s PAIRS=1 AUTO_RUN=20s AUTO_PAIRS=1.
 # With the defaults it needs about 10 GB of disk (3 replicas, WAL,
@@ -130,7 +131,10 @@ echo "machine: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f
 echo
 
 # --- setup: KEYS keys of 1 KiB, one checkpoint ---
-SRCFLAGS=(--snapshot-store "$STORE")
+# NODE_FLAGS: more kvnode flags for the source cluster, e.g.
+# NODE_FLAGS="--snapshot-upload-rate 16777216".
+read -ra NODE_EXTRA <<<"${NODE_FLAGS:-}"
+SRCFLAGS=(--snapshot-store "$STORE" "${NODE_EXTRA[@]}")
 start_cluster "$SRC" "$SRC/start.events" "" -- "${NOMAT[@]}" "${SRCFLAGS[@]}"
 # Groups often change leader in the first seconds after "ready"; a write
 # caught in that gets "outcome unknown" and the preload does not retry it.

@@ -81,8 +81,8 @@ type Config struct {
 	// 0 keeps them all.
 	SnapshotKeep int
 	// SnapshotUploadRate bounds the bytes per second this node uploads
-	// to snapshot stores, over all its uploads at once; 0 (the default)
-	// does not limit. A full snapshot, or the new bases after a
+	// to snapshot stores, and reads and writes building full snapshots'
+	// images, all at once together; 0 (the default) does not limit. A full snapshot, or the new bases after a
 	// materialization round, otherwise take the disk and CPU the node
 	// serves writes with.
 	SnapshotUploadRate int64

@@ -327,34 +327,43 @@ func TestSnapshotWithANodeDown(t *testing.T) {
 	}
 }
 
-// TestSnapshotUploadRate: with --snapshot-upload-rate each node reads
-// what it uploads at no more than that many bytes per second, so a
-// snapshot of B bytes over three nodes takes at least B/3 at that rate
-// (less one burst); without the limit it takes a fraction of that. The
-// snapshot it makes is whole.
+// TestSnapshotUploadRate: with --snapshot-upload-rate a node reads what
+// it uploads, and reads and writes what it builds for a full snapshot, at
+// no more than that many bytes per second. On one node an incremental
+// snapshot of B bytes takes at least B at that rate (less a burst after
+// each idle spell), and a
+// full one of F bytes at least 2F (each image is written, then uploaded);
+// unpaced they take a fraction of that. The snapshots are whole.
 func TestSnapshotUploadRate(t *testing.T) {
 	const rate = 64 << 10
-	c := clustertest.Start(t, 3, clustertest.Options{Configure: func(i int, cfg *server.Config) {
+	c := clustertest.Start(t, 1, clustertest.Options{Configure: func(i int, cfg *server.Config) {
 		cfg.SnapshotUploadRate = rate
 	}})
 	_, store := fileStore(t)
-	value := strings.Repeat("r", 4<<10)
-	for i := range 150 {
-		put(t, c, i%3, fmt.Sprintf("rate-%04d", i), value)
+	const n, size = 50, 4 << 10
+	value := strings.Repeat("r", size)
+	for i := range n {
+		put(t, c, 0, fmt.Sprintf("rate-%04d", i), value)
 	}
-	start := time.Now()
-	res := mustSnapshot(t, c, 0, &kvpb.CreateSnapshotRequest{Store: store})
-	took := time.Since(start)
-	b := res.GetBytesUploaded()
-	floor := time.Duration(float64(b)/3/rate*float64(time.Second)) - 100*time.Millisecond
-	t.Logf("%d bytes uploaded in %v at %d B/s per node (floor %v)", b, took, rate, floor)
-	if b < 150*4<<10 {
-		t.Fatalf("uploaded %d bytes, less than the %d written", b, 150*4<<10)
-	}
-	if took < floor {
-		t.Fatalf("%d bytes uploaded by 3 nodes limited to %d B/s each in %v, under the %v the limit allows", b, rate, took, floor)
-	}
-	if r := checkSnapshot(t, c, store, res.GetSnapshot().GetId()); !r.GetOk() {
-		t.Fatalf("check: %v", r)
+	for _, full := range []bool{false, true} {
+		start := time.Now()
+		res := mustSnapshot(t, c, 0, &kvpb.CreateSnapshotRequest{Store: store, Full: full})
+		took := time.Since(start)
+		b := res.GetBytesUploaded()
+		passes := 1.0 // bytes paced per byte uploaded
+		if full {
+			passes = 2
+		}
+		floor := time.Duration(passes*float64(b)/rate*float64(time.Second)) - 400*time.Millisecond // a burst per idle phase
+		t.Logf("full=%v: %d bytes uploaded in %v at %d B/s (floor %v)", full, b, took, rate, floor)
+		if b < n*size {
+			t.Fatalf("full=%v: uploaded %d bytes, less than the %d written", full, b, n*size)
+		}
+		if took < floor {
+			t.Fatalf("full=%v: %d bytes uploaded by a node limited to %d B/s in %v, under the %v the limit allows", full, b, rate, took, floor)
+		}
+		if r := checkSnapshot(t, c, store, res.GetSnapshot().GetId()); !r.GetOk() {
+			t.Fatalf("check: %v", r)
+		}
 	}
 }

@@ -7,12 +7,12 @@ import (
 	"time"
 )
 
-// RateLimit paces the bytes a node reads for uploads to at most a
-// number of bytes per second, shared by every upload that reads through
-// it: a full snapshot, or the new bases after a materialization round,
-// otherwise compete for the disk and the CPU the node serves writes
-// with. It lets a burst of a tenth of a second through after idling.
-// A nil *RateLimit does not limit.
+// RateLimit paces the bytes a node reads and writes for snapshots to at
+// most a number of bytes per second, shared by every reader and writer
+// that goes through it: a full snapshot, or the new bases after a
+// materialization round, otherwise compete for the disk and the CPU the
+// node serves writes with. It lets a burst of a tenth of a second through
+// after idling. A nil *RateLimit does not limit.
 type RateLimit struct {
 	perSec float64
 	burst  time.Duration
@@ -75,6 +75,39 @@ func (l *RateLimit) admit(n int) time.Duration {
 	}
 	l.next = l.next.Add(time.Duration(float64(n) / l.perSec * float64(time.Second)))
 	return l.next.Sub(now)
+}
+
+// Writer returns w written through the limit, as Reader reads. A nil
+// limit returns w.
+func (l *RateLimit) Writer(ctx context.Context, w io.Writer) io.Writer {
+	if l == nil {
+		return w
+	}
+	return &limitedWriter{ctx: ctx, w: w, l: l}
+}
+
+type limitedWriter struct {
+	ctx context.Context
+	w   io.Writer
+	l   *RateLimit
+}
+
+func (lw *limitedWriter) Write(p []byte) (int, error) {
+	done := 0
+	for done < len(p) {
+		chunk := min(len(p)-done, rateChunk)
+		if wait := lw.l.admit(chunk); wait > 0 {
+			if err := lw.l.sleep(lw.ctx, wait); err != nil {
+				return done, err
+			}
+		}
+		n, err := lw.w.Write(p[done : done+chunk])
+		done += n
+		if err != nil {
+			return done, err
+		}
+	}
+	return done, nil
 }
 
 type limitedReader struct {

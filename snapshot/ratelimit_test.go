@@ -108,3 +108,29 @@ func TestRateLimitNone(t *testing.T) {
 		t.Fatalf("BytesPerSec = %d", got)
 	}
 }
+
+// TestRateLimitWriter: writes are paced as reads are, in chunks, and a
+// wait ends with the context.
+func TestRateLimitWriter(t *testing.T) {
+	l, c := limitOnFakeClock(1 << 20)
+	var dst bytes.Buffer
+	w := l.Writer(context.Background(), &dst)
+	body := bytes.Repeat([]byte("y"), 3<<20+5)
+	if n, err := w.Write(body); err != nil || n != len(body) {
+		t.Fatalf("wrote %d, %v", n, err)
+	}
+	if !bytes.Equal(dst.Bytes(), body) {
+		t.Fatal("written bytes differ")
+	}
+	if want := 3*time.Second + 5*time.Second/(1<<20) - 100*time.Millisecond; !near(c.slept, want) {
+		t.Fatalf("3 MiB at 1 MiB/s slept %v, want %v", c.slept, want)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if n, err := l.Writer(ctx, io.Discard).Write(body); !errors.Is(err, context.Canceled) || n >= len(body) {
+		t.Fatalf("write under a cancelled context: %d, %v", n, err)
+	}
+	if NewRateLimit(0).Writer(context.Background(), &dst) != io.Writer(&dst) {
+		t.Fatal("a nil limit wrapped the writer")
+	}
+}

@@ -90,7 +90,7 @@ func newFlags(stderr io.Writer) *flags {
 	fs.StringVar(&f.cfg.SnapshotStore, "snapshot-store", "", "snapshot store URL (file:///dir, s3://bucket?region=...) for requests that name none and for automatic snapshots (default file:// + <data-dir>/snapshots)")
 	fs.DurationVar(&f.cfg.SnapshotInterval, "snapshot-interval", 0, "take a snapshot of a new cut this often while this node leads group 0 (0: only on kvctl snapshot create)")
 	fs.IntVar(&f.cfg.SnapshotKeep, "snapshot-keep", 0, "prune automatic snapshots beyond the newest this many (0: keep all)")
-	fs.Int64Var(&f.cfg.SnapshotUploadRate, "snapshot-upload-rate", 0, "most bytes per second this node uploads to snapshot stores, all uploads together (0: no limit)")
+	fs.Int64Var(&f.cfg.SnapshotUploadRate, "snapshot-upload-rate", 0, "most bytes per second this node uploads to snapshot stores, and reads and writes building full snapshots, all together (0: no limit)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "log format: text or json")
 	return f
