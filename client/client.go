@@ -213,6 +213,16 @@ func (c *Client) do(ctx context.Context, o op, send attempt) error {
 		lastErr error
 		addr    string
 	)
+	// noteErr keeps an attempt's error for the final one — unless the
+	// attempt only ran out of time and an earlier one was answered
+	// (NO_LEADER, a refused dial): "deadline exceeded" alone hides why
+	// the cluster did not serve. (The server's deadline error can arrive
+	// before ctx's own timer fires, so the error is looked at, not ctx.)
+	noteErr := func(err error) {
+		if lastErr == nil || !isTimeout(err) || isTimeout(lastErr) {
+			lastErr = err
+		}
+	}
 	giveUp := func() error {
 		if c.closed.Load() {
 			return &OpError{Op: o.name, Key: o.key, Addr: addr, Kind: ErrClosed}
@@ -255,7 +265,7 @@ func (c *Client) do(ctx context.Context, o op, send attempt) error {
 			if errors.Is(err, ErrClosed) {
 				return &OpError{Op: o.name, Key: o.key, Kind: ErrClosed}
 			}
-			lastErr = err
+			noteErr(err)
 			avoid[addr] = true
 			continue
 		}
@@ -264,7 +274,7 @@ func (c *Client) do(ctx context.Context, o op, send attempt) error {
 				return &OpError{Op: o.name, Key: o.key, Kind: ErrClosed}
 			}
 			c.log.Debug("cutkv client: skipping address", "op", o.name, "addr", addr, "err", err)
-			lastErr = err
+			noteErr(err)
 			avoid[addr] = true
 			c.refreshRouting(ctx)
 			continue
@@ -279,7 +289,7 @@ func (c *Client) do(ctx context.Context, o op, send attempt) error {
 			}
 			return nil
 		}
-		lastErr = err
+		noteErr(err)
 		f := classify(err, o.write)
 		switch f.verdict {
 		case fail:
@@ -321,4 +331,17 @@ func (c *Client) do(ctx context.Context, o op, send attempt) error {
 			waits++
 		}
 	}
+}
+
+// isTimeout says whether err is an attempt running out of time or being
+// cancelled, rather than an answer.
+func isTimeout(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return true
+	}
+	switch status.Code(err) {
+	case codes.DeadlineExceeded, codes.Canceled:
+		return true
+	}
+	return false
 }

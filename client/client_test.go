@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -295,6 +296,36 @@ func TestNotAppliedRetried(t *testing.T) {
 				t.Errorf("stored %v, want version 1", kv)
 			}
 		})
+	}
+}
+
+// TestGiveUpNamesTheLastAnswer: when the deadline cuts an attempt short,
+// the error still carries what the cluster last answered (here NO_LEADER),
+// not only "deadline exceeded".
+func TestGiveUpNamesTheLastAnswer(t *testing.T) {
+	cl := clienttest.NewCluster(t, clienttest.Options{Nodes: 2, Partitions: 1})
+	var calls atomic.Int32
+	for _, n := range cl.Nodes {
+		n.SetHook(func(ctx context.Context, m string, _ proto.Message) error {
+			if m != clienttest.MethodGet {
+				return nil
+			}
+			if calls.Add(1) == 1 {
+				return clienttest.NotApplied(clienttest.ReasonNoLeader, "")
+			}
+			<-ctx.Done() // every later attempt outlives the deadline
+			return ctx.Err()
+		})
+	}
+	c := newClient(t, testConfig(cl.Endpoints()...))
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_, err := c.Get(ctx, []byte("k"))
+	if !errors.Is(err, client.ErrUnavailable) || !strings.Contains(err.Error(), "NO_LEADER") || !strings.Contains(err.Error(), "deadline exceeded") {
+		t.Fatalf("Get = %v; want ErrUnavailable naming NO_LEADER and the deadline", err)
+	}
+	if calls.Load() < 2 {
+		t.Fatalf("%d Get attempts, want the refused one and one cut by the deadline", calls.Load())
 	}
 }
 
