@@ -84,7 +84,7 @@ func TestSnapshotPinLease(t *testing.T) {
 
 	// While this node uploads (another partition of the snapshot, paced),
 	// a waiting pin's lease runs again instead of ending.
-	done := s.uploadStarted()
+	done := s.workStarted()
 	token = s.addPin(&snapshotPin{group: 3, release: func() { released.Add(1) }}, 20*time.Millisecond)
 	time.Sleep(150 * time.Millisecond) // several leases
 	if released.Load() != 2 {

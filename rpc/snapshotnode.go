@@ -47,7 +47,7 @@ type Snapshots struct {
 	stores    map[string]*snapshot.Store               // by URL
 	manifests map[string]map[string]*snapshot.Manifest // by URL, then id: manifests never change
 	pins      map[string]*snapshotPin                  // by token
-	uploading int                                      // UploadSnapshot calls in flight
+	working   int                                      // uploads and full builds in flight
 	// uploader is, by partition, the node that prepared it last: asked
 	// first next time, so that its base, already stored, stays the base
 	// when the partition's leader moves (another replica's base sits at
@@ -205,10 +205,11 @@ func (s *Snapshots) addPin(p *snapshotPin, lease time.Duration) string {
 }
 
 // leaseEnded releases a pin whose upload has not come — unless this node
-// is uploading meanwhile: the snapshot is alive, its uploads only paced
-// (UploadRate) or large, and the pins wait their turn; the lease runs
-// again. Should the snapshot's runner die, its uploads here end with
-// their calls, and the next lease end releases the rest.
+// is uploading or building a full snapshot's image meanwhile: the
+// snapshot is alive, its work only paced (UploadRate) or large, and the
+// pins wait their turn; the lease runs again. Should the snapshot's
+// runner die, that work ends with its calls, and the next lease end
+// releases the rest.
 func (s *Snapshots) leaseEnded(token string, lease time.Duration) {
 	s.mu.Lock()
 	p := s.pins[token]
@@ -216,7 +217,7 @@ func (s *Snapshots) leaseEnded(token string, lease time.Duration) {
 		s.mu.Unlock()
 		return
 	}
-	if s.uploading > 0 {
+	if s.working > 0 {
 		p.timer.Reset(lease)
 		s.mu.Unlock()
 		return
@@ -227,15 +228,15 @@ func (s *Snapshots) leaseEnded(token string, lease time.Duration) {
 	p.drop()
 }
 
-// uploadStarted counts an upload in flight (leaseEnded); the returned
-// func ends it.
-func (s *Snapshots) uploadStarted() func() {
+// workStarted counts an upload or a full build in flight (leaseEnded);
+// the returned func ends it.
+func (s *Snapshots) workStarted() func() {
 	s.mu.Lock()
-	s.uploading++
+	s.working++
 	s.mu.Unlock()
 	return func() {
 		s.mu.Lock()
-		s.uploading--
+		s.working--
 		s.mu.Unlock()
 	}
 }
@@ -356,6 +357,7 @@ func waitApplied(ctx context.Context, st *raftstore.Store, g, index uint64) erro
 // is read, and the file written, through the node's UploadRate.
 func (s *SnapshotPartitionsServer) buildFull(ctx context.Context, g, base, pos uint64) (string, error) {
 	n := s.n
+	defer n.Snapshots.workStarted()()
 	rate := n.Snapshots.UploadRate
 	p := partition.New(g)
 	if base > 0 {
@@ -418,7 +420,7 @@ func (s *SnapshotPartitionsServer) UploadSnapshot(ctx context.Context, req *inte
 		return nil, toStatus(fmt.Errorf("%w: no snapshot pin %q on %s (its lease ended, or the node restarted)", ErrFailedPrecondition, req.GetPin(), n.Self.ID), "")
 	}
 	defer pin.drop()
-	defer n.Snapshots.uploadStarted()()
+	defer n.Snapshots.workStarted()()
 	g := pin.group
 	if req.GetGroup() != g {
 		return nil, toStatus(fmt.Errorf("%w: pin is for partition %d, not %d", ErrInvalidArgument, g, req.GetGroup()), "")
