@@ -45,7 +45,8 @@ type Intent struct {
 
 func isTxnCommand(cmd *internalpb.Command) bool {
 	switch cmd.GetOp().(type) {
-	case *internalpb.Command_TxnPrepare, *internalpb.Command_TxnFinish, *internalpb.Command_TxnDecide, *internalpb.Command_TxnOnePhase:
+	case *internalpb.Command_TxnPrepare, *internalpb.Command_TxnFinish, *internalpb.Command_TxnDecide, *internalpb.Command_TxnOnePhase,
+		*internalpb.Command_TxnForget:
 		return true
 	}
 	return false
@@ -63,6 +64,11 @@ func (p *Partition) applyTxnLocked(index uint64, cmd *internalpb.Command) any {
 		return p.decideLocked(op.TxnDecide)
 	case *internalpb.Command_TxnOnePhase:
 		return p.onePhaseLocked(index, op.TxnOnePhase)
+	case *internalpb.Command_TxnForget:
+		for _, id := range op.TxnForget.GetTxnIds() {
+			delete(p.records, string(id))
+		}
+		return nil
 	}
 	return nil
 }
@@ -266,4 +272,11 @@ func (p *Partition) Record(txnID string) (*internalpb.TxnDecideOp, bool) {
 	defer p.mu.RUnlock()
 	r, ok := p.records[txnID]
 	return r, ok
+}
+
+// RecordCount returns how many transaction records the partition holds.
+func (p *Partition) RecordCount() int {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return len(p.records)
 }

@@ -27,6 +27,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output in testda
 //	onephase TXN              input: the share
 //	finish TXN commit success|failure | finish TXN abort
 //	decide TXN commit success|failure | decide TXN abort
+//	forget TXN...             drop the records of finished transactions
 //	dump                      keys, applied index, locks, intents, records
 //
 // Share lines: "compare version K =|!=|>|< N", "compare value K OP V",
@@ -167,6 +168,12 @@ func (e *scriptEnv) run(cmd string, input []string) (string, error) {
 			return apply(cmdFinish(args[1], commit, succeeded))
 		}
 		return apply(cmdDecide(&internalpb.TxnDecideOp{TxnId: []byte(args[1]), Commit: commit, Succeeded: succeeded}))
+	case "forget":
+		op := &internalpb.TxnForgetOp{}
+		for _, id := range args[1:] {
+			op.TxnIds = append(op.TxnIds, []byte(id))
+		}
+		return apply(&internalpb.Command{Op: &internalpb.Command_TxnForget{TxnForget: op}})
 	case "dump":
 		return e.dump(), nil
 	}

@@ -92,6 +92,7 @@ type Node struct {
 	Snapshots *Snapshots
 
 	cutPoke chan struct{} // wakes RunCutAgent; see PokeCuts
+	forget  forgetter     // records of transactions finished everywhere
 }
 
 // lifetime is the node's Background, or a context that never ends when

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -130,6 +131,18 @@ func (s *ParticipantServer) Finish(ctx context.Context, req *internalpb.FinishRe
 func finishLocal(ctx context.Context, n *Node, p uint64, op *internalpb.TxnFinishOp) error {
 	_, err := n.Store.Propose(ctx, p, &internalpb.Command{CutVersion: op.GetStamp(), Op: &internalpb.Command_TxnFinish{TxnFinish: op}})
 	return err
+}
+
+// Forget drops the records of transactions every participant finished.
+func (s *ParticipantServer) Forget(ctx context.Context, req *internalpb.ForgetRequest) (*internalpb.ForgetResponse, error) {
+	p := req.GetPartition()
+	if err := s.n.leaderCheck(p); err != nil {
+		return nil, toStatus(err, s.n.leaderHintOf(p))
+	}
+	if _, err := s.n.Store.Propose(ctx, p, &internalpb.Command{Op: &internalpb.Command_TxnForget{TxnForget: req.GetOp()}}); err != nil {
+		return nil, toStatus(err, s.n.leaderHintOf(p))
+	}
+	return &internalpb.ForgetResponse{}, nil
 }
 
 // Decide records a decision in the transaction record (first one wins)
@@ -345,10 +358,16 @@ func (s *KVServer) twoPhase(ctx context.Context, req *kvpb.TxnRequest, shares ma
 	// Finish applies (waitUnlocked; a plain write meets ErrConflict and
 	// is retried), and recovery finishes it should this node stop first.
 	if !d.GetCommit() {
-		s.finishAll(s.n.lifetime(), req.GetTxnId(), parts, false, false, d.GetStamp())
+		if s.finishAll(s.n.lifetime(), req.GetTxnId(), parts, false, false, d.GetStamp()) {
+			s.n.forget.add(s.n, record, req.GetTxnId())
+		}
 		return nil, toStatus(ErrConflict, "")
 	}
-	go s.finishAll(s.n.lifetime(), req.GetTxnId(), parts, true, d.GetSucceeded(), d.GetStamp())
+	go func() {
+		if s.finishAll(s.n.lifetime(), req.GetTxnId(), parts, true, d.GetSucceeded(), d.GetStamp()) {
+			s.n.forget.add(s.n, record, req.GetTxnId())
+		}
+	}()
 	resp := &kvpb.TxnResponse{Header: s.n.header(0), Succeeded: d.GetSucceeded()}
 	n := len(req.GetFailure())
 	if d.GetSucceeded() {
@@ -377,21 +396,27 @@ func firstErr(errs []error) error {
 
 // finishAll sends Finish to every participant, each retried until it is
 // applied, finishWait passes or parent ends (recovery finishes the rest).
-func (s *KVServer) finishAll(parent context.Context, id []byte, parts []uint64, commit, succeeded bool, stamp uint64) {
+// It says whether every Finish was applied.
+func (s *KVServer) finishAll(parent context.Context, id []byte, parts []uint64, commit, succeeded bool, stamp uint64) bool {
 	ctx, cancel := context.WithTimeout(parent, finishWait)
 	defer cancel()
 	var wg sync.WaitGroup
+	var failed atomic.Bool
 	for _, p := range parts {
 		wg.Add(1)
 		go func(p uint64) {
 			defer wg.Done()
-			_, _ = callParticipant(ctx, s.n, p, func(c internalpb.ParticipantClient, cctx context.Context) (*internalpb.FinishResponse, error) {
+			_, err := callParticipant(ctx, s.n, p, func(c internalpb.ParticipantClient, cctx context.Context) (*internalpb.FinishResponse, error) {
 				return c.Finish(cctx, &internalpb.FinishRequest{Partition: p, CutVersion: s.n.Clock.Load(),
 					Op: &internalpb.TxnFinishOp{TxnId: id, Commit: commit, Succeeded: succeeded, Stamp: stamp}})
 			})
+			if err != nil {
+				failed.Store(true)
+			}
 		}(p)
 	}
 	wg.Wait()
+	return !failed.Load()
 }
 
 // callParticipant calls the participant service of partition p's leader;
@@ -529,4 +554,8 @@ func (l localParticipant) Finish(ctx context.Context, in *internalpb.FinishReque
 
 func (l localParticipant) Decide(ctx context.Context, in *internalpb.DecideRequest, _ ...grpc.CallOption) (*internalpb.DecideResponse, error) {
 	return l.s.Decide(ctx, in)
+}
+
+func (l localParticipant) Forget(ctx context.Context, in *internalpb.ForgetRequest, _ ...grpc.CallOption) (*internalpb.ForgetResponse, error) {
+	return l.s.Forget(ctx, in)
 }

@@ -245,6 +245,10 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	for _, p := range n.partitions {
 		p.SetCutReady(func(uint64) { rn.PokeCuts() })
 	}
+	n.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "cutkv_txn_records",
+		Help: "Transaction records held by this node's replicas: kept until every participant finished, then dropped in batches.",
+	}, func() float64 { return float64(n.TxnRecords()) }))
 	grpcMetrics := rpc.NewMetrics(n.reg)
 	n.grpcSrv = grpc.NewServer(append(rpc.ServerOptions(limits),
 		grpc.ChainUnaryInterceptor(n.inflight.interceptor(), grpcMetrics.UnaryInterceptor(), rpc.MarkerInterceptor(rn)))...)
@@ -331,6 +335,16 @@ func (n *Node) Fatal() <-chan error { return n.fatal }
 
 // Store exposes the raft store (tests and status).
 func (n *Node) Store() *raftstore.Store { return n.store }
+
+// TxnRecords returns how many transaction records this node's replicas
+// hold (the cutkv_txn_records gauge).
+func (n *Node) TxnRecords() int {
+	total := 0
+	for _, p := range n.partitions {
+		total += p.RecordCount()
+	}
+	return total
+}
 
 // watchReady waits until every group held knows a leader, then reports
 // SERVING; it also proposes the layout into group 0 once, from group 0's

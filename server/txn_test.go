@@ -102,3 +102,40 @@ func TestTxnOnePhaseAndTwoPhase(t *testing.T) {
 		t.Fatalf("read of a written key: %v", err)
 	}
 }
+
+// TestTxnRecordsForgotten: the record of a 2PC transaction goes once
+// every participant applied its Finish (batched, about a second later),
+// committed or aborted; the data stays.
+func TestTxnRecordsForgotten(t *testing.T) {
+	c := clustertest.Start(t, 3, clustertest.Options{})
+	const n = 40
+	for i := range n {
+		a, b, _ := keysIn(fmt.Sprintf("forget%02d-", i), 4)
+		clustertest.Eventually(t, 10*time.Second, func() error {
+			_, err := c.KV(i%3).Txn(ctxT(t, 5*time.Second), &kvpb.TxnRequest{
+				Success: []*kvpb.RequestOp{opPut(a, "1"), opPut(b, "2")},
+			})
+			return err
+		})
+	}
+	records := func() int {
+		total := 0
+		for i := range 3 {
+			total += c.Node(i).TxnRecords()
+		}
+		return total
+	}
+	clustertest.Eventually(t, 15*time.Second, func() error {
+		if r := records(); r != 0 {
+			return fmt.Errorf("%d transaction records still held after %d transactions finished", r, n)
+		}
+		return nil
+	})
+	a, b, _ := keysIn("forget39-", 4)
+	for _, k := range []string{a, b} {
+		g, err := c.KV(0).Get(ctxT(t, 5*time.Second), &kvpb.GetRequest{Key: []byte(k)})
+		if err != nil || g.GetKv() == nil {
+			t.Fatalf("get %s after the records went: %v %v", k, g, err)
+		}
+	}
+}

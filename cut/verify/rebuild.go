@@ -268,6 +268,19 @@ type history struct {
 	final  *partition.Partition    // the state after upto; holds the records
 	// decided lists the transactions with a TxnDecide entry, in log order.
 	decided []string
+	// first holds each record as first recorded — from its TxnDecide
+	// entry, or, for one in the base, from the state just before a
+	// TxnForget dropped it: a record forgotten (and even decided anew by
+	// a late recovery) is still known by the decision participants used.
+	first map[string]*internalpb.TxnDecideOp
+}
+
+// record returns transaction id's decision as first recorded here.
+func (h *history) record(id string) (*internalpb.TxnDecideOp, bool) {
+	if d, ok := h.first[id]; ok {
+		return d, true
+	}
+	return h.final.Record(id)
 }
 
 // replay applies l's entries up to its commit index (every entry when
@@ -282,7 +295,7 @@ func replay(l *replicaLog) (*history, error) {
 	if r.Commit != 0 {
 		upto = min(upto, r.Commit)
 	}
-	h := &history{node: r.Node, upto: upto, closed: map[uint64]cut.Finished{}, final: p}
+	h := &history{node: r.Node, upto: upto, closed: map[uint64]cut.Finished{}, final: p, first: map[string]*internalpb.TxnDecideOp{}}
 	seen := map[string]bool{}
 	for _, e := range l.ents {
 		if e.index > upto {
@@ -291,6 +304,13 @@ func replay(l *replicaLog) (*history, error) {
 		if e.cmd == nil {
 			p.SetApplied(e.index)
 			continue
+		}
+		if f, ok := e.cmd.GetOp().(*internalpb.Command_TxnForget); ok {
+			for _, id := range f.TxnForget.GetTxnIds() {
+				if d, ok := p.Record(string(id)); ok && h.first[string(id)] == nil {
+					h.first[string(id)] = d
+				}
+			}
 		}
 		res, err := p.ApplyCommand(e.index, e.cmd)
 		if err != nil {
@@ -307,6 +327,9 @@ func replay(l *replicaLog) (*history, error) {
 			if id := string(op.TxnDecide.GetTxnId()); !seen[id] {
 				seen[id] = true
 				h.decided = append(h.decided, id)
+			}
+			if d, ok := res.(*internalpb.TxnDecideOp); ok && h.first[string(op.TxnDecide.GetTxnId())] == nil {
+				h.first[string(op.TxnDecide.GetTxnId())] = d
 			}
 		}
 	}

@@ -292,7 +292,7 @@ func (v *verifier) collectDecisions() {
 	for _, p := range parts {
 		h := v.hist[p]
 		for _, id := range h.decided {
-			d, ok := h.final.Record(id)
+			d, ok := h.record(id)
 			if !ok || !d.GetCommit() {
 				continue
 			}
@@ -311,7 +311,7 @@ func (v *verifier) decisionOf(id string, record uint64) (decision, bool) {
 		return d, true
 	}
 	if h := v.hist[record]; h != nil {
-		if d, ok := h.final.Record(id); ok {
+		if d, ok := h.record(id); ok {
 			return decision{op: d, partition: record}, true
 		}
 	}

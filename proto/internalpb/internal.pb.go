@@ -1022,6 +1022,7 @@ type Command struct {
 	//	*Command_Hash
 	//	*Command_CutAllocate
 	//	*Command_CutRecord
+	//	*Command_TxnForget
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1195,6 +1196,15 @@ func (x *Command) GetCutRecord() *CutRecordOp {
 	return nil
 }
 
+func (x *Command) GetTxnForget() *TxnForgetOp {
+	if x != nil {
+		if x, ok := x.Op.(*Command_TxnForget); ok {
+			return x.TxnForget
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -1251,6 +1261,10 @@ type Command_CutRecord struct {
 	CutRecord *CutRecordOp `protobuf:"bytes,15,opt,name=cut_record,json=cutRecord,proto3,oneof"`
 }
 
+type Command_TxnForget struct {
+	TxnForget *TxnForgetOp `protobuf:"bytes,16,opt,name=txn_forget,json=txnForget,proto3,oneof"`
+}
+
 func (*Command_Put) isCommand_Op() {}
 
 func (*Command_Delete) isCommand_Op() {}
@@ -1276,6 +1290,8 @@ func (*Command_Hash) isCommand_Op() {}
 func (*Command_CutAllocate) isCommand_Op() {}
 
 func (*Command_CutRecord) isCommand_Op() {}
+
+func (*Command_TxnForget) isCommand_Op() {}
 
 // TxnShare is one partition's share of a transaction: the compares on its
 // keys and the branches' ops on its keys (a scan op goes to every
@@ -1586,6 +1602,55 @@ func (x *TxnDecideOp) GetParticipants() []uint64 {
 	return nil
 }
 
+// TxnForgetOp drops the records of transactions every participant has
+// finished (the coordinator saw each finish applied): nobody asks for
+// them any more. A record asked for again after this (a recovery that
+// read an intent before its finish applied) is decided anew, and the
+// answer reaches only participants whose intent is gone: harmless.
+type TxnForgetOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TxnIds        [][]byte               `protobuf:"bytes,1,rep,name=txn_ids,json=txnIds,proto3" json:"txn_ids,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnForgetOp) Reset() {
+	*x = TxnForgetOp{}
+	mi := &file_internalpb_internal_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnForgetOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnForgetOp) ProtoMessage() {}
+
+func (x *TxnForgetOp) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnForgetOp.ProtoReflect.Descriptor instead.
+func (*TxnForgetOp) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *TxnForgetOp) GetTxnIds() [][]byte {
+	if x != nil {
+		return x.TxnIds
+	}
+	return nil
+}
+
 // TxnOnePhaseOp runs a single-partition transaction in one raft entry.
 type TxnOnePhaseOp struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1597,7 +1662,7 @@ type TxnOnePhaseOp struct {
 
 func (x *TxnOnePhaseOp) Reset() {
 	*x = TxnOnePhaseOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[22]
+	mi := &file_internalpb_internal_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1609,7 +1674,7 @@ func (x *TxnOnePhaseOp) String() string {
 func (*TxnOnePhaseOp) ProtoMessage() {}
 
 func (x *TxnOnePhaseOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[22]
+	mi := &file_internalpb_internal_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1622,7 +1687,7 @@ func (x *TxnOnePhaseOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnOnePhaseOp.ProtoReflect.Descriptor instead.
 func (*TxnOnePhaseOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{22}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TxnOnePhaseOp) GetTxnId() []byte {
@@ -1639,6 +1704,94 @@ func (x *TxnOnePhaseOp) GetShare() *TxnShare {
 	return nil
 }
 
+type ForgetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partition     uint64                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Op            *TxnForgetOp           `protobuf:"bytes,2,opt,name=op,proto3" json:"op,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForgetRequest) Reset() {
+	*x = ForgetRequest{}
+	mi := &file_internalpb_internal_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForgetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForgetRequest) ProtoMessage() {}
+
+func (x *ForgetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForgetRequest.ProtoReflect.Descriptor instead.
+func (*ForgetRequest) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *ForgetRequest) GetPartition() uint64 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *ForgetRequest) GetOp() *TxnForgetOp {
+	if x != nil {
+		return x.Op
+	}
+	return nil
+}
+
+type ForgetResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForgetResponse) Reset() {
+	*x = ForgetResponse{}
+	mi := &file_internalpb_internal_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForgetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForgetResponse) ProtoMessage() {}
+
+func (x *ForgetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForgetResponse.ProtoReflect.Descriptor instead.
+func (*ForgetResponse) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{25}
+}
+
 type PrepareRequest struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Partition uint64                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
@@ -1651,7 +1804,7 @@ type PrepareRequest struct {
 
 func (x *PrepareRequest) Reset() {
 	*x = PrepareRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[23]
+	mi := &file_internalpb_internal_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1663,7 +1816,7 @@ func (x *PrepareRequest) String() string {
 func (*PrepareRequest) ProtoMessage() {}
 
 func (x *PrepareRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[23]
+	mi := &file_internalpb_internal_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1676,7 +1829,7 @@ func (x *PrepareRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareRequest.ProtoReflect.Descriptor instead.
 func (*PrepareRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{23}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PrepareRequest) GetPartition() uint64 {
@@ -1716,7 +1869,7 @@ type PrepareResponse struct {
 
 func (x *PrepareResponse) Reset() {
 	*x = PrepareResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[24]
+	mi := &file_internalpb_internal_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1728,7 +1881,7 @@ func (x *PrepareResponse) String() string {
 func (*PrepareResponse) ProtoMessage() {}
 
 func (x *PrepareResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[24]
+	mi := &file_internalpb_internal_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1741,7 +1894,7 @@ func (x *PrepareResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareResponse.ProtoReflect.Descriptor instead.
 func (*PrepareResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{24}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PrepareResponse) GetPrepared() bool {
@@ -1790,7 +1943,7 @@ type FinishRequest struct {
 
 func (x *FinishRequest) Reset() {
 	*x = FinishRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[25]
+	mi := &file_internalpb_internal_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1802,7 +1955,7 @@ func (x *FinishRequest) String() string {
 func (*FinishRequest) ProtoMessage() {}
 
 func (x *FinishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[25]
+	mi := &file_internalpb_internal_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1815,7 +1968,7 @@ func (x *FinishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishRequest.ProtoReflect.Descriptor instead.
 func (*FinishRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{25}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *FinishRequest) GetPartition() uint64 {
@@ -1848,7 +2001,7 @@ type FinishResponse struct {
 
 func (x *FinishResponse) Reset() {
 	*x = FinishResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[26]
+	mi := &file_internalpb_internal_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1860,7 +2013,7 @@ func (x *FinishResponse) String() string {
 func (*FinishResponse) ProtoMessage() {}
 
 func (x *FinishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[26]
+	mi := &file_internalpb_internal_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1873,7 +2026,7 @@ func (x *FinishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishResponse.ProtoReflect.Descriptor instead.
 func (*FinishResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{26}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *FinishResponse) GetCutVersion() uint64 {
@@ -1894,7 +2047,7 @@ type DecideRequest struct {
 
 func (x *DecideRequest) Reset() {
 	*x = DecideRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[27]
+	mi := &file_internalpb_internal_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1906,7 +2059,7 @@ func (x *DecideRequest) String() string {
 func (*DecideRequest) ProtoMessage() {}
 
 func (x *DecideRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[27]
+	mi := &file_internalpb_internal_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1919,7 +2072,7 @@ func (x *DecideRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideRequest.ProtoReflect.Descriptor instead.
 func (*DecideRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{27}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DecideRequest) GetPartition() uint64 {
@@ -1954,7 +2107,7 @@ type DecideResponse struct {
 
 func (x *DecideResponse) Reset() {
 	*x = DecideResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[28]
+	mi := &file_internalpb_internal_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1966,7 +2119,7 @@ func (x *DecideResponse) String() string {
 func (*DecideResponse) ProtoMessage() {}
 
 func (x *DecideResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[28]
+	mi := &file_internalpb_internal_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1979,7 +2132,7 @@ func (x *DecideResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideResponse.ProtoReflect.Descriptor instead.
 func (*DecideResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{28}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DecideResponse) GetRecorded() *TxnDecideOp {
@@ -2007,7 +2160,7 @@ type CutStartOp struct {
 
 func (x *CutStartOp) Reset() {
 	*x = CutStartOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[29]
+	mi := &file_internalpb_internal_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2019,7 +2172,7 @@ func (x *CutStartOp) String() string {
 func (*CutStartOp) ProtoMessage() {}
 
 func (x *CutStartOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[29]
+	mi := &file_internalpb_internal_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2032,7 +2185,7 @@ func (x *CutStartOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutStartOp.ProtoReflect.Descriptor instead.
 func (*CutStartOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{29}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CutStartOp) GetVersion() uint64 {
@@ -2055,7 +2208,7 @@ type CutTxn struct {
 
 func (x *CutTxn) Reset() {
 	*x = CutTxn{}
-	mi := &file_internalpb_internal_proto_msgTypes[30]
+	mi := &file_internalpb_internal_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2067,7 +2220,7 @@ func (x *CutTxn) String() string {
 func (*CutTxn) ProtoMessage() {}
 
 func (x *CutTxn) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[30]
+	mi := &file_internalpb_internal_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2080,7 +2233,7 @@ func (x *CutTxn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutTxn.ProtoReflect.Descriptor instead.
 func (*CutTxn) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{30}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CutTxn) GetTxnId() []byte {
@@ -2119,7 +2272,7 @@ type CutFinishOp struct {
 
 func (x *CutFinishOp) Reset() {
 	*x = CutFinishOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[31]
+	mi := &file_internalpb_internal_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2131,7 +2284,7 @@ func (x *CutFinishOp) String() string {
 func (*CutFinishOp) ProtoMessage() {}
 
 func (x *CutFinishOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[31]
+	mi := &file_internalpb_internal_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2144,7 +2297,7 @@ func (x *CutFinishOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutFinishOp.ProtoReflect.Descriptor instead.
 func (*CutFinishOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{31}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CutFinishOp) GetVersion() uint64 {
@@ -2191,7 +2344,7 @@ type HashOp struct {
 
 func (x *HashOp) Reset() {
 	*x = HashOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[32]
+	mi := &file_internalpb_internal_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2203,7 +2356,7 @@ func (x *HashOp) String() string {
 func (*HashOp) ProtoMessage() {}
 
 func (x *HashOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[32]
+	mi := &file_internalpb_internal_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2216,7 +2369,7 @@ func (x *HashOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HashOp.ProtoReflect.Descriptor instead.
 func (*HashOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{32}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{35}
 }
 
 // CutAllocateOp (group 0) starts a new cut unless one is running; the
@@ -2230,7 +2383,7 @@ type CutAllocateOp struct {
 
 func (x *CutAllocateOp) Reset() {
 	*x = CutAllocateOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[33]
+	mi := &file_internalpb_internal_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2242,7 +2395,7 @@ func (x *CutAllocateOp) String() string {
 func (*CutAllocateOp) ProtoMessage() {}
 
 func (x *CutAllocateOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[33]
+	mi := &file_internalpb_internal_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2255,7 +2408,7 @@ func (x *CutAllocateOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutAllocateOp.ProtoReflect.Descriptor instead.
 func (*CutAllocateOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{33}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CutAllocateOp) GetStartedUnixMs() int64 {
@@ -2275,7 +2428,7 @@ type CutRecordOp struct {
 
 func (x *CutRecordOp) Reset() {
 	*x = CutRecordOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[34]
+	mi := &file_internalpb_internal_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2287,7 +2440,7 @@ func (x *CutRecordOp) String() string {
 func (*CutRecordOp) ProtoMessage() {}
 
 func (x *CutRecordOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[34]
+	mi := &file_internalpb_internal_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2300,7 +2453,7 @@ func (x *CutRecordOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutRecordOp.ProtoReflect.Descriptor instead.
 func (*CutRecordOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{34}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CutRecordOp) GetCut() *kvpb.CutInfo {
@@ -2322,7 +2475,7 @@ type StartCutRequest struct {
 
 func (x *StartCutRequest) Reset() {
 	*x = StartCutRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[35]
+	mi := &file_internalpb_internal_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2334,7 +2487,7 @@ func (x *StartCutRequest) String() string {
 func (*StartCutRequest) ProtoMessage() {}
 
 func (x *StartCutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[35]
+	mi := &file_internalpb_internal_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2347,7 +2500,7 @@ func (x *StartCutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartCutRequest.ProtoReflect.Descriptor instead.
 func (*StartCutRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{35}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *StartCutRequest) GetPartition() uint64 {
@@ -2391,7 +2544,7 @@ type StartCutResponse struct {
 
 func (x *StartCutResponse) Reset() {
 	*x = StartCutResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[36]
+	mi := &file_internalpb_internal_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2403,7 +2556,7 @@ func (x *StartCutResponse) String() string {
 func (*StartCutResponse) ProtoMessage() {}
 
 func (x *StartCutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[36]
+	mi := &file_internalpb_internal_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2416,7 +2569,7 @@ func (x *StartCutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartCutResponse.ProtoReflect.Descriptor instead.
 func (*StartCutResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{36}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *StartCutResponse) GetFinished() bool {
@@ -2458,7 +2611,7 @@ type PartitionHashRequest struct {
 
 func (x *PartitionHashRequest) Reset() {
 	*x = PartitionHashRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[37]
+	mi := &file_internalpb_internal_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2470,7 +2623,7 @@ func (x *PartitionHashRequest) String() string {
 func (*PartitionHashRequest) ProtoMessage() {}
 
 func (x *PartitionHashRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[37]
+	mi := &file_internalpb_internal_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2483,7 +2636,7 @@ func (x *PartitionHashRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionHashRequest.ProtoReflect.Descriptor instead.
 func (*PartitionHashRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{37}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PartitionHashRequest) GetPartition() uint64 {
@@ -2518,7 +2671,7 @@ type PartitionHashResponse struct {
 
 func (x *PartitionHashResponse) Reset() {
 	*x = PartitionHashResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[38]
+	mi := &file_internalpb_internal_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2530,7 +2683,7 @@ func (x *PartitionHashResponse) String() string {
 func (*PartitionHashResponse) ProtoMessage() {}
 
 func (x *PartitionHashResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[38]
+	mi := &file_internalpb_internal_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2543,7 +2696,7 @@ func (x *PartitionHashResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionHashResponse.ProtoReflect.Descriptor instead.
 func (*PartitionHashResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{38}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *PartitionHashResponse) GetIndex() uint64 {
@@ -2577,7 +2730,7 @@ type PutOp struct {
 
 func (x *PutOp) Reset() {
 	*x = PutOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[39]
+	mi := &file_internalpb_internal_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2589,7 +2742,7 @@ func (x *PutOp) String() string {
 func (*PutOp) ProtoMessage() {}
 
 func (x *PutOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[39]
+	mi := &file_internalpb_internal_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2602,7 +2755,7 @@ func (x *PutOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutOp.ProtoReflect.Descriptor instead.
 func (*PutOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{39}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PutOp) GetKey() []byte {
@@ -2628,7 +2781,7 @@ type DeleteOp struct {
 
 func (x *DeleteOp) Reset() {
 	*x = DeleteOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[40]
+	mi := &file_internalpb_internal_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2640,7 +2793,7 @@ func (x *DeleteOp) String() string {
 func (*DeleteOp) ProtoMessage() {}
 
 func (x *DeleteOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[40]
+	mi := &file_internalpb_internal_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2653,7 +2806,7 @@ func (x *DeleteOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteOp.ProtoReflect.Descriptor instead.
 func (*DeleteOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{40}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DeleteOp) GetKey() []byte {
@@ -2671,7 +2824,7 @@ type NoopOp struct {
 
 func (x *NoopOp) Reset() {
 	*x = NoopOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[41]
+	mi := &file_internalpb_internal_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2683,7 +2836,7 @@ func (x *NoopOp) String() string {
 func (*NoopOp) ProtoMessage() {}
 
 func (x *NoopOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[41]
+	mi := &file_internalpb_internal_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2696,7 +2849,7 @@ func (x *NoopOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoopOp.ProtoReflect.Descriptor instead.
 func (*NoopOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{41}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{44}
 }
 
 // BootstrapOp is the first entry of group 0: the cluster's fixed layout.
@@ -2709,7 +2862,7 @@ type BootstrapOp struct {
 
 func (x *BootstrapOp) Reset() {
 	*x = BootstrapOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[42]
+	mi := &file_internalpb_internal_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2721,7 +2874,7 @@ func (x *BootstrapOp) String() string {
 func (*BootstrapOp) ProtoMessage() {}
 
 func (x *BootstrapOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[42]
+	mi := &file_internalpb_internal_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2734,7 +2887,7 @@ func (x *BootstrapOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BootstrapOp.ProtoReflect.Descriptor instead.
 func (*BootstrapOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{42}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *BootstrapOp) GetLayout() *ClusterLayout {
@@ -2755,7 +2908,7 @@ type MemberInfo struct {
 
 func (x *MemberInfo) Reset() {
 	*x = MemberInfo{}
-	mi := &file_internalpb_internal_proto_msgTypes[43]
+	mi := &file_internalpb_internal_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2767,7 +2920,7 @@ func (x *MemberInfo) String() string {
 func (*MemberInfo) ProtoMessage() {}
 
 func (x *MemberInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[43]
+	mi := &file_internalpb_internal_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2780,7 +2933,7 @@ func (x *MemberInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberInfo.ProtoReflect.Descriptor instead.
 func (*MemberInfo) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{43}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *MemberInfo) GetId() string {
@@ -2817,7 +2970,7 @@ type ClusterLayout struct {
 
 func (x *ClusterLayout) Reset() {
 	*x = ClusterLayout{}
-	mi := &file_internalpb_internal_proto_msgTypes[44]
+	mi := &file_internalpb_internal_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2829,7 +2982,7 @@ func (x *ClusterLayout) String() string {
 func (*ClusterLayout) ProtoMessage() {}
 
 func (x *ClusterLayout) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[44]
+	mi := &file_internalpb_internal_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2842,7 +2995,7 @@ func (x *ClusterLayout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterLayout.ProtoReflect.Descriptor instead.
 func (*ClusterLayout) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{44}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ClusterLayout) GetClusterId() uint64 {
@@ -2882,7 +3035,7 @@ type Replicas struct {
 
 func (x *Replicas) Reset() {
 	*x = Replicas{}
-	mi := &file_internalpb_internal_proto_msgTypes[45]
+	mi := &file_internalpb_internal_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2894,7 +3047,7 @@ func (x *Replicas) String() string {
 func (*Replicas) ProtoMessage() {}
 
 func (x *Replicas) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[45]
+	mi := &file_internalpb_internal_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2907,7 +3060,7 @@ func (x *Replicas) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replicas.ProtoReflect.Descriptor instead.
 func (*Replicas) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{45}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Replicas) GetRaftIds() []uint64 {
@@ -2930,7 +3083,7 @@ type MetaImage struct {
 
 func (x *MetaImage) Reset() {
 	*x = MetaImage{}
-	mi := &file_internalpb_internal_proto_msgTypes[46]
+	mi := &file_internalpb_internal_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2942,7 +3095,7 @@ func (x *MetaImage) String() string {
 func (*MetaImage) ProtoMessage() {}
 
 func (x *MetaImage) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[46]
+	mi := &file_internalpb_internal_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2955,7 +3108,7 @@ func (x *MetaImage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaImage.ProtoReflect.Descriptor instead.
 func (*MetaImage) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{46}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *MetaImage) GetApplied() uint64 {
@@ -3001,7 +3154,7 @@ type NodeIdentity struct {
 
 func (x *NodeIdentity) Reset() {
 	*x = NodeIdentity{}
-	mi := &file_internalpb_internal_proto_msgTypes[47]
+	mi := &file_internalpb_internal_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3013,7 +3166,7 @@ func (x *NodeIdentity) String() string {
 func (*NodeIdentity) ProtoMessage() {}
 
 func (x *NodeIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[47]
+	mi := &file_internalpb_internal_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3026,7 +3179,7 @@ func (x *NodeIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeIdentity.ProtoReflect.Descriptor instead.
 func (*NodeIdentity) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{47}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *NodeIdentity) GetNodeId() string {
@@ -3123,7 +3276,7 @@ const file_internalpb_internal_proto_rawDesc = "" +
 	"\x10MaterializedMark\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12\x1c\n" +
-	"\tinstalled\x18\x03 \x01(\bR\tinstalled\"\xdc\x06\n" +
+	"\tinstalled\x18\x03 \x01(\bR\tinstalled\"\x9d\a\n" +
 	"\aCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1f\n" +
 	"\vcut_version\x18\x02 \x01(\x04R\n" +
@@ -3146,7 +3299,9 @@ const file_internalpb_internal_proto_rawDesc = "" +
 	"\x04hash\x18\r \x01(\v2\x19.cutkv.internal.v1.HashOpH\x00R\x04hash\x12E\n" +
 	"\fcut_allocate\x18\x0e \x01(\v2 .cutkv.internal.v1.CutAllocateOpH\x00R\vcutAllocate\x12?\n" +
 	"\n" +
-	"cut_record\x18\x0f \x01(\v2\x1e.cutkv.internal.v1.CutRecordOpH\x00R\tcutRecordB\x04\n" +
+	"cut_record\x18\x0f \x01(\v2\x1e.cutkv.internal.v1.CutRecordOpH\x00R\tcutRecord\x12?\n" +
+	"\n" +
+	"txn_forget\x18\x10 \x01(\v2\x1e.cutkv.internal.v1.TxnForgetOpH\x00R\ttxnForgetB\x04\n" +
 	"\x02op\"\xea\x01\n" +
 	"\bTxnShare\x120\n" +
 	"\bcompares\x18\x01 \x03(\v2\x14.cutkv.kv.v1.CompareR\bcompares\x120\n" +
@@ -3170,10 +3325,16 @@ const file_internalpb_internal_proto_rawDesc = "" +
 	"\x06commit\x18\x02 \x01(\bR\x06commit\x12\x1c\n" +
 	"\tsucceeded\x18\x03 \x01(\bR\tsucceeded\x12\x14\n" +
 	"\x05stamp\x18\x04 \x01(\x04R\x05stamp\x12\"\n" +
-	"\fparticipants\x18\x05 \x03(\x04R\fparticipants\"Y\n" +
+	"\fparticipants\x18\x05 \x03(\x04R\fparticipants\"&\n" +
+	"\vTxnForgetOp\x12\x17\n" +
+	"\atxn_ids\x18\x01 \x03(\fR\x06txnIds\"Y\n" +
 	"\rTxnOnePhaseOp\x12\x15\n" +
 	"\x06txn_id\x18\x01 \x01(\fR\x05txnId\x121\n" +
-	"\x05share\x18\x02 \x01(\v2\x1b.cutkv.internal.v1.TxnShareR\x05share\"\x80\x01\n" +
+	"\x05share\x18\x02 \x01(\v2\x1b.cutkv.internal.v1.TxnShareR\x05share\"]\n" +
+	"\rForgetRequest\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x04R\tpartition\x12.\n" +
+	"\x02op\x18\x02 \x01(\v2\x1e.cutkv.internal.v1.TxnForgetOpR\x02op\"\x10\n" +
+	"\x0eForgetResponse\"\x80\x01\n" +
 	"\x0ePrepareRequest\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x04R\tpartition\x12/\n" +
 	"\x02op\x18\x02 \x01(\v2\x1f.cutkv.internal.v1.TxnPrepareOpR\x02op\x12\x1f\n" +
@@ -3280,11 +3441,12 @@ const file_internalpb_internal_proto_rawDesc = "" +
 	"\x04Raft\x12B\n" +
 	"\x04Send\x12\x1c.cutkv.internal.v1.RaftBatch\x1a\x1a.cutkv.internal.v1.RaftAck(\x01\x12f\n" +
 	"\x14FetchMaterialization\x12..cutkv.internal.v1.FetchMaterializationRequest\x1a\x1c.cutkv.internal.v1.FileChunk0\x01\x12\\\n" +
-	"\vMaterialize\x12%.cutkv.internal.v1.MaterializeRequest\x1a&.cutkv.internal.v1.MaterializeResponse2\xfd\x01\n" +
+	"\vMaterialize\x12%.cutkv.internal.v1.MaterializeRequest\x1a&.cutkv.internal.v1.MaterializeResponse2\xcc\x02\n" +
 	"\vParticipant\x12P\n" +
 	"\aPrepare\x12!.cutkv.internal.v1.PrepareRequest\x1a\".cutkv.internal.v1.PrepareResponse\x12M\n" +
 	"\x06Finish\x12 .cutkv.internal.v1.FinishRequest\x1a!.cutkv.internal.v1.FinishResponse\x12M\n" +
-	"\x06Decide\x12 .cutkv.internal.v1.DecideRequest\x1a!.cutkv.internal.v1.DecideResponse2\xc5\x01\n" +
+	"\x06Decide\x12 .cutkv.internal.v1.DecideRequest\x1a!.cutkv.internal.v1.DecideResponse\x12M\n" +
+	"\x06Forget\x12 .cutkv.internal.v1.ForgetRequest\x1a!.cutkv.internal.v1.ForgetResponse2\xc5\x01\n" +
 	"\n" +
 	"CutService\x12S\n" +
 	"\bStartCut\x12\".cutkv.internal.v1.StartCutRequest\x1a#.cutkv.internal.v1.StartCutResponse\x12b\n" +
@@ -3302,7 +3464,7 @@ func file_internalpb_internal_proto_rawDescGZIP() []byte {
 	return file_internalpb_internal_proto_rawDescData
 }
 
-var file_internalpb_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_internalpb_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_internalpb_internal_proto_goTypes = []any{
 	(*RaftBatch)(nil),                   // 0: cutkv.internal.v1.RaftBatch
 	(*GroupMessage)(nil),                // 1: cutkv.internal.v1.GroupMessage
@@ -3326,103 +3488,110 @@ var file_internalpb_internal_proto_goTypes = []any{
 	(*TxnPrepareOp)(nil),                // 19: cutkv.internal.v1.TxnPrepareOp
 	(*TxnFinishOp)(nil),                 // 20: cutkv.internal.v1.TxnFinishOp
 	(*TxnDecideOp)(nil),                 // 21: cutkv.internal.v1.TxnDecideOp
-	(*TxnOnePhaseOp)(nil),               // 22: cutkv.internal.v1.TxnOnePhaseOp
-	(*PrepareRequest)(nil),              // 23: cutkv.internal.v1.PrepareRequest
-	(*PrepareResponse)(nil),             // 24: cutkv.internal.v1.PrepareResponse
-	(*FinishRequest)(nil),               // 25: cutkv.internal.v1.FinishRequest
-	(*FinishResponse)(nil),              // 26: cutkv.internal.v1.FinishResponse
-	(*DecideRequest)(nil),               // 27: cutkv.internal.v1.DecideRequest
-	(*DecideResponse)(nil),              // 28: cutkv.internal.v1.DecideResponse
-	(*CutStartOp)(nil),                  // 29: cutkv.internal.v1.CutStartOp
-	(*CutTxn)(nil),                      // 30: cutkv.internal.v1.CutTxn
-	(*CutFinishOp)(nil),                 // 31: cutkv.internal.v1.CutFinishOp
-	(*HashOp)(nil),                      // 32: cutkv.internal.v1.HashOp
-	(*CutAllocateOp)(nil),               // 33: cutkv.internal.v1.CutAllocateOp
-	(*CutRecordOp)(nil),                 // 34: cutkv.internal.v1.CutRecordOp
-	(*StartCutRequest)(nil),             // 35: cutkv.internal.v1.StartCutRequest
-	(*StartCutResponse)(nil),            // 36: cutkv.internal.v1.StartCutResponse
-	(*PartitionHashRequest)(nil),        // 37: cutkv.internal.v1.PartitionHashRequest
-	(*PartitionHashResponse)(nil),       // 38: cutkv.internal.v1.PartitionHashResponse
-	(*PutOp)(nil),                       // 39: cutkv.internal.v1.PutOp
-	(*DeleteOp)(nil),                    // 40: cutkv.internal.v1.DeleteOp
-	(*NoopOp)(nil),                      // 41: cutkv.internal.v1.NoopOp
-	(*BootstrapOp)(nil),                 // 42: cutkv.internal.v1.BootstrapOp
-	(*MemberInfo)(nil),                  // 43: cutkv.internal.v1.MemberInfo
-	(*ClusterLayout)(nil),               // 44: cutkv.internal.v1.ClusterLayout
-	(*Replicas)(nil),                    // 45: cutkv.internal.v1.Replicas
-	(*MetaImage)(nil),                   // 46: cutkv.internal.v1.MetaImage
-	(*NodeIdentity)(nil),                // 47: cutkv.internal.v1.NodeIdentity
-	(*kvpb.Compare)(nil),                // 48: cutkv.kv.v1.Compare
-	(*kvpb.RequestOp)(nil),              // 49: cutkv.kv.v1.RequestOp
-	(*kvpb.ResponseOp)(nil),             // 50: cutkv.kv.v1.ResponseOp
-	(*kvpb.CutInfo)(nil),                // 51: cutkv.kv.v1.CutInfo
+	(*TxnForgetOp)(nil),                 // 22: cutkv.internal.v1.TxnForgetOp
+	(*TxnOnePhaseOp)(nil),               // 23: cutkv.internal.v1.TxnOnePhaseOp
+	(*ForgetRequest)(nil),               // 24: cutkv.internal.v1.ForgetRequest
+	(*ForgetResponse)(nil),              // 25: cutkv.internal.v1.ForgetResponse
+	(*PrepareRequest)(nil),              // 26: cutkv.internal.v1.PrepareRequest
+	(*PrepareResponse)(nil),             // 27: cutkv.internal.v1.PrepareResponse
+	(*FinishRequest)(nil),               // 28: cutkv.internal.v1.FinishRequest
+	(*FinishResponse)(nil),              // 29: cutkv.internal.v1.FinishResponse
+	(*DecideRequest)(nil),               // 30: cutkv.internal.v1.DecideRequest
+	(*DecideResponse)(nil),              // 31: cutkv.internal.v1.DecideResponse
+	(*CutStartOp)(nil),                  // 32: cutkv.internal.v1.CutStartOp
+	(*CutTxn)(nil),                      // 33: cutkv.internal.v1.CutTxn
+	(*CutFinishOp)(nil),                 // 34: cutkv.internal.v1.CutFinishOp
+	(*HashOp)(nil),                      // 35: cutkv.internal.v1.HashOp
+	(*CutAllocateOp)(nil),               // 36: cutkv.internal.v1.CutAllocateOp
+	(*CutRecordOp)(nil),                 // 37: cutkv.internal.v1.CutRecordOp
+	(*StartCutRequest)(nil),             // 38: cutkv.internal.v1.StartCutRequest
+	(*StartCutResponse)(nil),            // 39: cutkv.internal.v1.StartCutResponse
+	(*PartitionHashRequest)(nil),        // 40: cutkv.internal.v1.PartitionHashRequest
+	(*PartitionHashResponse)(nil),       // 41: cutkv.internal.v1.PartitionHashResponse
+	(*PutOp)(nil),                       // 42: cutkv.internal.v1.PutOp
+	(*DeleteOp)(nil),                    // 43: cutkv.internal.v1.DeleteOp
+	(*NoopOp)(nil),                      // 44: cutkv.internal.v1.NoopOp
+	(*BootstrapOp)(nil),                 // 45: cutkv.internal.v1.BootstrapOp
+	(*MemberInfo)(nil),                  // 46: cutkv.internal.v1.MemberInfo
+	(*ClusterLayout)(nil),               // 47: cutkv.internal.v1.ClusterLayout
+	(*Replicas)(nil),                    // 48: cutkv.internal.v1.Replicas
+	(*MetaImage)(nil),                   // 49: cutkv.internal.v1.MetaImage
+	(*NodeIdentity)(nil),                // 50: cutkv.internal.v1.NodeIdentity
+	(*kvpb.Compare)(nil),                // 51: cutkv.kv.v1.Compare
+	(*kvpb.RequestOp)(nil),              // 52: cutkv.kv.v1.RequestOp
+	(*kvpb.ResponseOp)(nil),             // 53: cutkv.kv.v1.ResponseOp
+	(*kvpb.CutInfo)(nil),                // 54: cutkv.kv.v1.CutInfo
 }
 var file_internalpb_internal_proto_depIdxs = []int32{
 	1,  // 0: cutkv.internal.v1.RaftBatch.messages:type_name -> cutkv.internal.v1.GroupMessage
 	5,  // 1: cutkv.internal.v1.UploadSnapshotRequest.pieces:type_name -> cutkv.internal.v1.LogRange
 	7,  // 2: cutkv.internal.v1.UploadSnapshotResponse.objects:type_name -> cutkv.internal.v1.UploadedObject
 	14, // 3: cutkv.internal.v1.MaterializeResponse.groups:type_name -> cutkv.internal.v1.GroupMaterialized
-	39, // 4: cutkv.internal.v1.Command.put:type_name -> cutkv.internal.v1.PutOp
-	40, // 5: cutkv.internal.v1.Command.delete:type_name -> cutkv.internal.v1.DeleteOp
-	42, // 6: cutkv.internal.v1.Command.bootstrap:type_name -> cutkv.internal.v1.BootstrapOp
-	41, // 7: cutkv.internal.v1.Command.noop:type_name -> cutkv.internal.v1.NoopOp
+	42, // 4: cutkv.internal.v1.Command.put:type_name -> cutkv.internal.v1.PutOp
+	43, // 5: cutkv.internal.v1.Command.delete:type_name -> cutkv.internal.v1.DeleteOp
+	45, // 6: cutkv.internal.v1.Command.bootstrap:type_name -> cutkv.internal.v1.BootstrapOp
+	44, // 7: cutkv.internal.v1.Command.noop:type_name -> cutkv.internal.v1.NoopOp
 	19, // 8: cutkv.internal.v1.Command.txn_prepare:type_name -> cutkv.internal.v1.TxnPrepareOp
 	20, // 9: cutkv.internal.v1.Command.txn_finish:type_name -> cutkv.internal.v1.TxnFinishOp
 	21, // 10: cutkv.internal.v1.Command.txn_decide:type_name -> cutkv.internal.v1.TxnDecideOp
-	22, // 11: cutkv.internal.v1.Command.txn_one_phase:type_name -> cutkv.internal.v1.TxnOnePhaseOp
-	29, // 12: cutkv.internal.v1.Command.cut_start:type_name -> cutkv.internal.v1.CutStartOp
-	31, // 13: cutkv.internal.v1.Command.cut_finish:type_name -> cutkv.internal.v1.CutFinishOp
-	32, // 14: cutkv.internal.v1.Command.hash:type_name -> cutkv.internal.v1.HashOp
-	33, // 15: cutkv.internal.v1.Command.cut_allocate:type_name -> cutkv.internal.v1.CutAllocateOp
-	34, // 16: cutkv.internal.v1.Command.cut_record:type_name -> cutkv.internal.v1.CutRecordOp
-	48, // 17: cutkv.internal.v1.TxnShare.compares:type_name -> cutkv.kv.v1.Compare
-	49, // 18: cutkv.internal.v1.TxnShare.success:type_name -> cutkv.kv.v1.RequestOp
-	49, // 19: cutkv.internal.v1.TxnShare.failure:type_name -> cutkv.kv.v1.RequestOp
-	18, // 20: cutkv.internal.v1.TxnPrepareOp.share:type_name -> cutkv.internal.v1.TxnShare
-	18, // 21: cutkv.internal.v1.TxnOnePhaseOp.share:type_name -> cutkv.internal.v1.TxnShare
-	19, // 22: cutkv.internal.v1.PrepareRequest.op:type_name -> cutkv.internal.v1.TxnPrepareOp
-	50, // 23: cutkv.internal.v1.PrepareResponse.success_reads:type_name -> cutkv.kv.v1.ResponseOp
-	50, // 24: cutkv.internal.v1.PrepareResponse.failure_reads:type_name -> cutkv.kv.v1.ResponseOp
-	20, // 25: cutkv.internal.v1.FinishRequest.op:type_name -> cutkv.internal.v1.TxnFinishOp
-	21, // 26: cutkv.internal.v1.DecideRequest.op:type_name -> cutkv.internal.v1.TxnDecideOp
-	21, // 27: cutkv.internal.v1.DecideResponse.recorded:type_name -> cutkv.internal.v1.TxnDecideOp
-	30, // 28: cutkv.internal.v1.CutFinishOp.before:type_name -> cutkv.internal.v1.CutTxn
-	30, // 29: cutkv.internal.v1.CutFinishOp.after:type_name -> cutkv.internal.v1.CutTxn
-	51, // 30: cutkv.internal.v1.CutRecordOp.cut:type_name -> cutkv.kv.v1.CutInfo
-	31, // 31: cutkv.internal.v1.StartCutResponse.finish:type_name -> cutkv.internal.v1.CutFinishOp
-	44, // 32: cutkv.internal.v1.BootstrapOp.layout:type_name -> cutkv.internal.v1.ClusterLayout
-	43, // 33: cutkv.internal.v1.ClusterLayout.members:type_name -> cutkv.internal.v1.MemberInfo
-	45, // 34: cutkv.internal.v1.ClusterLayout.groups:type_name -> cutkv.internal.v1.Replicas
-	44, // 35: cutkv.internal.v1.MetaImage.layout:type_name -> cutkv.internal.v1.ClusterLayout
-	51, // 36: cutkv.internal.v1.MetaImage.cuts:type_name -> cutkv.kv.v1.CutInfo
-	44, // 37: cutkv.internal.v1.NodeIdentity.layout:type_name -> cutkv.internal.v1.ClusterLayout
-	3,  // 38: cutkv.internal.v1.SnapshotPartitions.PrepareSnapshot:input_type -> cutkv.internal.v1.PrepareSnapshotRequest
-	6,  // 39: cutkv.internal.v1.SnapshotPartitions.UploadSnapshot:input_type -> cutkv.internal.v1.UploadSnapshotRequest
-	9,  // 40: cutkv.internal.v1.SnapshotPartitions.ReleaseSnapshot:input_type -> cutkv.internal.v1.ReleaseSnapshotRequest
-	0,  // 41: cutkv.internal.v1.Raft.Send:input_type -> cutkv.internal.v1.RaftBatch
-	11, // 42: cutkv.internal.v1.Raft.FetchMaterialization:input_type -> cutkv.internal.v1.FetchMaterializationRequest
-	13, // 43: cutkv.internal.v1.Raft.Materialize:input_type -> cutkv.internal.v1.MaterializeRequest
-	23, // 44: cutkv.internal.v1.Participant.Prepare:input_type -> cutkv.internal.v1.PrepareRequest
-	25, // 45: cutkv.internal.v1.Participant.Finish:input_type -> cutkv.internal.v1.FinishRequest
-	27, // 46: cutkv.internal.v1.Participant.Decide:input_type -> cutkv.internal.v1.DecideRequest
-	35, // 47: cutkv.internal.v1.CutService.StartCut:input_type -> cutkv.internal.v1.StartCutRequest
-	37, // 48: cutkv.internal.v1.CutService.PartitionHash:input_type -> cutkv.internal.v1.PartitionHashRequest
-	4,  // 49: cutkv.internal.v1.SnapshotPartitions.PrepareSnapshot:output_type -> cutkv.internal.v1.PrepareSnapshotResponse
-	8,  // 50: cutkv.internal.v1.SnapshotPartitions.UploadSnapshot:output_type -> cutkv.internal.v1.UploadSnapshotResponse
-	10, // 51: cutkv.internal.v1.SnapshotPartitions.ReleaseSnapshot:output_type -> cutkv.internal.v1.ReleaseSnapshotResponse
-	2,  // 52: cutkv.internal.v1.Raft.Send:output_type -> cutkv.internal.v1.RaftAck
-	12, // 53: cutkv.internal.v1.Raft.FetchMaterialization:output_type -> cutkv.internal.v1.FileChunk
-	15, // 54: cutkv.internal.v1.Raft.Materialize:output_type -> cutkv.internal.v1.MaterializeResponse
-	24, // 55: cutkv.internal.v1.Participant.Prepare:output_type -> cutkv.internal.v1.PrepareResponse
-	26, // 56: cutkv.internal.v1.Participant.Finish:output_type -> cutkv.internal.v1.FinishResponse
-	28, // 57: cutkv.internal.v1.Participant.Decide:output_type -> cutkv.internal.v1.DecideResponse
-	36, // 58: cutkv.internal.v1.CutService.StartCut:output_type -> cutkv.internal.v1.StartCutResponse
-	38, // 59: cutkv.internal.v1.CutService.PartitionHash:output_type -> cutkv.internal.v1.PartitionHashResponse
-	49, // [49:60] is the sub-list for method output_type
-	38, // [38:49] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	23, // 11: cutkv.internal.v1.Command.txn_one_phase:type_name -> cutkv.internal.v1.TxnOnePhaseOp
+	32, // 12: cutkv.internal.v1.Command.cut_start:type_name -> cutkv.internal.v1.CutStartOp
+	34, // 13: cutkv.internal.v1.Command.cut_finish:type_name -> cutkv.internal.v1.CutFinishOp
+	35, // 14: cutkv.internal.v1.Command.hash:type_name -> cutkv.internal.v1.HashOp
+	36, // 15: cutkv.internal.v1.Command.cut_allocate:type_name -> cutkv.internal.v1.CutAllocateOp
+	37, // 16: cutkv.internal.v1.Command.cut_record:type_name -> cutkv.internal.v1.CutRecordOp
+	22, // 17: cutkv.internal.v1.Command.txn_forget:type_name -> cutkv.internal.v1.TxnForgetOp
+	51, // 18: cutkv.internal.v1.TxnShare.compares:type_name -> cutkv.kv.v1.Compare
+	52, // 19: cutkv.internal.v1.TxnShare.success:type_name -> cutkv.kv.v1.RequestOp
+	52, // 20: cutkv.internal.v1.TxnShare.failure:type_name -> cutkv.kv.v1.RequestOp
+	18, // 21: cutkv.internal.v1.TxnPrepareOp.share:type_name -> cutkv.internal.v1.TxnShare
+	18, // 22: cutkv.internal.v1.TxnOnePhaseOp.share:type_name -> cutkv.internal.v1.TxnShare
+	22, // 23: cutkv.internal.v1.ForgetRequest.op:type_name -> cutkv.internal.v1.TxnForgetOp
+	19, // 24: cutkv.internal.v1.PrepareRequest.op:type_name -> cutkv.internal.v1.TxnPrepareOp
+	53, // 25: cutkv.internal.v1.PrepareResponse.success_reads:type_name -> cutkv.kv.v1.ResponseOp
+	53, // 26: cutkv.internal.v1.PrepareResponse.failure_reads:type_name -> cutkv.kv.v1.ResponseOp
+	20, // 27: cutkv.internal.v1.FinishRequest.op:type_name -> cutkv.internal.v1.TxnFinishOp
+	21, // 28: cutkv.internal.v1.DecideRequest.op:type_name -> cutkv.internal.v1.TxnDecideOp
+	21, // 29: cutkv.internal.v1.DecideResponse.recorded:type_name -> cutkv.internal.v1.TxnDecideOp
+	33, // 30: cutkv.internal.v1.CutFinishOp.before:type_name -> cutkv.internal.v1.CutTxn
+	33, // 31: cutkv.internal.v1.CutFinishOp.after:type_name -> cutkv.internal.v1.CutTxn
+	54, // 32: cutkv.internal.v1.CutRecordOp.cut:type_name -> cutkv.kv.v1.CutInfo
+	34, // 33: cutkv.internal.v1.StartCutResponse.finish:type_name -> cutkv.internal.v1.CutFinishOp
+	47, // 34: cutkv.internal.v1.BootstrapOp.layout:type_name -> cutkv.internal.v1.ClusterLayout
+	46, // 35: cutkv.internal.v1.ClusterLayout.members:type_name -> cutkv.internal.v1.MemberInfo
+	48, // 36: cutkv.internal.v1.ClusterLayout.groups:type_name -> cutkv.internal.v1.Replicas
+	47, // 37: cutkv.internal.v1.MetaImage.layout:type_name -> cutkv.internal.v1.ClusterLayout
+	54, // 38: cutkv.internal.v1.MetaImage.cuts:type_name -> cutkv.kv.v1.CutInfo
+	47, // 39: cutkv.internal.v1.NodeIdentity.layout:type_name -> cutkv.internal.v1.ClusterLayout
+	3,  // 40: cutkv.internal.v1.SnapshotPartitions.PrepareSnapshot:input_type -> cutkv.internal.v1.PrepareSnapshotRequest
+	6,  // 41: cutkv.internal.v1.SnapshotPartitions.UploadSnapshot:input_type -> cutkv.internal.v1.UploadSnapshotRequest
+	9,  // 42: cutkv.internal.v1.SnapshotPartitions.ReleaseSnapshot:input_type -> cutkv.internal.v1.ReleaseSnapshotRequest
+	0,  // 43: cutkv.internal.v1.Raft.Send:input_type -> cutkv.internal.v1.RaftBatch
+	11, // 44: cutkv.internal.v1.Raft.FetchMaterialization:input_type -> cutkv.internal.v1.FetchMaterializationRequest
+	13, // 45: cutkv.internal.v1.Raft.Materialize:input_type -> cutkv.internal.v1.MaterializeRequest
+	26, // 46: cutkv.internal.v1.Participant.Prepare:input_type -> cutkv.internal.v1.PrepareRequest
+	28, // 47: cutkv.internal.v1.Participant.Finish:input_type -> cutkv.internal.v1.FinishRequest
+	30, // 48: cutkv.internal.v1.Participant.Decide:input_type -> cutkv.internal.v1.DecideRequest
+	24, // 49: cutkv.internal.v1.Participant.Forget:input_type -> cutkv.internal.v1.ForgetRequest
+	38, // 50: cutkv.internal.v1.CutService.StartCut:input_type -> cutkv.internal.v1.StartCutRequest
+	40, // 51: cutkv.internal.v1.CutService.PartitionHash:input_type -> cutkv.internal.v1.PartitionHashRequest
+	4,  // 52: cutkv.internal.v1.SnapshotPartitions.PrepareSnapshot:output_type -> cutkv.internal.v1.PrepareSnapshotResponse
+	8,  // 53: cutkv.internal.v1.SnapshotPartitions.UploadSnapshot:output_type -> cutkv.internal.v1.UploadSnapshotResponse
+	10, // 54: cutkv.internal.v1.SnapshotPartitions.ReleaseSnapshot:output_type -> cutkv.internal.v1.ReleaseSnapshotResponse
+	2,  // 55: cutkv.internal.v1.Raft.Send:output_type -> cutkv.internal.v1.RaftAck
+	12, // 56: cutkv.internal.v1.Raft.FetchMaterialization:output_type -> cutkv.internal.v1.FileChunk
+	15, // 57: cutkv.internal.v1.Raft.Materialize:output_type -> cutkv.internal.v1.MaterializeResponse
+	27, // 58: cutkv.internal.v1.Participant.Prepare:output_type -> cutkv.internal.v1.PrepareResponse
+	29, // 59: cutkv.internal.v1.Participant.Finish:output_type -> cutkv.internal.v1.FinishResponse
+	31, // 60: cutkv.internal.v1.Participant.Decide:output_type -> cutkv.internal.v1.DecideResponse
+	25, // 61: cutkv.internal.v1.Participant.Forget:output_type -> cutkv.internal.v1.ForgetResponse
+	39, // 62: cutkv.internal.v1.CutService.StartCut:output_type -> cutkv.internal.v1.StartCutResponse
+	41, // 63: cutkv.internal.v1.CutService.PartitionHash:output_type -> cutkv.internal.v1.PartitionHashResponse
+	52, // [52:64] is the sub-list for method output_type
+	40, // [40:52] is the sub-list for method input_type
+	40, // [40:40] is the sub-list for extension type_name
+	40, // [40:40] is the sub-list for extension extendee
+	0,  // [0:40] is the sub-list for field type_name
 }
 
 func init() { file_internalpb_internal_proto_init() }
@@ -3444,6 +3613,7 @@ func file_internalpb_internal_proto_init() {
 		(*Command_Hash)(nil),
 		(*Command_CutAllocate)(nil),
 		(*Command_CutRecord)(nil),
+		(*Command_TxnForget)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3451,7 +3621,7 @@ func file_internalpb_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internalpb_internal_proto_rawDesc), len(file_internalpb_internal_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   48,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

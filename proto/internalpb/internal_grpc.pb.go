@@ -405,6 +405,7 @@ const (
 	Participant_Prepare_FullMethodName = "/cutkv.internal.v1.Participant/Prepare"
 	Participant_Finish_FullMethodName  = "/cutkv.internal.v1.Participant/Finish"
 	Participant_Decide_FullMethodName  = "/cutkv.internal.v1.Participant/Decide"
+	Participant_Forget_FullMethodName  = "/cutkv.internal.v1.Participant/Forget"
 )
 
 // ParticipantClient is the client API for Participant service.
@@ -418,6 +419,8 @@ type ParticipantClient interface {
 	Prepare(ctx context.Context, in *PrepareRequest, opts ...grpc.CallOption) (*PrepareResponse, error)
 	Finish(ctx context.Context, in *FinishRequest, opts ...grpc.CallOption) (*FinishResponse, error)
 	Decide(ctx context.Context, in *DecideRequest, opts ...grpc.CallOption) (*DecideResponse, error)
+	// Forget drops transaction records (TxnForgetOp) on partition's leader.
+	Forget(ctx context.Context, in *ForgetRequest, opts ...grpc.CallOption) (*ForgetResponse, error)
 }
 
 type participantClient struct {
@@ -458,6 +461,16 @@ func (c *participantClient) Decide(ctx context.Context, in *DecideRequest, opts 
 	return out, nil
 }
 
+func (c *participantClient) Forget(ctx context.Context, in *ForgetRequest, opts ...grpc.CallOption) (*ForgetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ForgetResponse)
+	err := c.cc.Invoke(ctx, Participant_Forget_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ParticipantServer is the server API for Participant service.
 // All implementations must embed UnimplementedParticipantServer
 // for forward compatibility.
@@ -469,6 +482,8 @@ type ParticipantServer interface {
 	Prepare(context.Context, *PrepareRequest) (*PrepareResponse, error)
 	Finish(context.Context, *FinishRequest) (*FinishResponse, error)
 	Decide(context.Context, *DecideRequest) (*DecideResponse, error)
+	// Forget drops transaction records (TxnForgetOp) on partition's leader.
+	Forget(context.Context, *ForgetRequest) (*ForgetResponse, error)
 	mustEmbedUnimplementedParticipantServer()
 }
 
@@ -487,6 +502,9 @@ func (UnimplementedParticipantServer) Finish(context.Context, *FinishRequest) (*
 }
 func (UnimplementedParticipantServer) Decide(context.Context, *DecideRequest) (*DecideResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Decide not implemented")
+}
+func (UnimplementedParticipantServer) Forget(context.Context, *ForgetRequest) (*ForgetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Forget not implemented")
 }
 func (UnimplementedParticipantServer) mustEmbedUnimplementedParticipantServer() {}
 func (UnimplementedParticipantServer) testEmbeddedByValue()                     {}
@@ -563,6 +581,24 @@ func _Participant_Decide_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Participant_Forget_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ForgetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ParticipantServer).Forget(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Participant_Forget_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ParticipantServer).Forget(ctx, req.(*ForgetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Participant_ServiceDesc is the grpc.ServiceDesc for Participant service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -581,6 +617,10 @@ var Participant_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Decide",
 			Handler:    _Participant_Decide_Handler,
+		},
+		{
+			MethodName: "Forget",
+			Handler:    _Participant_Forget_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

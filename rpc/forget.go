@@ -1,0 +1,79 @@
+package rpc
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/cutkv/cutkv/proto/internalpb"
+)
+
+// Transaction records are dropped in batches: one TxnForget entry per
+// record partition every forgetDelay (or forgetBatch ids), not one raft
+// entry per transaction.
+const (
+	forgetDelay = time.Second
+	forgetBatch = 1024
+	forgetWait  = 10 * time.Second
+)
+
+// forgetter collects, on the coordinator, the transactions whose Finish
+// every participant applied, by record partition, and has their records
+// dropped.
+type forgetter struct {
+	mu      sync.Mutex
+	pending map[uint64][][]byte // by record partition
+	armed   bool
+}
+
+// add queues transaction id's record on partition p for forgetting.
+func (f *forgetter) add(n *Node, p uint64, id []byte) {
+	f.mu.Lock()
+	if f.pending == nil {
+		f.pending = map[uint64][][]byte{}
+	}
+	f.pending[p] = append(f.pending[p], id)
+	full := len(f.pending[p]) >= forgetBatch
+	arm := !f.armed && !full
+	if arm {
+		f.armed = true
+	}
+	f.mu.Unlock()
+	switch {
+	case full:
+		f.flush(n, p)
+	case arm:
+		time.AfterFunc(forgetDelay, func() { f.flushAll(n) })
+	}
+}
+
+func (f *forgetter) flushAll(n *Node) {
+	f.mu.Lock()
+	f.armed = false
+	parts := make([]uint64, 0, len(f.pending))
+	for p := range f.pending {
+		parts = append(parts, p)
+	}
+	f.mu.Unlock()
+	for _, p := range parts {
+		f.flush(n, p)
+	}
+}
+
+// flush sends partition p's pending ids in one Forget.
+func (f *forgetter) flush(n *Node, p uint64) {
+	f.mu.Lock()
+	ids := f.pending[p]
+	delete(f.pending, p)
+	f.mu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(n.lifetime(), forgetWait)
+	defer cancel()
+	// callLeader follows leader changes until forgetWait; a batch that
+	// still fails is dropped, and its records stay (memory only).
+	_, _ = callParticipant(ctx, n, p, func(c internalpb.ParticipantClient, cctx context.Context) (*internalpb.ForgetResponse, error) {
+		return c.Forget(cctx, &internalpb.ForgetRequest{Partition: p, Op: &internalpb.TxnForgetOp{TxnIds: ids}})
+	})
+}
