@@ -88,7 +88,8 @@ func (p *Partition) ResolveAtCut(before []*internalpb.CutTxn) error {
 	p.intents = map[string]*Intent{}
 	p.locks = txn.NewLockTable()
 	p.records = map[string]*internalpb.TxnDecideOp{}
-	p.finished = map[string]struct{}{}
+	p.finished = map[string]int64{}
+	p.horizon = 0
 	p.cut = cut.NewProgress()
 	return nil
 }

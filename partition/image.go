@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"sort"
 
@@ -51,7 +52,8 @@ type Image struct {
 	// *TxnDecideOp are never changed once in the partition's maps.
 	intents  map[string]*Intent
 	records  map[string]*internalpb.TxnDecideOp
-	finished map[string]struct{}
+	finished map[string]int64
+	horizon  int64
 	cut      *cut.ProgressState
 }
 
@@ -70,6 +72,7 @@ func (p *Partition) Image() *Image {
 		intents:  maps.Clone(p.intents),
 		records:  maps.Clone(p.records),
 		finished: maps.Clone(p.finished),
+		horizon:  p.horizon,
 		cut:      p.cut.State(),
 	}
 }
@@ -111,7 +114,8 @@ const (
 // The frames come in this order, and Decode refuses any other:
 //
 //	kind 1 header, once:   1 layout version (ImageVersion), 2 partition
-//	                       id, 3 applied index
+//	                       id, 3 applied index, 4 transaction horizon
+//	                       (Unix ms; absent: none)
 //	kind 2 cut, once:      the cut.ProgressState: 1 version, 2 pos,
 //	                       3 active id (repeated, sorted), 4 before and
 //	                       5 after (repeated internalpb.CutTxn), 6 aborted
@@ -129,7 +133,8 @@ const (
 //	                       increasing
 //	kind 5 record:         1 internalpb.TxnDecideOp; by transaction id,
 //	                       strictly increasing
-//	kind 6 finished:       1 transaction id; strictly increasing
+//	kind 6 finished:       1 transaction id, 2 its prepare time (Unix ms;
+//	                       absent: unknown); by id, strictly increasing
 //	kind 7 end, once:      1 key-values, 2 intents, 3 records, 4 finished:
 //	                       the number of frames of each kind
 //
@@ -144,6 +149,9 @@ func (im *Image) Encode(w io.Writer) error {
 	e.varint(1, ImageVersion)
 	e.varint(2, im.id)
 	e.varint(3, im.applied)
+	if im.horizon > 0 {
+		e.varint(4, uint64(im.horizon))
+	}
 	e.end()
 
 	e.begin(frameCut)
@@ -211,6 +219,9 @@ func (im *Image) Encode(w io.Writer) error {
 	for _, id := range sortedKeys(im.finished) {
 		e.begin(frameFinished)
 		e.bytes(1, []byte(id))
+		if at := im.finished[id]; at > 0 {
+			e.varint(2, uint64(at))
+		}
 		e.end()
 		n[3]++
 	}
@@ -509,6 +520,11 @@ func (d *imageDecoder) header(f fields) error {
 		return d.bad("the image is of partition %d", id)
 	}
 	d.p.applied = f.varint(3)
+	h := f.varint(4)
+	if h > math.MaxInt64 {
+		return d.bad("horizon %d out of range", h)
+	}
+	d.p.horizon = int64(h)
 	return nil
 }
 
@@ -639,7 +655,11 @@ func (d *imageDecoder) finished(f fields) error {
 	if d.p.intents[string(id)] != nil {
 		return d.bad("transaction %x both finished and prepared", id)
 	}
-	d.p.finished[string(id)] = struct{}{}
+	at := f.varint(2)
+	if at > math.MaxInt64 {
+		return d.bad("transaction %x: prepare time %d out of range", id, at)
+	}
+	d.p.finished[string(id)] = int64(at)
 	return nil
 }
 
@@ -665,13 +685,13 @@ const (
 type schema map[protowire.Number]fieldKind
 
 var (
-	headerSchema   = schema{1: varintField, 2: varintField, 3: varintField}
+	headerSchema   = schema{1: varintField, 2: varintField, 3: varintField, 4: varintField}
 	cutSchema      = schema{1: varintField, 2: varintField, 3: repeatedField, 4: repeatedField, 5: repeatedField, 6: repeatedField, 7: varintField, 8: repeatedField}
 	doneSchema     = schema{1: bytesField, 2: varintField}
 	kvSchema       = schema{1: bytesField, 2: bytesField, 3: varintField, 4: varintField, 5: varintField}
 	intentSchema   = schema{1: bytesField, 2: varintField, 3: varintField, 4: repeatedField, 5: varintField, 6: repeatedField, 7: repeatedField}
 	recordSchema   = schema{1: bytesField}
-	finishedSchema = schema{1: bytesField}
+	finishedSchema = schema{1: bytesField, 2: varintField}
 	endSchema      = schema{1: varintField, 2: varintField, 3: varintField, 4: varintField}
 )
 

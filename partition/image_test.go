@@ -124,8 +124,8 @@ func diffImagePartitions(a, b *Partition) error {
 	if !maps.EqualFunc(a.records, b.records, func(x, y *internalpb.TxnDecideOp) bool { return proto.Equal(x, y) }) {
 		return fmt.Errorf("records %v, other %v", a.records, b.records)
 	}
-	if !maps.Equal(a.finished, b.finished) {
-		return fmt.Errorf("finished %v, other %v", sortedKeys(a.finished), sortedKeys(b.finished))
+	if !maps.Equal(a.finished, b.finished) || a.horizon != b.horizon {
+		return fmt.Errorf("finished %v (horizon %d), other %v (horizon %d)", a.finished, a.horizon, b.finished, b.horizon)
 	}
 	if !reflect.DeepEqual(a.locks, b.locks) {
 		return fmt.Errorf("lock tables differ: holders %v, other %v", a.locks.Holders(), b.locks.Holders())
@@ -596,6 +596,15 @@ func imageSeeds(tb testing.TB) map[string][]byte {
 	seeds["scripted"] = encodeImage(tb, p.Image())
 	imgApplyAll(tb, p, imgLaterEntries(tb, p.Applied()+1))
 	seeds["later"] = encodeImage(tb, p.Image())
+	// Finished ids with prepare times, and a horizon.
+	h := New(1)
+	share := &internalpb.TxnShare{Success: []*kvpb.RequestOp{rPut("k", "v")}}
+	for i, c := range []*internalpb.Command{
+		prepareAt("A", 1000, share), finishAt("A", true, 0), finishAt("B", false, 3000), finishAt("C", false, 0), horizon(2000),
+	} {
+		mkImgEntry(tb, uint64(i+1), c).apply(tb, h)
+	}
+	seeds["horizon"] = encodeImage(tb, h.Image())
 	return seeds
 }
 

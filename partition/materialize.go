@@ -24,7 +24,7 @@ func (p *Partition) LoadImage(r io.Reader) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.tree, p.applied = q.tree, q.applied
-	p.locks, p.intents, p.records, p.finished = q.locks, q.intents, q.records, q.finished
+	p.locks, p.intents, p.records, p.finished, p.horizon = q.locks, q.intents, q.records, q.finished, q.horizon
 	p.cut = q.cut
 	return nil
 }

@@ -57,8 +57,12 @@ type Partition struct {
 	intents map[string]*Intent
 	records map[string]*internalpb.TxnDecideOp
 	// finished remembers transactions finished here, so a prepare that
-	// arrives after its Finish (a delayed proposal) cannot lock again.
-	finished map[string]struct{}
+	// arrives after its Finish (a delayed proposal) cannot lock again:
+	// each id with its prepare time (Unix ms; 0 unknown). horizon refuses
+	// prepares stamped before it, so ids prepared before it are dropped
+	// (TxnHorizonOp).
+	finished map[string]int64
+	horizon  int64
 	// cut is the consistent cut's progress (REQUIRES: mu held).
 	cut *cut.Progress
 	// onCutReady, when set, is called (under mu: it must not block) when a
@@ -78,7 +82,7 @@ func New(id uint64) *Partition {
 		intents: map[string]*Intent{},
 		records: map[string]*internalpb.TxnDecideOp{},
 
-		finished: map[string]struct{}{},
+		finished: map[string]int64{},
 		cut:      cut.NewProgress(),
 	}
 }

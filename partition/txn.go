@@ -46,7 +46,7 @@ type Intent struct {
 func isTxnCommand(cmd *internalpb.Command) bool {
 	switch cmd.GetOp().(type) {
 	case *internalpb.Command_TxnPrepare, *internalpb.Command_TxnFinish, *internalpb.Command_TxnDecide, *internalpb.Command_TxnOnePhase,
-		*internalpb.Command_TxnForget:
+		*internalpb.Command_TxnForget, *internalpb.Command_TxnHorizon:
 		return true
 	}
 	return false
@@ -69,6 +69,9 @@ func (p *Partition) applyTxnLocked(index uint64, cmd *internalpb.Command) any {
 			delete(p.records, string(id))
 		}
 		return nil
+	case *internalpb.Command_TxnHorizon:
+		p.horizonLocked(op.TxnHorizon.GetUnixMs())
+		return nil
 	}
 	return nil
 }
@@ -83,6 +86,9 @@ func (p *Partition) prepareLocked(index uint64, op *internalpb.TxnPrepareOp) Vot
 	}
 	if _, done := p.finished[id]; done {
 		return Vote{} // finished already (a late prepare): never lock again
+	}
+	if op.GetPreparedUnixMs() < p.horizon {
+		return Vote{} // older than the horizon: a late copy, perhaps finished and forgotten
 	}
 	if c := p.locks.Acquire(id, txn.Wants(op.GetShare())); len(c) > 0 {
 		return Vote{Conflicts: c}
@@ -102,8 +108,14 @@ func (p *Partition) prepareLocked(index uint64, op *internalpb.TxnPrepareOp) Vot
 // prepared here) changes nothing.
 func (p *Partition) finishLocked(index uint64, op *internalpb.TxnFinishOp) {
 	id := string(op.GetTxnId())
-	p.finished[id] = struct{}{}
 	in := p.intents[id]
+	at := op.GetPreparedUnixMs()
+	if in != nil {
+		at = in.Op.GetPreparedUnixMs()
+	}
+	if _, done := p.finished[id]; !done || at > 0 {
+		p.finished[id] = at
+	}
 	if in == nil {
 		return
 	}
@@ -117,6 +129,29 @@ func (p *Partition) finishLocked(index uint64, op *internalpb.TxnFinishOp) {
 	}
 	p.locks.Release(id)
 	delete(p.intents, id)
+}
+
+// horizonLocked raises the horizon to ms (never lowers it) and drops the
+// finished ids prepared before it: their prepares are refused anyway. An
+// id whose prepare time is unknown (0) is kept.
+func (p *Partition) horizonLocked(ms int64) {
+	if ms <= p.horizon {
+		return
+	}
+	p.horizon = ms
+	for id, at := range p.finished {
+		if at > 0 && at < ms {
+			delete(p.finished, id)
+		}
+	}
+}
+
+// FinishedCount returns how many finished transaction ids the partition
+// remembers, and its horizon (Unix ms).
+func (p *Partition) FinishedCount() (int, int64) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return len(p.finished), p.horizon
 }
 
 // decideLocked records a decision unless one exists; it returns the

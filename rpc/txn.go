@@ -337,7 +337,7 @@ func (s *KVServer) twoPhase(ctx context.Context, req *kvpb.TxnRequest, shares ma
 	if err != nil {
 		if !commit {
 			// Only an abort could ever be recorded for it: not applied.
-			s.finishAll(s.n.lifetime(), req.GetTxnId(), parts, false, false, stamp)
+			s.finishAll(s.n.lifetime(), req.GetTxnId(), now, parts, false, false, stamp)
 			if conflict {
 				return nil, toStatus(ErrConflict, "")
 			}
@@ -358,13 +358,13 @@ func (s *KVServer) twoPhase(ctx context.Context, req *kvpb.TxnRequest, shares ma
 	// Finish applies (waitUnlocked; a plain write meets ErrConflict and
 	// is retried), and recovery finishes it should this node stop first.
 	if !d.GetCommit() {
-		if s.finishAll(s.n.lifetime(), req.GetTxnId(), parts, false, false, d.GetStamp()) {
+		if s.finishAll(s.n.lifetime(), req.GetTxnId(), now, parts, false, false, d.GetStamp()) {
 			s.n.forget.add(s.n, record, req.GetTxnId())
 		}
 		return nil, toStatus(ErrConflict, "")
 	}
 	go func() {
-		if s.finishAll(s.n.lifetime(), req.GetTxnId(), parts, true, d.GetSucceeded(), d.GetStamp()) {
+		if s.finishAll(s.n.lifetime(), req.GetTxnId(), now, parts, true, d.GetSucceeded(), d.GetStamp()) {
 			s.n.forget.add(s.n, record, req.GetTxnId())
 		}
 	}()
@@ -396,8 +396,9 @@ func firstErr(errs []error) error {
 
 // finishAll sends Finish to every participant, each retried until it is
 // applied, finishWait passes or parent ends (recovery finishes the rest).
-// It says whether every Finish was applied.
-func (s *KVServer) finishAll(parent context.Context, id []byte, parts []uint64, commit, succeeded bool, stamp uint64) bool {
+// It says whether every Finish was applied. prepared is the transaction's
+// prepare time (TxnPrepareOp.PreparedUnixMs).
+func (s *KVServer) finishAll(parent context.Context, id []byte, prepared int64, parts []uint64, commit, succeeded bool, stamp uint64) bool {
 	ctx, cancel := context.WithTimeout(parent, finishWait)
 	defer cancel()
 	var wg sync.WaitGroup
@@ -408,7 +409,7 @@ func (s *KVServer) finishAll(parent context.Context, id []byte, parts []uint64, 
 			defer wg.Done()
 			_, err := callParticipant(ctx, s.n, p, func(c internalpb.ParticipantClient, cctx context.Context) (*internalpb.FinishResponse, error) {
 				return c.Finish(cctx, &internalpb.FinishRequest{Partition: p, CutVersion: s.n.Clock.Load(),
-					Op: &internalpb.TxnFinishOp{TxnId: id, Commit: commit, Succeeded: succeeded, Stamp: stamp}})
+					Op: &internalpb.TxnFinishOp{TxnId: id, Commit: commit, Succeeded: succeeded, Stamp: stamp, PreparedUnixMs: prepared}})
 			})
 			if err != nil {
 				failed.Store(true)
@@ -505,10 +506,13 @@ func leaderFromError(err error) string {
 // node leads that are older than RecoveryTimeout: it asks the record
 // partition for the decision, recording ABORT where none exists (presumed
 // abort; the first decision wins), and finishes the intent accordingly.
-// So no lock outlives a dead coordinator for long.
+// So no lock outlives a dead coordinator for long. It also raises each
+// led partition's transaction horizon every HorizonInterval to
+// FinishedRetention ago (TxnHorizonOp), so finished ids do not pile up.
 func RunRecovery(ctx context.Context, n *Node) {
 	t := time.NewTicker(RecoveryInterval)
 	defer t.Stop()
+	lastHorizon := map[uint64]time.Time{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -522,8 +526,29 @@ func RunRecovery(ctx context.Context, n *Node) {
 			for _, in := range part.StaleIntents(time.Now().Add(-RecoveryTimeout).UnixMilli()) {
 				resolve(ctx, n, p, in)
 			}
+			if time.Since(lastHorizon[p]) >= HorizonInterval {
+				lastHorizon[p] = time.Now()
+				raiseHorizon(ctx, n, p)
+			}
 		}
 	}
+}
+
+// Finished transaction ids are kept FinishedRetention after their
+// prepare: a prepare older than that, still arriving, is a late copy of
+// one whose coordinator stopped trying long ago (its request deadline),
+// and is refused. Variables for tests.
+var (
+	FinishedRetention = 10 * time.Minute
+	HorizonInterval   = time.Minute
+)
+
+// raiseHorizon proposes partition p's horizon FinishedRetention ago.
+func raiseHorizon(ctx context.Context, n *Node, p uint64) {
+	hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	ms := time.Now().Add(-FinishedRetention).UnixMilli()
+	_, _ = n.Store.Propose(hctx, p, &internalpb.Command{Op: &internalpb.Command_TxnHorizon{TxnHorizon: &internalpb.TxnHorizonOp{UnixMs: ms}}})
 }
 
 func resolve(ctx context.Context, n *Node, p uint64, in *partition.Intent) {
@@ -538,7 +563,8 @@ func resolve(ctx context.Context, n *Node, p uint64, in *partition.Intent) {
 		return // next round
 	}
 	d := rec.GetRecorded()
-	_ = finishLocal(rctx, n, p, &internalpb.TxnFinishOp{TxnId: id, Commit: d.GetCommit(), Succeeded: d.GetSucceeded(), Stamp: d.GetStamp()})
+	_ = finishLocal(rctx, n, p, &internalpb.TxnFinishOp{TxnId: id, Commit: d.GetCommit(), Succeeded: d.GetSucceeded(), Stamp: d.GetStamp(),
+		PreparedUnixMs: in.Op.GetPreparedUnixMs()})
 }
 
 // localParticipant calls this node's participant service in process.

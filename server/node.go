@@ -249,6 +249,10 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 		Name: "cutkv_txn_records",
 		Help: "Transaction records held by this node's replicas: kept until every participant finished, then dropped in batches.",
 	}, func() float64 { return float64(n.TxnRecords()) }))
+	n.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "cutkv_txn_finished_ids",
+		Help: "Finished transaction ids this node's replicas remember (against late prepares); dropped once the horizon passes their prepare time.",
+	}, func() float64 { return float64(n.FinishedTxnIDs()) }))
 	grpcMetrics := rpc.NewMetrics(n.reg)
 	n.grpcSrv = grpc.NewServer(append(rpc.ServerOptions(limits),
 		grpc.ChainUnaryInterceptor(n.inflight.interceptor(), grpcMetrics.UnaryInterceptor(), rpc.MarkerInterceptor(rn)))...)
@@ -342,6 +346,17 @@ func (n *Node) TxnRecords() int {
 	total := 0
 	for _, p := range n.partitions {
 		total += p.RecordCount()
+	}
+	return total
+}
+
+// FinishedTxnIDs returns how many finished transaction ids this node's
+// replicas remember (the cutkv_txn_finished_ids gauge).
+func (n *Node) FinishedTxnIDs() int {
+	total := 0
+	for _, p := range n.partitions {
+		c, _ := p.FinishedCount()
+		total += c
 	}
 	return total
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cutkv/cutkv/internal/clustertest"
 	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/rpc"
 	"github.com/cutkv/cutkv/topology"
 )
 
@@ -105,8 +106,13 @@ func TestTxnOnePhaseAndTwoPhase(t *testing.T) {
 
 // TestTxnRecordsForgotten: the record of a 2PC transaction goes once
 // every participant applied its Finish (batched, about a second later),
-// committed or aborted; the data stays.
+// committed or aborted; its finished ids go once the partitions' horizon
+// passes its prepare time (retention shortened here); the data stays.
+// (That a late prepare is then refused: partition TestTxnHorizon.)
 func TestTxnRecordsForgotten(t *testing.T) {
+	retention, interval := rpc.FinishedRetention, rpc.HorizonInterval
+	rpc.FinishedRetention, rpc.HorizonInterval = 300*time.Millisecond, 200*time.Millisecond
+	t.Cleanup(func() { rpc.FinishedRetention, rpc.HorizonInterval = retention, interval }) // after the cluster stops
 	c := clustertest.Start(t, 3, clustertest.Options{})
 	const n = 40
 	for i := range n {
@@ -128,6 +134,16 @@ func TestTxnRecordsForgotten(t *testing.T) {
 	clustertest.Eventually(t, 15*time.Second, func() error {
 		if r := records(); r != 0 {
 			return fmt.Errorf("%d transaction records still held after %d transactions finished", r, n)
+		}
+		return nil
+	})
+	clustertest.Eventually(t, 15*time.Second, func() error {
+		total := 0
+		for i := range 3 {
+			total += c.Node(i).FinishedTxnIDs()
+		}
+		if total != 0 {
+			return fmt.Errorf("%d finished transaction ids still remembered past the horizon", total)
 		}
 		return nil
 	})

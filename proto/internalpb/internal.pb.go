@@ -1023,6 +1023,7 @@ type Command struct {
 	//	*Command_CutAllocate
 	//	*Command_CutRecord
 	//	*Command_TxnForget
+	//	*Command_TxnHorizon
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1205,6 +1206,15 @@ func (x *Command) GetTxnForget() *TxnForgetOp {
 	return nil
 }
 
+func (x *Command) GetTxnHorizon() *TxnHorizonOp {
+	if x != nil {
+		if x, ok := x.Op.(*Command_TxnHorizon); ok {
+			return x.TxnHorizon
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -1265,6 +1275,10 @@ type Command_TxnForget struct {
 	TxnForget *TxnForgetOp `protobuf:"bytes,16,opt,name=txn_forget,json=txnForget,proto3,oneof"`
 }
 
+type Command_TxnHorizon struct {
+	TxnHorizon *TxnHorizonOp `protobuf:"bytes,17,opt,name=txn_horizon,json=txnHorizon,proto3,oneof"`
+}
+
 func (*Command_Put) isCommand_Op() {}
 
 func (*Command_Delete) isCommand_Op() {}
@@ -1292,6 +1306,8 @@ func (*Command_CutAllocate) isCommand_Op() {}
 func (*Command_CutRecord) isCommand_Op() {}
 
 func (*Command_TxnForget) isCommand_Op() {}
+
+func (*Command_TxnHorizon) isCommand_Op() {}
 
 // TxnShare is one partition's share of a transaction: the compares on its
 // keys and the branches' ops on its keys (a scan op goes to every
@@ -1460,10 +1476,13 @@ type TxnFinishOp struct {
 	TxnId  []byte                 `protobuf:"bytes,1,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
 	Commit bool                   `protobuf:"varint,2,opt,name=commit,proto3" json:"commit,omitempty"`
 	// The branch that ran: true = success.
-	Succeeded     bool   `protobuf:"varint,3,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
-	Stamp         uint64 `protobuf:"varint,4,opt,name=stamp,proto3" json:"stamp,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Succeeded bool   `protobuf:"varint,3,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
+	Stamp     uint64 `protobuf:"varint,4,opt,name=stamp,proto3" json:"stamp,omitempty"`
+	// The transaction's prepare time (TxnPrepareOp.prepared_unix_ms): the
+	// finished id is kept until a TxnHorizonOp passes it. 0: unknown, kept.
+	PreparedUnixMs int64 `protobuf:"varint,5,opt,name=prepared_unix_ms,json=preparedUnixMs,proto3" json:"prepared_unix_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *TxnFinishOp) Reset() {
@@ -1524,6 +1543,61 @@ func (x *TxnFinishOp) GetStamp() uint64 {
 	return 0
 }
 
+func (x *TxnFinishOp) GetPreparedUnixMs() int64 {
+	if x != nil {
+		return x.PreparedUnixMs
+	}
+	return 0
+}
+
+// TxnHorizonOp: prepares stamped before unix_ms are refused from now on
+// (any such prepare is a late copy: its coordinator gave up long ago),
+// so the ids of transactions prepared before it need not be remembered
+// as finished any more. Proposed by the partition's leader.
+type TxnHorizonOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	UnixMs        int64                  `protobuf:"varint,1,opt,name=unix_ms,json=unixMs,proto3" json:"unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnHorizonOp) Reset() {
+	*x = TxnHorizonOp{}
+	mi := &file_internalpb_internal_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnHorizonOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnHorizonOp) ProtoMessage() {}
+
+func (x *TxnHorizonOp) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnHorizonOp.ProtoReflect.Descriptor instead.
+func (*TxnHorizonOp) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *TxnHorizonOp) GetUnixMs() int64 {
+	if x != nil {
+		return x.UnixMs
+	}
+	return 0
+}
+
 // TxnDecideOp records a decision in the transaction record. The first
 // decision recorded wins; later ones get the recorded one back.
 type TxnDecideOp struct {
@@ -1539,7 +1613,7 @@ type TxnDecideOp struct {
 
 func (x *TxnDecideOp) Reset() {
 	*x = TxnDecideOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[21]
+	mi := &file_internalpb_internal_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1551,7 +1625,7 @@ func (x *TxnDecideOp) String() string {
 func (*TxnDecideOp) ProtoMessage() {}
 
 func (x *TxnDecideOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[21]
+	mi := &file_internalpb_internal_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1564,7 +1638,7 @@ func (x *TxnDecideOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnDecideOp.ProtoReflect.Descriptor instead.
 func (*TxnDecideOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{21}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TxnDecideOp) GetTxnId() []byte {
@@ -1616,7 +1690,7 @@ type TxnForgetOp struct {
 
 func (x *TxnForgetOp) Reset() {
 	*x = TxnForgetOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[22]
+	mi := &file_internalpb_internal_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1628,7 +1702,7 @@ func (x *TxnForgetOp) String() string {
 func (*TxnForgetOp) ProtoMessage() {}
 
 func (x *TxnForgetOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[22]
+	mi := &file_internalpb_internal_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1641,7 +1715,7 @@ func (x *TxnForgetOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnForgetOp.ProtoReflect.Descriptor instead.
 func (*TxnForgetOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{22}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TxnForgetOp) GetTxnIds() [][]byte {
@@ -1662,7 +1736,7 @@ type TxnOnePhaseOp struct {
 
 func (x *TxnOnePhaseOp) Reset() {
 	*x = TxnOnePhaseOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[23]
+	mi := &file_internalpb_internal_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1674,7 +1748,7 @@ func (x *TxnOnePhaseOp) String() string {
 func (*TxnOnePhaseOp) ProtoMessage() {}
 
 func (x *TxnOnePhaseOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[23]
+	mi := &file_internalpb_internal_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1687,7 +1761,7 @@ func (x *TxnOnePhaseOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnOnePhaseOp.ProtoReflect.Descriptor instead.
 func (*TxnOnePhaseOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{23}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TxnOnePhaseOp) GetTxnId() []byte {
@@ -1714,7 +1788,7 @@ type ForgetRequest struct {
 
 func (x *ForgetRequest) Reset() {
 	*x = ForgetRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[24]
+	mi := &file_internalpb_internal_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1726,7 +1800,7 @@ func (x *ForgetRequest) String() string {
 func (*ForgetRequest) ProtoMessage() {}
 
 func (x *ForgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[24]
+	mi := &file_internalpb_internal_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1739,7 +1813,7 @@ func (x *ForgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetRequest.ProtoReflect.Descriptor instead.
 func (*ForgetRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{24}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ForgetRequest) GetPartition() uint64 {
@@ -1764,7 +1838,7 @@ type ForgetResponse struct {
 
 func (x *ForgetResponse) Reset() {
 	*x = ForgetResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[25]
+	mi := &file_internalpb_internal_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1776,7 +1850,7 @@ func (x *ForgetResponse) String() string {
 func (*ForgetResponse) ProtoMessage() {}
 
 func (x *ForgetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[25]
+	mi := &file_internalpb_internal_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1789,7 +1863,7 @@ func (x *ForgetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetResponse.ProtoReflect.Descriptor instead.
 func (*ForgetResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{25}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{26}
 }
 
 type PrepareRequest struct {
@@ -1804,7 +1878,7 @@ type PrepareRequest struct {
 
 func (x *PrepareRequest) Reset() {
 	*x = PrepareRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[26]
+	mi := &file_internalpb_internal_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1816,7 +1890,7 @@ func (x *PrepareRequest) String() string {
 func (*PrepareRequest) ProtoMessage() {}
 
 func (x *PrepareRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[26]
+	mi := &file_internalpb_internal_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1829,7 +1903,7 @@ func (x *PrepareRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareRequest.ProtoReflect.Descriptor instead.
 func (*PrepareRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{26}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PrepareRequest) GetPartition() uint64 {
@@ -1869,7 +1943,7 @@ type PrepareResponse struct {
 
 func (x *PrepareResponse) Reset() {
 	*x = PrepareResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[27]
+	mi := &file_internalpb_internal_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1881,7 +1955,7 @@ func (x *PrepareResponse) String() string {
 func (*PrepareResponse) ProtoMessage() {}
 
 func (x *PrepareResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[27]
+	mi := &file_internalpb_internal_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1894,7 +1968,7 @@ func (x *PrepareResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareResponse.ProtoReflect.Descriptor instead.
 func (*PrepareResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{27}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *PrepareResponse) GetPrepared() bool {
@@ -1943,7 +2017,7 @@ type FinishRequest struct {
 
 func (x *FinishRequest) Reset() {
 	*x = FinishRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[28]
+	mi := &file_internalpb_internal_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1955,7 +2029,7 @@ func (x *FinishRequest) String() string {
 func (*FinishRequest) ProtoMessage() {}
 
 func (x *FinishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[28]
+	mi := &file_internalpb_internal_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1968,7 +2042,7 @@ func (x *FinishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishRequest.ProtoReflect.Descriptor instead.
 func (*FinishRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{28}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *FinishRequest) GetPartition() uint64 {
@@ -2001,7 +2075,7 @@ type FinishResponse struct {
 
 func (x *FinishResponse) Reset() {
 	*x = FinishResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[29]
+	mi := &file_internalpb_internal_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2013,7 +2087,7 @@ func (x *FinishResponse) String() string {
 func (*FinishResponse) ProtoMessage() {}
 
 func (x *FinishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[29]
+	mi := &file_internalpb_internal_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2026,7 +2100,7 @@ func (x *FinishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishResponse.ProtoReflect.Descriptor instead.
 func (*FinishResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{29}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *FinishResponse) GetCutVersion() uint64 {
@@ -2047,7 +2121,7 @@ type DecideRequest struct {
 
 func (x *DecideRequest) Reset() {
 	*x = DecideRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[30]
+	mi := &file_internalpb_internal_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2059,7 +2133,7 @@ func (x *DecideRequest) String() string {
 func (*DecideRequest) ProtoMessage() {}
 
 func (x *DecideRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[30]
+	mi := &file_internalpb_internal_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2072,7 +2146,7 @@ func (x *DecideRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideRequest.ProtoReflect.Descriptor instead.
 func (*DecideRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{30}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DecideRequest) GetPartition() uint64 {
@@ -2107,7 +2181,7 @@ type DecideResponse struct {
 
 func (x *DecideResponse) Reset() {
 	*x = DecideResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[31]
+	mi := &file_internalpb_internal_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2119,7 +2193,7 @@ func (x *DecideResponse) String() string {
 func (*DecideResponse) ProtoMessage() {}
 
 func (x *DecideResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[31]
+	mi := &file_internalpb_internal_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2132,7 +2206,7 @@ func (x *DecideResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideResponse.ProtoReflect.Descriptor instead.
 func (*DecideResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{31}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DecideResponse) GetRecorded() *TxnDecideOp {
@@ -2160,7 +2234,7 @@ type CutStartOp struct {
 
 func (x *CutStartOp) Reset() {
 	*x = CutStartOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[32]
+	mi := &file_internalpb_internal_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2172,7 +2246,7 @@ func (x *CutStartOp) String() string {
 func (*CutStartOp) ProtoMessage() {}
 
 func (x *CutStartOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[32]
+	mi := &file_internalpb_internal_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2185,7 +2259,7 @@ func (x *CutStartOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutStartOp.ProtoReflect.Descriptor instead.
 func (*CutStartOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{32}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CutStartOp) GetVersion() uint64 {
@@ -2208,7 +2282,7 @@ type CutTxn struct {
 
 func (x *CutTxn) Reset() {
 	*x = CutTxn{}
-	mi := &file_internalpb_internal_proto_msgTypes[33]
+	mi := &file_internalpb_internal_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2220,7 +2294,7 @@ func (x *CutTxn) String() string {
 func (*CutTxn) ProtoMessage() {}
 
 func (x *CutTxn) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[33]
+	mi := &file_internalpb_internal_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2233,7 +2307,7 @@ func (x *CutTxn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutTxn.ProtoReflect.Descriptor instead.
 func (*CutTxn) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{33}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CutTxn) GetTxnId() []byte {
@@ -2272,7 +2346,7 @@ type CutFinishOp struct {
 
 func (x *CutFinishOp) Reset() {
 	*x = CutFinishOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[34]
+	mi := &file_internalpb_internal_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2284,7 +2358,7 @@ func (x *CutFinishOp) String() string {
 func (*CutFinishOp) ProtoMessage() {}
 
 func (x *CutFinishOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[34]
+	mi := &file_internalpb_internal_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2297,7 +2371,7 @@ func (x *CutFinishOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutFinishOp.ProtoReflect.Descriptor instead.
 func (*CutFinishOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{34}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CutFinishOp) GetVersion() uint64 {
@@ -2344,7 +2418,7 @@ type HashOp struct {
 
 func (x *HashOp) Reset() {
 	*x = HashOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[35]
+	mi := &file_internalpb_internal_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2356,7 +2430,7 @@ func (x *HashOp) String() string {
 func (*HashOp) ProtoMessage() {}
 
 func (x *HashOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[35]
+	mi := &file_internalpb_internal_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2369,7 +2443,7 @@ func (x *HashOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HashOp.ProtoReflect.Descriptor instead.
 func (*HashOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{35}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{36}
 }
 
 // CutAllocateOp (group 0) starts a new cut unless one is running; the
@@ -2383,7 +2457,7 @@ type CutAllocateOp struct {
 
 func (x *CutAllocateOp) Reset() {
 	*x = CutAllocateOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[36]
+	mi := &file_internalpb_internal_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2395,7 +2469,7 @@ func (x *CutAllocateOp) String() string {
 func (*CutAllocateOp) ProtoMessage() {}
 
 func (x *CutAllocateOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[36]
+	mi := &file_internalpb_internal_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2408,7 +2482,7 @@ func (x *CutAllocateOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutAllocateOp.ProtoReflect.Descriptor instead.
 func (*CutAllocateOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{36}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CutAllocateOp) GetStartedUnixMs() int64 {
@@ -2428,7 +2502,7 @@ type CutRecordOp struct {
 
 func (x *CutRecordOp) Reset() {
 	*x = CutRecordOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[37]
+	mi := &file_internalpb_internal_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2440,7 +2514,7 @@ func (x *CutRecordOp) String() string {
 func (*CutRecordOp) ProtoMessage() {}
 
 func (x *CutRecordOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[37]
+	mi := &file_internalpb_internal_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2453,7 +2527,7 @@ func (x *CutRecordOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutRecordOp.ProtoReflect.Descriptor instead.
 func (*CutRecordOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{37}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CutRecordOp) GetCut() *kvpb.CutInfo {
@@ -2475,7 +2549,7 @@ type StartCutRequest struct {
 
 func (x *StartCutRequest) Reset() {
 	*x = StartCutRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[38]
+	mi := &file_internalpb_internal_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2487,7 +2561,7 @@ func (x *StartCutRequest) String() string {
 func (*StartCutRequest) ProtoMessage() {}
 
 func (x *StartCutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[38]
+	mi := &file_internalpb_internal_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2500,7 +2574,7 @@ func (x *StartCutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartCutRequest.ProtoReflect.Descriptor instead.
 func (*StartCutRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{38}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *StartCutRequest) GetPartition() uint64 {
@@ -2544,7 +2618,7 @@ type StartCutResponse struct {
 
 func (x *StartCutResponse) Reset() {
 	*x = StartCutResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[39]
+	mi := &file_internalpb_internal_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2556,7 +2630,7 @@ func (x *StartCutResponse) String() string {
 func (*StartCutResponse) ProtoMessage() {}
 
 func (x *StartCutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[39]
+	mi := &file_internalpb_internal_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2569,7 +2643,7 @@ func (x *StartCutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartCutResponse.ProtoReflect.Descriptor instead.
 func (*StartCutResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{39}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *StartCutResponse) GetFinished() bool {
@@ -2611,7 +2685,7 @@ type PartitionHashRequest struct {
 
 func (x *PartitionHashRequest) Reset() {
 	*x = PartitionHashRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[40]
+	mi := &file_internalpb_internal_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2623,7 +2697,7 @@ func (x *PartitionHashRequest) String() string {
 func (*PartitionHashRequest) ProtoMessage() {}
 
 func (x *PartitionHashRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[40]
+	mi := &file_internalpb_internal_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2636,7 +2710,7 @@ func (x *PartitionHashRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionHashRequest.ProtoReflect.Descriptor instead.
 func (*PartitionHashRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{40}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *PartitionHashRequest) GetPartition() uint64 {
@@ -2671,7 +2745,7 @@ type PartitionHashResponse struct {
 
 func (x *PartitionHashResponse) Reset() {
 	*x = PartitionHashResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[41]
+	mi := &file_internalpb_internal_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2683,7 +2757,7 @@ func (x *PartitionHashResponse) String() string {
 func (*PartitionHashResponse) ProtoMessage() {}
 
 func (x *PartitionHashResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[41]
+	mi := &file_internalpb_internal_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2696,7 +2770,7 @@ func (x *PartitionHashResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionHashResponse.ProtoReflect.Descriptor instead.
 func (*PartitionHashResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{41}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PartitionHashResponse) GetIndex() uint64 {
@@ -2730,7 +2804,7 @@ type PutOp struct {
 
 func (x *PutOp) Reset() {
 	*x = PutOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[42]
+	mi := &file_internalpb_internal_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2742,7 +2816,7 @@ func (x *PutOp) String() string {
 func (*PutOp) ProtoMessage() {}
 
 func (x *PutOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[42]
+	mi := &file_internalpb_internal_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2755,7 +2829,7 @@ func (x *PutOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutOp.ProtoReflect.Descriptor instead.
 func (*PutOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{42}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PutOp) GetKey() []byte {
@@ -2781,7 +2855,7 @@ type DeleteOp struct {
 
 func (x *DeleteOp) Reset() {
 	*x = DeleteOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[43]
+	mi := &file_internalpb_internal_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2793,7 +2867,7 @@ func (x *DeleteOp) String() string {
 func (*DeleteOp) ProtoMessage() {}
 
 func (x *DeleteOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[43]
+	mi := &file_internalpb_internal_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2806,7 +2880,7 @@ func (x *DeleteOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteOp.ProtoReflect.Descriptor instead.
 func (*DeleteOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{43}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *DeleteOp) GetKey() []byte {
@@ -2824,7 +2898,7 @@ type NoopOp struct {
 
 func (x *NoopOp) Reset() {
 	*x = NoopOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[44]
+	mi := &file_internalpb_internal_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2836,7 +2910,7 @@ func (x *NoopOp) String() string {
 func (*NoopOp) ProtoMessage() {}
 
 func (x *NoopOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[44]
+	mi := &file_internalpb_internal_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2849,7 +2923,7 @@ func (x *NoopOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoopOp.ProtoReflect.Descriptor instead.
 func (*NoopOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{44}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{45}
 }
 
 // BootstrapOp is the first entry of group 0: the cluster's fixed layout.
@@ -2862,7 +2936,7 @@ type BootstrapOp struct {
 
 func (x *BootstrapOp) Reset() {
 	*x = BootstrapOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[45]
+	mi := &file_internalpb_internal_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2874,7 +2948,7 @@ func (x *BootstrapOp) String() string {
 func (*BootstrapOp) ProtoMessage() {}
 
 func (x *BootstrapOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[45]
+	mi := &file_internalpb_internal_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2887,7 +2961,7 @@ func (x *BootstrapOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BootstrapOp.ProtoReflect.Descriptor instead.
 func (*BootstrapOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{45}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *BootstrapOp) GetLayout() *ClusterLayout {
@@ -2908,7 +2982,7 @@ type MemberInfo struct {
 
 func (x *MemberInfo) Reset() {
 	*x = MemberInfo{}
-	mi := &file_internalpb_internal_proto_msgTypes[46]
+	mi := &file_internalpb_internal_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2920,7 +2994,7 @@ func (x *MemberInfo) String() string {
 func (*MemberInfo) ProtoMessage() {}
 
 func (x *MemberInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[46]
+	mi := &file_internalpb_internal_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2933,7 +3007,7 @@ func (x *MemberInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberInfo.ProtoReflect.Descriptor instead.
 func (*MemberInfo) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{46}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *MemberInfo) GetId() string {
@@ -2970,7 +3044,7 @@ type ClusterLayout struct {
 
 func (x *ClusterLayout) Reset() {
 	*x = ClusterLayout{}
-	mi := &file_internalpb_internal_proto_msgTypes[47]
+	mi := &file_internalpb_internal_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2982,7 +3056,7 @@ func (x *ClusterLayout) String() string {
 func (*ClusterLayout) ProtoMessage() {}
 
 func (x *ClusterLayout) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[47]
+	mi := &file_internalpb_internal_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2995,7 +3069,7 @@ func (x *ClusterLayout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterLayout.ProtoReflect.Descriptor instead.
 func (*ClusterLayout) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{47}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ClusterLayout) GetClusterId() uint64 {
@@ -3035,7 +3109,7 @@ type Replicas struct {
 
 func (x *Replicas) Reset() {
 	*x = Replicas{}
-	mi := &file_internalpb_internal_proto_msgTypes[48]
+	mi := &file_internalpb_internal_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3047,7 +3121,7 @@ func (x *Replicas) String() string {
 func (*Replicas) ProtoMessage() {}
 
 func (x *Replicas) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[48]
+	mi := &file_internalpb_internal_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3060,7 +3134,7 @@ func (x *Replicas) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replicas.ProtoReflect.Descriptor instead.
 func (*Replicas) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{48}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Replicas) GetRaftIds() []uint64 {
@@ -3083,7 +3157,7 @@ type MetaImage struct {
 
 func (x *MetaImage) Reset() {
 	*x = MetaImage{}
-	mi := &file_internalpb_internal_proto_msgTypes[49]
+	mi := &file_internalpb_internal_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3095,7 +3169,7 @@ func (x *MetaImage) String() string {
 func (*MetaImage) ProtoMessage() {}
 
 func (x *MetaImage) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[49]
+	mi := &file_internalpb_internal_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3108,7 +3182,7 @@ func (x *MetaImage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaImage.ProtoReflect.Descriptor instead.
 func (*MetaImage) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{49}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *MetaImage) GetApplied() uint64 {
@@ -3154,7 +3228,7 @@ type NodeIdentity struct {
 
 func (x *NodeIdentity) Reset() {
 	*x = NodeIdentity{}
-	mi := &file_internalpb_internal_proto_msgTypes[50]
+	mi := &file_internalpb_internal_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3166,7 +3240,7 @@ func (x *NodeIdentity) String() string {
 func (*NodeIdentity) ProtoMessage() {}
 
 func (x *NodeIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[50]
+	mi := &file_internalpb_internal_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3179,7 +3253,7 @@ func (x *NodeIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeIdentity.ProtoReflect.Descriptor instead.
 func (*NodeIdentity) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{50}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *NodeIdentity) GetNodeId() string {
@@ -3276,7 +3350,7 @@ const file_internalpb_internal_proto_rawDesc = "" +
 	"\x10MaterializedMark\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12\x1c\n" +
-	"\tinstalled\x18\x03 \x01(\bR\tinstalled\"\x9d\a\n" +
+	"\tinstalled\x18\x03 \x01(\bR\tinstalled\"\xe1\a\n" +
 	"\aCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1f\n" +
 	"\vcut_version\x18\x02 \x01(\x04R\n" +
@@ -3301,7 +3375,9 @@ const file_internalpb_internal_proto_rawDesc = "" +
 	"\n" +
 	"cut_record\x18\x0f \x01(\v2\x1e.cutkv.internal.v1.CutRecordOpH\x00R\tcutRecord\x12?\n" +
 	"\n" +
-	"txn_forget\x18\x10 \x01(\v2\x1e.cutkv.internal.v1.TxnForgetOpH\x00R\ttxnForgetB\x04\n" +
+	"txn_forget\x18\x10 \x01(\v2\x1e.cutkv.internal.v1.TxnForgetOpH\x00R\ttxnForget\x12B\n" +
+	"\vtxn_horizon\x18\x11 \x01(\v2\x1f.cutkv.internal.v1.TxnHorizonOpH\x00R\n" +
+	"txnHorizonB\x04\n" +
 	"\x02op\"\xea\x01\n" +
 	"\bTxnShare\x120\n" +
 	"\bcompares\x18\x01 \x03(\v2\x14.cutkv.kv.v1.CompareR\bcompares\x120\n" +
@@ -3314,12 +3390,15 @@ const file_internalpb_internal_proto_rawDesc = "" +
 	"\bpriority\x18\x02 \x01(\x03R\bpriority\x12)\n" +
 	"\x10record_partition\x18\x03 \x01(\x04R\x0frecordPartition\x121\n" +
 	"\x05share\x18\x04 \x01(\v2\x1b.cutkv.internal.v1.TxnShareR\x05share\x12(\n" +
-	"\x10prepared_unix_ms\x18\x05 \x01(\x03R\x0epreparedUnixMs\"p\n" +
+	"\x10prepared_unix_ms\x18\x05 \x01(\x03R\x0epreparedUnixMs\"\x9a\x01\n" +
 	"\vTxnFinishOp\x12\x15\n" +
 	"\x06txn_id\x18\x01 \x01(\fR\x05txnId\x12\x16\n" +
 	"\x06commit\x18\x02 \x01(\bR\x06commit\x12\x1c\n" +
 	"\tsucceeded\x18\x03 \x01(\bR\tsucceeded\x12\x14\n" +
-	"\x05stamp\x18\x04 \x01(\x04R\x05stamp\"\x94\x01\n" +
+	"\x05stamp\x18\x04 \x01(\x04R\x05stamp\x12(\n" +
+	"\x10prepared_unix_ms\x18\x05 \x01(\x03R\x0epreparedUnixMs\"'\n" +
+	"\fTxnHorizonOp\x12\x17\n" +
+	"\aunix_ms\x18\x01 \x01(\x03R\x06unixMs\"\x94\x01\n" +
 	"\vTxnDecideOp\x12\x15\n" +
 	"\x06txn_id\x18\x01 \x01(\fR\x05txnId\x12\x16\n" +
 	"\x06commit\x18\x02 \x01(\bR\x06commit\x12\x1c\n" +
@@ -3464,7 +3543,7 @@ func file_internalpb_internal_proto_rawDescGZIP() []byte {
 	return file_internalpb_internal_proto_rawDescData
 }
 
-var file_internalpb_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_internalpb_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_internalpb_internal_proto_goTypes = []any{
 	(*RaftBatch)(nil),                   // 0: cutkv.internal.v1.RaftBatch
 	(*GroupMessage)(nil),                // 1: cutkv.internal.v1.GroupMessage
@@ -3487,111 +3566,113 @@ var file_internalpb_internal_proto_goTypes = []any{
 	(*TxnShare)(nil),                    // 18: cutkv.internal.v1.TxnShare
 	(*TxnPrepareOp)(nil),                // 19: cutkv.internal.v1.TxnPrepareOp
 	(*TxnFinishOp)(nil),                 // 20: cutkv.internal.v1.TxnFinishOp
-	(*TxnDecideOp)(nil),                 // 21: cutkv.internal.v1.TxnDecideOp
-	(*TxnForgetOp)(nil),                 // 22: cutkv.internal.v1.TxnForgetOp
-	(*TxnOnePhaseOp)(nil),               // 23: cutkv.internal.v1.TxnOnePhaseOp
-	(*ForgetRequest)(nil),               // 24: cutkv.internal.v1.ForgetRequest
-	(*ForgetResponse)(nil),              // 25: cutkv.internal.v1.ForgetResponse
-	(*PrepareRequest)(nil),              // 26: cutkv.internal.v1.PrepareRequest
-	(*PrepareResponse)(nil),             // 27: cutkv.internal.v1.PrepareResponse
-	(*FinishRequest)(nil),               // 28: cutkv.internal.v1.FinishRequest
-	(*FinishResponse)(nil),              // 29: cutkv.internal.v1.FinishResponse
-	(*DecideRequest)(nil),               // 30: cutkv.internal.v1.DecideRequest
-	(*DecideResponse)(nil),              // 31: cutkv.internal.v1.DecideResponse
-	(*CutStartOp)(nil),                  // 32: cutkv.internal.v1.CutStartOp
-	(*CutTxn)(nil),                      // 33: cutkv.internal.v1.CutTxn
-	(*CutFinishOp)(nil),                 // 34: cutkv.internal.v1.CutFinishOp
-	(*HashOp)(nil),                      // 35: cutkv.internal.v1.HashOp
-	(*CutAllocateOp)(nil),               // 36: cutkv.internal.v1.CutAllocateOp
-	(*CutRecordOp)(nil),                 // 37: cutkv.internal.v1.CutRecordOp
-	(*StartCutRequest)(nil),             // 38: cutkv.internal.v1.StartCutRequest
-	(*StartCutResponse)(nil),            // 39: cutkv.internal.v1.StartCutResponse
-	(*PartitionHashRequest)(nil),        // 40: cutkv.internal.v1.PartitionHashRequest
-	(*PartitionHashResponse)(nil),       // 41: cutkv.internal.v1.PartitionHashResponse
-	(*PutOp)(nil),                       // 42: cutkv.internal.v1.PutOp
-	(*DeleteOp)(nil),                    // 43: cutkv.internal.v1.DeleteOp
-	(*NoopOp)(nil),                      // 44: cutkv.internal.v1.NoopOp
-	(*BootstrapOp)(nil),                 // 45: cutkv.internal.v1.BootstrapOp
-	(*MemberInfo)(nil),                  // 46: cutkv.internal.v1.MemberInfo
-	(*ClusterLayout)(nil),               // 47: cutkv.internal.v1.ClusterLayout
-	(*Replicas)(nil),                    // 48: cutkv.internal.v1.Replicas
-	(*MetaImage)(nil),                   // 49: cutkv.internal.v1.MetaImage
-	(*NodeIdentity)(nil),                // 50: cutkv.internal.v1.NodeIdentity
-	(*kvpb.Compare)(nil),                // 51: cutkv.kv.v1.Compare
-	(*kvpb.RequestOp)(nil),              // 52: cutkv.kv.v1.RequestOp
-	(*kvpb.ResponseOp)(nil),             // 53: cutkv.kv.v1.ResponseOp
-	(*kvpb.CutInfo)(nil),                // 54: cutkv.kv.v1.CutInfo
+	(*TxnHorizonOp)(nil),                // 21: cutkv.internal.v1.TxnHorizonOp
+	(*TxnDecideOp)(nil),                 // 22: cutkv.internal.v1.TxnDecideOp
+	(*TxnForgetOp)(nil),                 // 23: cutkv.internal.v1.TxnForgetOp
+	(*TxnOnePhaseOp)(nil),               // 24: cutkv.internal.v1.TxnOnePhaseOp
+	(*ForgetRequest)(nil),               // 25: cutkv.internal.v1.ForgetRequest
+	(*ForgetResponse)(nil),              // 26: cutkv.internal.v1.ForgetResponse
+	(*PrepareRequest)(nil),              // 27: cutkv.internal.v1.PrepareRequest
+	(*PrepareResponse)(nil),             // 28: cutkv.internal.v1.PrepareResponse
+	(*FinishRequest)(nil),               // 29: cutkv.internal.v1.FinishRequest
+	(*FinishResponse)(nil),              // 30: cutkv.internal.v1.FinishResponse
+	(*DecideRequest)(nil),               // 31: cutkv.internal.v1.DecideRequest
+	(*DecideResponse)(nil),              // 32: cutkv.internal.v1.DecideResponse
+	(*CutStartOp)(nil),                  // 33: cutkv.internal.v1.CutStartOp
+	(*CutTxn)(nil),                      // 34: cutkv.internal.v1.CutTxn
+	(*CutFinishOp)(nil),                 // 35: cutkv.internal.v1.CutFinishOp
+	(*HashOp)(nil),                      // 36: cutkv.internal.v1.HashOp
+	(*CutAllocateOp)(nil),               // 37: cutkv.internal.v1.CutAllocateOp
+	(*CutRecordOp)(nil),                 // 38: cutkv.internal.v1.CutRecordOp
+	(*StartCutRequest)(nil),             // 39: cutkv.internal.v1.StartCutRequest
+	(*StartCutResponse)(nil),            // 40: cutkv.internal.v1.StartCutResponse
+	(*PartitionHashRequest)(nil),        // 41: cutkv.internal.v1.PartitionHashRequest
+	(*PartitionHashResponse)(nil),       // 42: cutkv.internal.v1.PartitionHashResponse
+	(*PutOp)(nil),                       // 43: cutkv.internal.v1.PutOp
+	(*DeleteOp)(nil),                    // 44: cutkv.internal.v1.DeleteOp
+	(*NoopOp)(nil),                      // 45: cutkv.internal.v1.NoopOp
+	(*BootstrapOp)(nil),                 // 46: cutkv.internal.v1.BootstrapOp
+	(*MemberInfo)(nil),                  // 47: cutkv.internal.v1.MemberInfo
+	(*ClusterLayout)(nil),               // 48: cutkv.internal.v1.ClusterLayout
+	(*Replicas)(nil),                    // 49: cutkv.internal.v1.Replicas
+	(*MetaImage)(nil),                   // 50: cutkv.internal.v1.MetaImage
+	(*NodeIdentity)(nil),                // 51: cutkv.internal.v1.NodeIdentity
+	(*kvpb.Compare)(nil),                // 52: cutkv.kv.v1.Compare
+	(*kvpb.RequestOp)(nil),              // 53: cutkv.kv.v1.RequestOp
+	(*kvpb.ResponseOp)(nil),             // 54: cutkv.kv.v1.ResponseOp
+	(*kvpb.CutInfo)(nil),                // 55: cutkv.kv.v1.CutInfo
 }
 var file_internalpb_internal_proto_depIdxs = []int32{
 	1,  // 0: cutkv.internal.v1.RaftBatch.messages:type_name -> cutkv.internal.v1.GroupMessage
 	5,  // 1: cutkv.internal.v1.UploadSnapshotRequest.pieces:type_name -> cutkv.internal.v1.LogRange
 	7,  // 2: cutkv.internal.v1.UploadSnapshotResponse.objects:type_name -> cutkv.internal.v1.UploadedObject
 	14, // 3: cutkv.internal.v1.MaterializeResponse.groups:type_name -> cutkv.internal.v1.GroupMaterialized
-	42, // 4: cutkv.internal.v1.Command.put:type_name -> cutkv.internal.v1.PutOp
-	43, // 5: cutkv.internal.v1.Command.delete:type_name -> cutkv.internal.v1.DeleteOp
-	45, // 6: cutkv.internal.v1.Command.bootstrap:type_name -> cutkv.internal.v1.BootstrapOp
-	44, // 7: cutkv.internal.v1.Command.noop:type_name -> cutkv.internal.v1.NoopOp
+	43, // 4: cutkv.internal.v1.Command.put:type_name -> cutkv.internal.v1.PutOp
+	44, // 5: cutkv.internal.v1.Command.delete:type_name -> cutkv.internal.v1.DeleteOp
+	46, // 6: cutkv.internal.v1.Command.bootstrap:type_name -> cutkv.internal.v1.BootstrapOp
+	45, // 7: cutkv.internal.v1.Command.noop:type_name -> cutkv.internal.v1.NoopOp
 	19, // 8: cutkv.internal.v1.Command.txn_prepare:type_name -> cutkv.internal.v1.TxnPrepareOp
 	20, // 9: cutkv.internal.v1.Command.txn_finish:type_name -> cutkv.internal.v1.TxnFinishOp
-	21, // 10: cutkv.internal.v1.Command.txn_decide:type_name -> cutkv.internal.v1.TxnDecideOp
-	23, // 11: cutkv.internal.v1.Command.txn_one_phase:type_name -> cutkv.internal.v1.TxnOnePhaseOp
-	32, // 12: cutkv.internal.v1.Command.cut_start:type_name -> cutkv.internal.v1.CutStartOp
-	34, // 13: cutkv.internal.v1.Command.cut_finish:type_name -> cutkv.internal.v1.CutFinishOp
-	35, // 14: cutkv.internal.v1.Command.hash:type_name -> cutkv.internal.v1.HashOp
-	36, // 15: cutkv.internal.v1.Command.cut_allocate:type_name -> cutkv.internal.v1.CutAllocateOp
-	37, // 16: cutkv.internal.v1.Command.cut_record:type_name -> cutkv.internal.v1.CutRecordOp
-	22, // 17: cutkv.internal.v1.Command.txn_forget:type_name -> cutkv.internal.v1.TxnForgetOp
-	51, // 18: cutkv.internal.v1.TxnShare.compares:type_name -> cutkv.kv.v1.Compare
-	52, // 19: cutkv.internal.v1.TxnShare.success:type_name -> cutkv.kv.v1.RequestOp
-	52, // 20: cutkv.internal.v1.TxnShare.failure:type_name -> cutkv.kv.v1.RequestOp
-	18, // 21: cutkv.internal.v1.TxnPrepareOp.share:type_name -> cutkv.internal.v1.TxnShare
-	18, // 22: cutkv.internal.v1.TxnOnePhaseOp.share:type_name -> cutkv.internal.v1.TxnShare
-	22, // 23: cutkv.internal.v1.ForgetRequest.op:type_name -> cutkv.internal.v1.TxnForgetOp
-	19, // 24: cutkv.internal.v1.PrepareRequest.op:type_name -> cutkv.internal.v1.TxnPrepareOp
-	53, // 25: cutkv.internal.v1.PrepareResponse.success_reads:type_name -> cutkv.kv.v1.ResponseOp
-	53, // 26: cutkv.internal.v1.PrepareResponse.failure_reads:type_name -> cutkv.kv.v1.ResponseOp
-	20, // 27: cutkv.internal.v1.FinishRequest.op:type_name -> cutkv.internal.v1.TxnFinishOp
-	21, // 28: cutkv.internal.v1.DecideRequest.op:type_name -> cutkv.internal.v1.TxnDecideOp
-	21, // 29: cutkv.internal.v1.DecideResponse.recorded:type_name -> cutkv.internal.v1.TxnDecideOp
-	33, // 30: cutkv.internal.v1.CutFinishOp.before:type_name -> cutkv.internal.v1.CutTxn
-	33, // 31: cutkv.internal.v1.CutFinishOp.after:type_name -> cutkv.internal.v1.CutTxn
-	54, // 32: cutkv.internal.v1.CutRecordOp.cut:type_name -> cutkv.kv.v1.CutInfo
-	34, // 33: cutkv.internal.v1.StartCutResponse.finish:type_name -> cutkv.internal.v1.CutFinishOp
-	47, // 34: cutkv.internal.v1.BootstrapOp.layout:type_name -> cutkv.internal.v1.ClusterLayout
-	46, // 35: cutkv.internal.v1.ClusterLayout.members:type_name -> cutkv.internal.v1.MemberInfo
-	48, // 36: cutkv.internal.v1.ClusterLayout.groups:type_name -> cutkv.internal.v1.Replicas
-	47, // 37: cutkv.internal.v1.MetaImage.layout:type_name -> cutkv.internal.v1.ClusterLayout
-	54, // 38: cutkv.internal.v1.MetaImage.cuts:type_name -> cutkv.kv.v1.CutInfo
-	47, // 39: cutkv.internal.v1.NodeIdentity.layout:type_name -> cutkv.internal.v1.ClusterLayout
-	3,  // 40: cutkv.internal.v1.SnapshotPartitions.PrepareSnapshot:input_type -> cutkv.internal.v1.PrepareSnapshotRequest
-	6,  // 41: cutkv.internal.v1.SnapshotPartitions.UploadSnapshot:input_type -> cutkv.internal.v1.UploadSnapshotRequest
-	9,  // 42: cutkv.internal.v1.SnapshotPartitions.ReleaseSnapshot:input_type -> cutkv.internal.v1.ReleaseSnapshotRequest
-	0,  // 43: cutkv.internal.v1.Raft.Send:input_type -> cutkv.internal.v1.RaftBatch
-	11, // 44: cutkv.internal.v1.Raft.FetchMaterialization:input_type -> cutkv.internal.v1.FetchMaterializationRequest
-	13, // 45: cutkv.internal.v1.Raft.Materialize:input_type -> cutkv.internal.v1.MaterializeRequest
-	26, // 46: cutkv.internal.v1.Participant.Prepare:input_type -> cutkv.internal.v1.PrepareRequest
-	28, // 47: cutkv.internal.v1.Participant.Finish:input_type -> cutkv.internal.v1.FinishRequest
-	30, // 48: cutkv.internal.v1.Participant.Decide:input_type -> cutkv.internal.v1.DecideRequest
-	24, // 49: cutkv.internal.v1.Participant.Forget:input_type -> cutkv.internal.v1.ForgetRequest
-	38, // 50: cutkv.internal.v1.CutService.StartCut:input_type -> cutkv.internal.v1.StartCutRequest
-	40, // 51: cutkv.internal.v1.CutService.PartitionHash:input_type -> cutkv.internal.v1.PartitionHashRequest
-	4,  // 52: cutkv.internal.v1.SnapshotPartitions.PrepareSnapshot:output_type -> cutkv.internal.v1.PrepareSnapshotResponse
-	8,  // 53: cutkv.internal.v1.SnapshotPartitions.UploadSnapshot:output_type -> cutkv.internal.v1.UploadSnapshotResponse
-	10, // 54: cutkv.internal.v1.SnapshotPartitions.ReleaseSnapshot:output_type -> cutkv.internal.v1.ReleaseSnapshotResponse
-	2,  // 55: cutkv.internal.v1.Raft.Send:output_type -> cutkv.internal.v1.RaftAck
-	12, // 56: cutkv.internal.v1.Raft.FetchMaterialization:output_type -> cutkv.internal.v1.FileChunk
-	15, // 57: cutkv.internal.v1.Raft.Materialize:output_type -> cutkv.internal.v1.MaterializeResponse
-	27, // 58: cutkv.internal.v1.Participant.Prepare:output_type -> cutkv.internal.v1.PrepareResponse
-	29, // 59: cutkv.internal.v1.Participant.Finish:output_type -> cutkv.internal.v1.FinishResponse
-	31, // 60: cutkv.internal.v1.Participant.Decide:output_type -> cutkv.internal.v1.DecideResponse
-	25, // 61: cutkv.internal.v1.Participant.Forget:output_type -> cutkv.internal.v1.ForgetResponse
-	39, // 62: cutkv.internal.v1.CutService.StartCut:output_type -> cutkv.internal.v1.StartCutResponse
-	41, // 63: cutkv.internal.v1.CutService.PartitionHash:output_type -> cutkv.internal.v1.PartitionHashResponse
-	52, // [52:64] is the sub-list for method output_type
-	40, // [40:52] is the sub-list for method input_type
-	40, // [40:40] is the sub-list for extension type_name
-	40, // [40:40] is the sub-list for extension extendee
-	0,  // [0:40] is the sub-list for field type_name
+	22, // 10: cutkv.internal.v1.Command.txn_decide:type_name -> cutkv.internal.v1.TxnDecideOp
+	24, // 11: cutkv.internal.v1.Command.txn_one_phase:type_name -> cutkv.internal.v1.TxnOnePhaseOp
+	33, // 12: cutkv.internal.v1.Command.cut_start:type_name -> cutkv.internal.v1.CutStartOp
+	35, // 13: cutkv.internal.v1.Command.cut_finish:type_name -> cutkv.internal.v1.CutFinishOp
+	36, // 14: cutkv.internal.v1.Command.hash:type_name -> cutkv.internal.v1.HashOp
+	37, // 15: cutkv.internal.v1.Command.cut_allocate:type_name -> cutkv.internal.v1.CutAllocateOp
+	38, // 16: cutkv.internal.v1.Command.cut_record:type_name -> cutkv.internal.v1.CutRecordOp
+	23, // 17: cutkv.internal.v1.Command.txn_forget:type_name -> cutkv.internal.v1.TxnForgetOp
+	21, // 18: cutkv.internal.v1.Command.txn_horizon:type_name -> cutkv.internal.v1.TxnHorizonOp
+	52, // 19: cutkv.internal.v1.TxnShare.compares:type_name -> cutkv.kv.v1.Compare
+	53, // 20: cutkv.internal.v1.TxnShare.success:type_name -> cutkv.kv.v1.RequestOp
+	53, // 21: cutkv.internal.v1.TxnShare.failure:type_name -> cutkv.kv.v1.RequestOp
+	18, // 22: cutkv.internal.v1.TxnPrepareOp.share:type_name -> cutkv.internal.v1.TxnShare
+	18, // 23: cutkv.internal.v1.TxnOnePhaseOp.share:type_name -> cutkv.internal.v1.TxnShare
+	23, // 24: cutkv.internal.v1.ForgetRequest.op:type_name -> cutkv.internal.v1.TxnForgetOp
+	19, // 25: cutkv.internal.v1.PrepareRequest.op:type_name -> cutkv.internal.v1.TxnPrepareOp
+	54, // 26: cutkv.internal.v1.PrepareResponse.success_reads:type_name -> cutkv.kv.v1.ResponseOp
+	54, // 27: cutkv.internal.v1.PrepareResponse.failure_reads:type_name -> cutkv.kv.v1.ResponseOp
+	20, // 28: cutkv.internal.v1.FinishRequest.op:type_name -> cutkv.internal.v1.TxnFinishOp
+	22, // 29: cutkv.internal.v1.DecideRequest.op:type_name -> cutkv.internal.v1.TxnDecideOp
+	22, // 30: cutkv.internal.v1.DecideResponse.recorded:type_name -> cutkv.internal.v1.TxnDecideOp
+	34, // 31: cutkv.internal.v1.CutFinishOp.before:type_name -> cutkv.internal.v1.CutTxn
+	34, // 32: cutkv.internal.v1.CutFinishOp.after:type_name -> cutkv.internal.v1.CutTxn
+	55, // 33: cutkv.internal.v1.CutRecordOp.cut:type_name -> cutkv.kv.v1.CutInfo
+	35, // 34: cutkv.internal.v1.StartCutResponse.finish:type_name -> cutkv.internal.v1.CutFinishOp
+	48, // 35: cutkv.internal.v1.BootstrapOp.layout:type_name -> cutkv.internal.v1.ClusterLayout
+	47, // 36: cutkv.internal.v1.ClusterLayout.members:type_name -> cutkv.internal.v1.MemberInfo
+	49, // 37: cutkv.internal.v1.ClusterLayout.groups:type_name -> cutkv.internal.v1.Replicas
+	48, // 38: cutkv.internal.v1.MetaImage.layout:type_name -> cutkv.internal.v1.ClusterLayout
+	55, // 39: cutkv.internal.v1.MetaImage.cuts:type_name -> cutkv.kv.v1.CutInfo
+	48, // 40: cutkv.internal.v1.NodeIdentity.layout:type_name -> cutkv.internal.v1.ClusterLayout
+	3,  // 41: cutkv.internal.v1.SnapshotPartitions.PrepareSnapshot:input_type -> cutkv.internal.v1.PrepareSnapshotRequest
+	6,  // 42: cutkv.internal.v1.SnapshotPartitions.UploadSnapshot:input_type -> cutkv.internal.v1.UploadSnapshotRequest
+	9,  // 43: cutkv.internal.v1.SnapshotPartitions.ReleaseSnapshot:input_type -> cutkv.internal.v1.ReleaseSnapshotRequest
+	0,  // 44: cutkv.internal.v1.Raft.Send:input_type -> cutkv.internal.v1.RaftBatch
+	11, // 45: cutkv.internal.v1.Raft.FetchMaterialization:input_type -> cutkv.internal.v1.FetchMaterializationRequest
+	13, // 46: cutkv.internal.v1.Raft.Materialize:input_type -> cutkv.internal.v1.MaterializeRequest
+	27, // 47: cutkv.internal.v1.Participant.Prepare:input_type -> cutkv.internal.v1.PrepareRequest
+	29, // 48: cutkv.internal.v1.Participant.Finish:input_type -> cutkv.internal.v1.FinishRequest
+	31, // 49: cutkv.internal.v1.Participant.Decide:input_type -> cutkv.internal.v1.DecideRequest
+	25, // 50: cutkv.internal.v1.Participant.Forget:input_type -> cutkv.internal.v1.ForgetRequest
+	39, // 51: cutkv.internal.v1.CutService.StartCut:input_type -> cutkv.internal.v1.StartCutRequest
+	41, // 52: cutkv.internal.v1.CutService.PartitionHash:input_type -> cutkv.internal.v1.PartitionHashRequest
+	4,  // 53: cutkv.internal.v1.SnapshotPartitions.PrepareSnapshot:output_type -> cutkv.internal.v1.PrepareSnapshotResponse
+	8,  // 54: cutkv.internal.v1.SnapshotPartitions.UploadSnapshot:output_type -> cutkv.internal.v1.UploadSnapshotResponse
+	10, // 55: cutkv.internal.v1.SnapshotPartitions.ReleaseSnapshot:output_type -> cutkv.internal.v1.ReleaseSnapshotResponse
+	2,  // 56: cutkv.internal.v1.Raft.Send:output_type -> cutkv.internal.v1.RaftAck
+	12, // 57: cutkv.internal.v1.Raft.FetchMaterialization:output_type -> cutkv.internal.v1.FileChunk
+	15, // 58: cutkv.internal.v1.Raft.Materialize:output_type -> cutkv.internal.v1.MaterializeResponse
+	28, // 59: cutkv.internal.v1.Participant.Prepare:output_type -> cutkv.internal.v1.PrepareResponse
+	30, // 60: cutkv.internal.v1.Participant.Finish:output_type -> cutkv.internal.v1.FinishResponse
+	32, // 61: cutkv.internal.v1.Participant.Decide:output_type -> cutkv.internal.v1.DecideResponse
+	26, // 62: cutkv.internal.v1.Participant.Forget:output_type -> cutkv.internal.v1.ForgetResponse
+	40, // 63: cutkv.internal.v1.CutService.StartCut:output_type -> cutkv.internal.v1.StartCutResponse
+	42, // 64: cutkv.internal.v1.CutService.PartitionHash:output_type -> cutkv.internal.v1.PartitionHashResponse
+	53, // [53:65] is the sub-list for method output_type
+	41, // [41:53] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_internalpb_internal_proto_init() }
@@ -3614,6 +3695,7 @@ func file_internalpb_internal_proto_init() {
 		(*Command_CutAllocate)(nil),
 		(*Command_CutRecord)(nil),
 		(*Command_TxnForget)(nil),
+		(*Command_TxnHorizon)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3621,7 +3703,7 @@ func file_internalpb_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internalpb_internal_proto_rawDesc), len(file_internalpb_internal_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   51,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   4,
 		},
