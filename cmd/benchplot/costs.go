@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cutkv/cutkv/internal/benchfmt"
 )
 
 // Costs is what scripts/bench-compare.sh measured of cutkv's own
@@ -120,47 +122,7 @@ type MemoryPoint struct {
 	// Heap and RSS are go_memstats_heap_inuse_bytes and
 	// process_resident_memory_bytes, per node in scrape order.
 	Heap, RSS []float64
-	Fill      *Filled
-}
-
-// Filled is benchsnap fill's line.
-type Filled struct {
-	From      int64   `json:"from"`
-	To        int64   `json:"to"`
-	KeySize   int     `json:"key_size"`
-	ValueSize int     `json:"value_size"`
-	Keys      int64   `json:"keys"`
-	Retries   int64   `json:"retries"`
-	Errors    int64   `json:"errors"`
-	Seconds   float64 `json:"seconds"`
-}
-
-// scrape is benchsnap scrape's output.
-type scrape struct {
-	Time  time.Time `json:"time"`
-	GC    bool      `json:"gc"`
-	Nodes []struct {
-		URL     string             `json:"url"`
-		Samples map[string]float64 `json:"samples"`
-	} `json:"nodes"`
-}
-
-// sum is the sample summed over the nodes.
-func (s scrape) sum(series string) float64 {
-	var t float64
-	for _, n := range s.Nodes {
-		t += n.Samples[series]
-	}
-	return t
-}
-
-// perNode is the sample of each node, in scrape order.
-func (s scrape) perNode(series string) []float64 {
-	out := make([]float64, 0, len(s.Nodes))
-	for _, n := range s.Nodes {
-		out = append(out, n.Samples[series])
-	}
-	return out
+	Fill      *benchfmt.Filled
 }
 
 // snapshotList is the part of kvctl snapshot list -o json read here.
@@ -334,18 +296,18 @@ func loadSnapStats(base string, r *Run) (*SnapStats, error) {
 	if !exists(base + ".metrics.json") {
 		return nil, nil
 	}
-	var m scrape
+	var m benchfmt.Scrape
 	if err := readJSON(base+".metrics.json", &m); err != nil {
 		return nil, err
 	}
 	st := &SnapStats{
-		OK:       int64(m.sum(`cutkv_snapshot_duration_seconds_count{result="ok"}`)),
-		Failed:   int64(m.sum(`cutkv_snapshot_duration_seconds_count{result="error"}`)),
-		Uploaded: m.sum("cutkv_snapshot_uploaded_bytes_total"),
+		OK:       int64(m.Sum(`cutkv_snapshot_duration_seconds_count{result="ok"}`)),
+		Failed:   int64(m.Sum(`cutkv_snapshot_duration_seconds_count{result="error"}`)),
+		Uploaded: m.Sum("cutkv_snapshot_uploaded_bytes_total"),
 		Listed:   -1,
 	}
 	if st.OK > 0 {
-		st.MeanS = m.sum(`cutkv_snapshot_duration_seconds_sum{result="ok"}`) / float64(st.OK)
+		st.MeanS = m.Sum(`cutkv_snapshot_duration_seconds_sum{result="ok"}`) / float64(st.OK)
 	}
 	if exists(base + ".snapshots.json") {
 		var l snapshotList
@@ -511,13 +473,13 @@ func loadMemory(dir string) ([]MemoryPoint, error) {
 		if err != nil {
 			continue // KEYS.fill.json
 		}
-		var s scrape
+		var s benchfmt.Scrape
 		if err := readJSON(name, &s); err != nil {
 			return nil, err
 		}
-		p := MemoryPoint{Keys: n, Heap: s.perNode("go_memstats_heap_inuse_bytes"), RSS: s.perNode("process_resident_memory_bytes")}
+		p := MemoryPoint{Keys: n, Heap: s.PerNode("go_memstats_heap_inuse_bytes"), RSS: s.PerNode("process_resident_memory_bytes")}
 		if fill := filepath.Join(dir, base+".fill.json"); exists(fill) {
-			p.Fill = &Filled{}
+			p.Fill = &benchfmt.Filled{}
 			if err := readJSON(fill, p.Fill); err != nil {
 				return nil, err
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cutkv/cutkv/internal/benchfmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -296,10 +297,10 @@ func (r *runner) work(w *worker, p *phase, c *counters, stats *[numOps]*opStats)
 func (r *runner) execute(ctx context.Context, w *worker, kind opKind, idx int64) (outcome, error) {
 	switch kind {
 	case opPut:
-		putKey(w.key, idx)
+		benchfmt.PutKey(w.key, idx)
 		return outcomeOK, w.conn.Put(ctx, w.key, w.value)
 	case opGet:
-		putKey(w.key, idx)
+		benchfmt.PutKey(w.key, idx)
 		found, err := w.conn.Get(ctx, w.key)
 		if err == nil && !found {
 			return outcomeNotFound, nil

@@ -141,11 +141,3 @@ func TestTxnConfigDefaults(t *testing.T) {
 		t.Errorf("bank --key-size 9 --accounts 10000: %v", err)
 	}
 }
-
-func TestPutKey(t *testing.T) {
-	b := make([]byte, 6)
-	putKey(b, 4711)
-	if string(b) != "004711" {
-		t.Errorf("putKey = %q", b)
-	}
-}

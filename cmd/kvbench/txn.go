@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cutkv/cutkv/internal/benchfmt"
 	"math/rand/v2"
 	"strconv"
 	"sync"
@@ -52,7 +53,7 @@ func newKeyPairs(ctx context.Context, cfg *Config, conn Conn) (*keyPairs, error)
 	seen := make(map[uint64]bool)
 	key := make([]byte, cfg.KeySize)
 	for i := range min(cfg.Keyspace, 1<<16) {
-		putKey(key, i)
+		benchfmt.PutKey(key, i)
 		p := kp.partitionOf(key, kp.partitions)
 		if kp.same && seen[p] || !kp.same && len(seen) > 0 && !seen[p] {
 			return kp, nil
@@ -72,7 +73,7 @@ func (kp *keyPairs) pick(rng *rand.Rand, k1, k2 []byte) error {
 	// keyspace): then start over from another first key.
 	for range 16 {
 		i := rng.Int64N(kp.keyspace)
-		putKey(k1, i)
+		benchfmt.PutKey(k1, i)
 		var p1 uint64
 		if kp.partitions > 0 {
 			p1 = kp.partitionOf(k1, kp.partitions)
@@ -82,7 +83,7 @@ func (kp *keyPairs) pick(rng *rand.Rand, k1, k2 []byte) error {
 			if j == i {
 				continue
 			}
-			putKey(k2, j)
+			benchfmt.PutKey(k2, j)
 			if kp.partitions == 0 || (kp.partitionOf(k2, kp.partitions) == p1) == kp.same {
 				return nil
 			}
@@ -126,7 +127,7 @@ func newBank(cfg *Config) *bank {
 // zero-padded decimal, filling all of buf.
 func accountKey(buf []byte, i int64) {
 	copy(buf, accountPrefix)
-	putKey(buf[len(accountPrefix):], i)
+	benchfmt.PutKey(buf[len(accountPrefix):], i)
 }
 
 // transfer moves a random amount, at most the whole balance, from one

@@ -104,12 +104,3 @@ func workloadHelp() string {
 	}
 	return b.String()
 }
-
-// putKey writes key index i into buf as zero-padded decimal, filling all
-// of buf; i must fit (Config.Validate checks the key size).
-func putKey(buf []byte, i int64) {
-	for j := len(buf) - 1; j >= 0; j-- {
-		buf[j] = byte('0' + i%10)
-		i /= 10
-	}
-}

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -296,37 +294,9 @@ func runMetric(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	want := map[string]float64{
-		"cutkv_snapshot_interval_seconds_count":                 0,
-		"cutkv_snapshot_interval_seconds_sum":                   0,
-		`cutkv_snapshot_duration_seconds_count{result="ok"}`:    0,
-		`cutkv_snapshot_duration_seconds_sum{result="ok"}`:      0,
-		`cutkv_snapshot_duration_seconds_count{result="error"}`: 0,
-		"cutkv_snapshot_uploaded_bytes_total":                   0,
-	}
-	cl := &http.Client{Timeout: 5 * time.Second}
-	for _, u := range benchconn.Split(*urls) {
-		if !strings.Contains(u, "://") {
-			u = "http://" + u
-		}
-		resp, err := cl.Get(strings.TrimSuffix(u, "/") + "/metrics")
-		if err != nil {
-			return err
-		}
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil {
-			return err
-		}
-		for _, line := range strings.Split(string(b), "\n") {
-			name, val, ok := strings.Cut(line, " ")
-			if _, known := want[name]; !ok || !known {
-				continue
-			}
-			if v, err := strconv.ParseFloat(strings.TrimSpace(val), 64); err == nil {
-				want[name] += v
-			}
-		}
+	m, err := scrapeNodes(benchconn.Split(*urls), []string{"cutkv_snapshot_interval_seconds", "cutkv_snapshot_duration_seconds", "cutkv_snapshot_uploaded_bytes"}, false)
+	if err != nil {
+		return err
 	}
 	mean := func(sum, n float64) float64 {
 		if n == 0 {
@@ -334,9 +304,9 @@ func runMetric(args []string) error {
 		}
 		return sum / n
 	}
-	ic, is := want["cutkv_snapshot_interval_seconds_count"], want["cutkv_snapshot_interval_seconds_sum"]
-	dc, ds := want[`cutkv_snapshot_duration_seconds_count{result="ok"}`], want[`cutkv_snapshot_duration_seconds_sum{result="ok"}`]
+	ic, is := m.Sum("cutkv_snapshot_interval_seconds_count"), m.Sum("cutkv_snapshot_interval_seconds_sum")
+	dc, ds := m.Sum(`cutkv_snapshot_duration_seconds_count{result="ok"}`), m.Sum(`cutkv_snapshot_duration_seconds_sum{result="ok"}`)
 	fmt.Printf("cutkv_snapshot_interval_seconds: %.0f gaps, mean %.2f s; cutkv_snapshot_duration_seconds: %.0f ok, mean %.2f s, %.0f failed; uploaded %.1f MiB\n",
-		ic, mean(is, ic), dc, mean(ds, dc), want[`cutkv_snapshot_duration_seconds_count{result="error"}`], want["cutkv_snapshot_uploaded_bytes_total"]/mib)
+		ic, mean(is, ic), dc, mean(ds, dc), m.Sum(`cutkv_snapshot_duration_seconds_count{result="error"}`), m.Sum("cutkv_snapshot_uploaded_bytes_total")/mib)
 	return nil
 }

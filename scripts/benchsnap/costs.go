@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/cutkv/cutkv/client"
+	"github.com/cutkv/cutkv/internal/benchfmt"
 	"github.com/cutkv/cutkv/proto/kvpb"
 	"github.com/cutkv/cutkv/scripts/internal/benchconn"
 )
@@ -131,20 +132,6 @@ func createCut(conns []*grpc.ClientConn) (time.Duration, *kvpb.CutInfo, error) {
 	return 0, nil, err
 }
 
-// scraped is what scrape prints: per node, the samples of the metric
-// families asked for, keyed as the exposition shows them
-// (`name{label="v"}`).
-type scraped struct {
-	Time  time.Time     `json:"time"`
-	GC    bool          `json:"gc"`
-	Nodes []scrapedNode `json:"nodes"`
-}
-
-type scrapedNode struct {
-	URL     string             `json:"url"`
-	Samples map[string]float64 `json:"samples"`
-}
-
 // parseExposition returns the samples of the Prometheus text exposition r
 // whose family is in names (a sample's family is its name, or its name
 // without _count, _sum or _total; histogram buckets are left out unless a
@@ -212,6 +199,18 @@ func runScrape(args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	out, err := scrapeNodes(benchconn.Split(*urls), benchconn.Split(*names), *gc)
+	if err != nil {
+		return err
+	}
+	printJSON(out)
+	return nil
+}
+
+// scrapeNodes reads the samples of the metric families names from each
+// node's /metrics (urls: host:port or a base URL), forcing a garbage
+// collection on each first when gc is set.
+func scrapeNodes(urls, names []string, gc bool) (benchfmt.Scrape, error) {
 	cl := &http.Client{Timeout: 30 * time.Second}
 	get := func(u string) ([]byte, error) {
 		resp, err := cl.Get(u)
@@ -228,48 +227,30 @@ func runScrape(args []string) error {
 		}
 		return b, nil
 	}
-	out := scraped{Time: time.Now().UTC(), GC: *gc}
-	for _, u := range benchconn.Split(*urls) {
+	out := benchfmt.Scrape{Time: time.Now().UTC(), GC: gc}
+	for _, u := range urls {
 		base := u
 		if !strings.Contains(base, "://") {
 			base = "http://" + base
 		}
 		base = strings.TrimSuffix(base, "/")
-		if *gc {
+		if gc {
 			if _, err := get(base + "/debug/pprof/heap?gc=1"); err != nil {
-				return fmt.Errorf("forcing a GC: %w", err)
+				return out, fmt.Errorf("forcing a GC: %w", err)
 			}
 		}
 		b, err := get(base + "/metrics")
 		if err != nil {
-			return err
+			return out, err
 		}
-		samples, err := parseExposition(bytes.NewReader(b), benchconn.Split(*names))
+		samples, err := parseExposition(bytes.NewReader(b), names)
 		if err != nil {
-			return fmt.Errorf("%s/metrics: %w", base, err)
+			return out, fmt.Errorf("%s/metrics: %w", base, err)
 		}
-		out.Nodes = append(out.Nodes, scrapedNode{URL: u, Samples: samples})
+		out.Nodes = append(out.Nodes, benchfmt.ScrapeNode{URL: u, Samples: samples})
 	}
-	printJSON(out)
-	return nil
+	return out, nil
 }
-
-// filled is what fill prints.
-type filled struct {
-	From       int64   `json:"from"`
-	To         int64   `json:"to"`
-	KeySize    int     `json:"key_size"`
-	ValueSize  int     `json:"value_size"`
-	Keys       int64   `json:"keys"`
-	Retries    int64   `json:"retries"`
-	Errors     int64   `json:"errors"`
-	Seconds    float64 `json:"seconds"`
-	FirstError string  `json:"first_error,omitempty"`
-}
-
-// fillKey is key index i as zero-padded decimal of size bytes: the keys
-// kvbench names (--key-size), so that a fill and kvbench runs agree.
-func fillKey(i int64, size int) []byte { return fmt.Appendf(nil, "%0*d", size, i) }
 
 // runFill puts every key of [-from, -to) once, with a random value of
 // -value-size bytes, from -clients workers over -conns clients. A put
@@ -312,7 +293,7 @@ func runFill(args []string) error {
 		}
 		cls = append(cls, c)
 	}
-	out := filled{From: *from, To: *to, KeySize: *keySize, ValueSize: *valueSize}
+	out := benchfmt.Filled{From: *from, To: *to, KeySize: *keySize, ValueSize: *valueSize}
 	var next, done, retries, failed atomic.Int64
 	next.Store(*from)
 	var errMu sync.Mutex
@@ -330,7 +311,8 @@ func runFill(args []string) error {
 				if i >= *to {
 					return
 				}
-				key := fillKey(i, *keySize)
+				key := make([]byte, *keySize) // the client may keep it
+				benchfmt.PutKey(key, i)
 				for j := range val {
 					val[j] = byte('a' + rng.IntN(26))
 				}

@@ -58,9 +58,3 @@ func TestSummarizeMs(t *testing.T) {
 		t.Error("summarizeMs(nil) is not zero")
 	}
 }
-
-func TestFillKey(t *testing.T) {
-	if got := string(fillKey(42, 16)); got != "0000000000000042" {
-		t.Errorf("fillKey(42, 16) = %q", got)
-	}
-}
