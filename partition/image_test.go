@@ -529,6 +529,8 @@ func TestDecodeImageRefusesDamage(t *testing.T) {
 		{"active without intent", edit(in, frame(frameIntent, msg(1, prep("t30", imgShare(nil, []*kvpb.RequestOp{rPut("zz", "x")}, nil))), vf(2, 1), vf(3, 1)))},
 		{"finished and prepared", insert(kindAt(frameFinished)+2, frame(frameFinished, bf(1, []byte("t3"))))},
 		{"bad record", edit(kindAt(frameRecord), frame(frameRecord, bf(1, []byte{0xff})))},
+		{"horizon out of range", edit(0, append(slices.Clone(fs[0]), vf(4, 1<<63)...))},
+		{"prepare time out of range", edit(kindAt(frameFinished), append(slices.Clone(fs[kindAt(frameFinished)]), vf(2, 1<<63)...))},
 		{"bad cut transaction", edit(1, frame(frameCut, vf(1, 3), vf(2, 2), bf(4, []byte{0xff})))},
 		{"bad finished cut", edit(1, frame(frameCut, vf(1, 3), vf(2, 2), bf(8, []byte{0xff})))},
 		{"impossible cut", edit(1, frame(frameCut, vf(2, 2)))},
