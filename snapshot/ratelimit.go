@@ -33,14 +33,6 @@ func NewRateLimit(bytesPerSec int64) *RateLimit {
 	return &RateLimit{perSec: float64(bytesPerSec), burst: 100 * time.Millisecond, now: time.Now, sleep: sleepCtx}
 }
 
-// BytesPerSec returns the limit, 0 for none.
-func (l *RateLimit) BytesPerSec() int64 {
-	if l == nil {
-		return 0
-	}
-	return int64(l.perSec)
-}
-
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()

@@ -96,7 +96,7 @@ func TestRateLimitCancel(t *testing.T) {
 func TestRateLimitNone(t *testing.T) {
 	for _, rate := range []int64{0, -1} {
 		l := NewRateLimit(rate)
-		if l != nil || l.BytesPerSec() != 0 {
+		if l != nil {
 			t.Fatalf("NewRateLimit(%d) = %v", rate, l)
 		}
 		r := bytes.NewReader(nil)
@@ -104,8 +104,8 @@ func TestRateLimitNone(t *testing.T) {
 			t.Fatal("a nil limit wrapped the reader")
 		}
 	}
-	if got := NewRateLimit(5 << 20).BytesPerSec(); got != 5<<20 {
-		t.Fatalf("BytesPerSec = %d", got)
+	if l := NewRateLimit(5 << 20); l == nil || l.perSec != 5<<20 {
+		t.Fatalf("NewRateLimit(5 MiB) = %+v", l)
 	}
 }
 
