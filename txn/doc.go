@@ -1,7 +1,10 @@
 // Package txn holds the pure pieces of cutkv's transactions (DESIGN.md,
 // "Transactions (2PC)"): validating a Txn and splitting it into
 // per-partition shares, evaluating compares, and the lock table that
-// prepared transactions hold until Finish.
+// prepared transactions hold until Finish. validate.go holds the checks
+// the services' doors run on a client's Txn and on the participant
+// service's requests (DESIGN.md, "Trust"); the partition state machine
+// assumes what they check.
 //
 // Everything here is a plain value driven by method calls, with no I/O and
 // no goroutines: the partition state machine owns a LockTable and changes

@@ -2,119 +2,11 @@ package txn
 
 import (
 	"bytes"
-	"errors"
-	"fmt"
 
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/kvpb"
 	"github.com/cutkv/cutkv/topology"
 )
-
-// ErrInvalid is returned for a transaction that can never run.
-var ErrInvalid = errors.New("txn: invalid transaction")
-
-// Limits bound a transaction.
-type Limits struct {
-	MaxOps       int // per list (compares, success, failure); default 128
-	MaxKeySize   int
-	MaxValueSize int
-}
-
-// Validate checks req against the limits and the rules every replica
-// relies on: no key written twice in a branch, and no branch reading a
-// key (or a range over a key) it writes, so reads taken at prepare time
-// are what the branch would read.
-func Validate(req *kvpb.TxnRequest, l Limits) error {
-	if l.MaxOps <= 0 {
-		l.MaxOps = 128
-	}
-	for name, n := range map[string]int{"compares": len(req.GetCompare()), "success ops": len(req.GetSuccess()), "failure ops": len(req.GetFailure())} {
-		if n > l.MaxOps {
-			return fmt.Errorf("%w: %d %s exceed the limit of %d", ErrInvalid, n, name, l.MaxOps)
-		}
-	}
-	checkKey := func(what string, k []byte) error {
-		if len(k) == 0 {
-			return fmt.Errorf("%w: %s has an empty key", ErrInvalid, what)
-		}
-		if l.MaxKeySize > 0 && len(k) > l.MaxKeySize {
-			return fmt.Errorf("%w: %s key of %d bytes exceeds the limit of %d", ErrInvalid, what, len(k), l.MaxKeySize)
-		}
-		return nil
-	}
-	for i, c := range req.GetCompare() {
-		if err := checkKey(fmt.Sprintf("compare %d", i), c.GetKey()); err != nil {
-			return err
-		}
-		switch c.GetTarget() {
-		case kvpb.Compare_VERSION:
-			if _, ok := c.GetTargetUnion().(*kvpb.Compare_Version); !ok && c.GetTargetUnion() != nil {
-				return fmt.Errorf("%w: compare %d targets the version but carries a value", ErrInvalid, i)
-			}
-		case kvpb.Compare_VALUE:
-			if _, ok := c.GetTargetUnion().(*kvpb.Compare_Value); !ok {
-				return fmt.Errorf("%w: compare %d targets the value but carries none", ErrInvalid, i)
-			}
-		default:
-			return fmt.Errorf("%w: compare %d has unknown target %v", ErrInvalid, i, c.GetTarget())
-		}
-	}
-	for name, ops := range map[string][]*kvpb.RequestOp{"success": req.GetSuccess(), "failure": req.GetFailure()} {
-		writes := map[string]bool{}
-		var reads []Want
-		for i, op := range ops {
-			what := fmt.Sprintf("%s op %d", name, i)
-			switch r := op.GetRequest().(type) {
-			case *kvpb.RequestOp_Put:
-				if err := checkKey(what, r.Put.GetKey()); err != nil {
-					return err
-				}
-				if l.MaxValueSize > 0 && len(r.Put.GetValue()) > l.MaxValueSize {
-					return fmt.Errorf("%w: %s value of %d bytes exceeds the limit of %d", ErrInvalid, what, len(r.Put.GetValue()), l.MaxValueSize)
-				}
-				if writes[string(r.Put.GetKey())] {
-					return fmt.Errorf("%w: %s writes key %q twice", ErrInvalid, what, r.Put.GetKey())
-				}
-				writes[string(r.Put.GetKey())] = true
-			case *kvpb.RequestOp_Delete:
-				if err := checkKey(what, r.Delete.GetKey()); err != nil {
-					return err
-				}
-				if writes[string(r.Delete.GetKey())] {
-					return fmt.Errorf("%w: %s writes key %q twice", ErrInvalid, what, r.Delete.GetKey())
-				}
-				writes[string(r.Delete.GetKey())] = true
-			case *kvpb.RequestOp_Get:
-				if err := checkKey(what, r.Get.GetKey()); err != nil {
-					return err
-				}
-				reads = append(reads, Want{Start: r.Get.GetKey()})
-			case *kvpb.RequestOp_Scan:
-				if r.Scan.GetLimit() < 0 || r.Scan.GetPartition() != 0 {
-					return fmt.Errorf("%w: %s: scan with a negative limit or a partition", ErrInvalid, what)
-				}
-				reads = append(reads, Want{Start: r.Scan.GetStart(), End: nonNil(r.Scan.GetEnd())})
-			default:
-				return fmt.Errorf("%w: %s is empty", ErrInvalid, what)
-			}
-		}
-		for k := range writes {
-			for _, r := range reads {
-				if (r.isRange() && r.covers([]byte(k))) || (!r.isRange() && string(r.Start) == k) {
-					return fmt.Errorf("%w: the %s branch reads key %q, which it also writes", ErrInvalid, name, k)
-				}
-			}
-		}
-	}
-	return nil
-}
-
-func nonNil(b []byte) []byte {
-	if b == nil {
-		return []byte{}
-	}
-	return b
-}
 
 // Split divides a valid transaction into per-partition shares and names
 // the record partition (that of the smallest key the transaction names).
@@ -239,7 +131,10 @@ func Wants(s *internalpb.TxnShare) []Want {
 }
 
 // Holds reports whether cmp holds for a key with the given version
-// (0 = absent) and value.
+// (0 = absent) and value. A result or target this binary does not know
+// never holds: Validate and ValidateShare refuse them, so only an entry
+// logged before they did can carry one, and replaying it must answer as
+// it did then.
 func Holds(cmp *kvpb.Compare, version int64, value []byte) bool {
 	var c int
 	switch cmp.GetTarget() {

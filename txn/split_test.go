@@ -91,9 +91,9 @@ func TestValidate(t *testing.T) {
 		{name: "negative limit means default", req: &kvpb.TxnRequest{Compare: cmps(129)}, limits: Limits{MaxOps: -1}, wantErr: "limit of 128"},
 
 		// Empty and oversized keys and values.
-		{name: "compare empty key", req: &kvpb.TxnRequest{Compare: []*kvpb.Compare{cmpVersion("", eq, 0)}}, wantErr: "compare 0 has an empty key"},
-		{name: "put empty key", req: &kvpb.TxnRequest{Success: []*kvpb.RequestOp{opPut("", "v")}}, wantErr: "success op 0 has an empty key"},
-		{name: "delete empty key", req: &kvpb.TxnRequest{Failure: []*kvpb.RequestOp{opGet("a"), opDel("")}}, wantErr: "failure op 1 has an empty key"},
+		{name: "compare empty key", req: &kvpb.TxnRequest{Compare: []*kvpb.Compare{cmpVersion("", eq, 0)}}, wantErr: "compare 0: empty key"},
+		{name: "put empty key", req: &kvpb.TxnRequest{Success: []*kvpb.RequestOp{opPut("", "v")}}, wantErr: "success op 0: empty key"},
+		{name: "delete empty key", req: &kvpb.TxnRequest{Failure: []*kvpb.RequestOp{opGet("a"), opDel("")}}, wantErr: "failure op 1: empty key"},
 		{name: "get empty key", req: &kvpb.TxnRequest{Success: []*kvpb.RequestOp{opGet("")}}, wantErr: "empty key"},
 		{name: "keys at size limit", limits: Limits{MaxKeySize: 3}, req: &kvpb.TxnRequest{
 			Compare: []*kvpb.Compare{cmpVersion("abc", eq, 0)},
@@ -109,8 +109,8 @@ func TestValidate(t *testing.T) {
 		{name: "empty value", req: &kvpb.TxnRequest{Success: []*kvpb.RequestOp{opPut("a", "")}}},
 
 		// A branch writes a key at most once.
-		{name: "put put", req: &kvpb.TxnRequest{Success: []*kvpb.RequestOp{opPut("a", "1"), opPut("b", "1"), opPut("a", "2")}}, wantErr: `success op 2 writes key "a" twice`},
-		{name: "put delete", req: &kvpb.TxnRequest{Failure: []*kvpb.RequestOp{opPut("a", "1"), opDel("a")}}, wantErr: `failure op 1 writes key "a" twice`},
+		{name: "put put", req: &kvpb.TxnRequest{Success: []*kvpb.RequestOp{opPut("a", "1"), opPut("b", "1"), opPut("a", "2")}}, wantErr: `success op 2: writes key "a" twice`},
+		{name: "put delete", req: &kvpb.TxnRequest{Failure: []*kvpb.RequestOp{opPut("a", "1"), opDel("a")}}, wantErr: `failure op 1: writes key "a" twice`},
 		{name: "delete put", req: &kvpb.TxnRequest{Success: []*kvpb.RequestOp{opDel("a"), opPut("a", "1")}}, wantErr: "twice"},
 		{name: "delete delete", req: &kvpb.TxnRequest{Success: []*kvpb.RequestOp{opDel("a"), opDel("a")}}, wantErr: "twice"},
 		{name: "same key in both branches", req: &kvpb.TxnRequest{Success: []*kvpb.RequestOp{opPut("a", "1")}, Failure: []*kvpb.RequestOp{opDel("a")}}},
@@ -143,13 +143,13 @@ func TestValidate(t *testing.T) {
 		// Compare target and union.
 		{name: "version compare carrying a value", req: &kvpb.TxnRequest{Compare: []*kvpb.Compare{
 			{Key: []byte("a"), Target: kvpb.Compare_VERSION, TargetUnion: &kvpb.Compare_Value{Value: []byte("x")}},
-		}}, wantErr: "compare 0 targets the version but carries a value"},
+		}}, wantErr: "compare 0: targets the version but carries a value"},
 		{name: "version compare with no union is version 0", req: &kvpb.TxnRequest{Compare: []*kvpb.Compare{
 			{Key: []byte("a"), Target: kvpb.Compare_VERSION},
 		}}},
 		{name: "value compare carrying a version", req: &kvpb.TxnRequest{Compare: []*kvpb.Compare{
 			cmpVersion("b", eq, 1), {Key: []byte("a"), Target: kvpb.Compare_VALUE, TargetUnion: &kvpb.Compare_Version{Version: 1}},
-		}}, wantErr: "compare 1 targets the value but carries none"},
+		}}, wantErr: "compare 1: targets the value but carries none"},
 		{name: "value compare with no union", req: &kvpb.TxnRequest{Compare: []*kvpb.Compare{
 			{Key: []byte("a"), Target: kvpb.Compare_VALUE},
 		}}, wantErr: "targets the value but carries none"},
@@ -158,18 +158,38 @@ func TestValidate(t *testing.T) {
 		}}},
 		{name: "unknown target", req: &kvpb.TxnRequest{Compare: []*kvpb.Compare{
 			{Key: []byte("a"), Target: kvpb.Compare_Target(7), TargetUnion: &kvpb.Compare_Version{}},
-		}}, wantErr: "unknown target"},
+		}}, wantErr: "compare 0: unknown target 7"},
+		// An unknown enum is refused, not read as a compare that fails
+		// (Holds answers false for it).
+		{name: "unknown result", req: &kvpb.TxnRequest{Compare: []*kvpb.Compare{
+			cmpVersion("a", eq, 0), cmpVersion("b", eq, 0), cmpVersion("c", kvpb.Compare_Result(7), 0),
+		}}, wantErr: "compare 2: unknown result 7"},
+		{name: "negative result", req: &kvpb.TxnRequest{Compare: []*kvpb.Compare{cmpValue("a", kvpb.Compare_Result(-1), "x")}}, wantErr: "compare 0: unknown result -1"},
+		{name: "every known result", req: &kvpb.TxnRequest{Compare: []*kvpb.Compare{
+			cmpVersion("a", kvpb.Compare_EQUAL, 0), cmpVersion("a", kvpb.Compare_GREATER, 0), cmpVersion("a", kvpb.Compare_LESS, 0), cmpVersion("a", kvpb.Compare_NOT_EQUAL, 0),
+		}}},
+		{name: "nil compare", req: &kvpb.TxnRequest{Compare: []*kvpb.Compare{nil}}, wantErr: "compare 0: empty key"},
+		{name: "compare value at limit", limits: Limits{MaxValueSize: 2}, req: &kvpb.TxnRequest{Compare: []*kvpb.Compare{cmpValue("a", eq, "12")}}},
+		{name: "compare value oversized", limits: Limits{MaxValueSize: 2}, req: &kvpb.TxnRequest{Compare: []*kvpb.Compare{cmpValue("a", eq, "123")}}, wantErr: "compare 0: value of 3 bytes exceeds the limit of 2"},
 
 		// Scans.
 		{name: "scan with a limit", req: &kvpb.TxnRequest{Success: []*kvpb.RequestOp{opScan("a", "b", 10)}}},
-		{name: "scan with a negative limit", req: &kvpb.TxnRequest{Success: []*kvpb.RequestOp{opScan("a", "b", -1)}}, wantErr: "success op 0: scan with a negative limit or a partition"},
+		{name: "scan with a negative limit", req: &kvpb.TxnRequest{Success: []*kvpb.RequestOp{opScan("a", "b", -1)}}, wantErr: "success op 0: scan limit -1 is negative"},
 		{name: "scan with a partition", req: &kvpb.TxnRequest{Failure: []*kvpb.RequestOp{
 			{Request: &kvpb.RequestOp_Scan{Scan: &kvpb.ScanRequest{Start: []byte("a"), Partition: 2}}},
-		}}, wantErr: "failure op 0: scan with a negative limit or a partition"},
+		}}, wantErr: "failure op 0: scan names partition 2"},
+		{name: "scan bounds at key limit", limits: Limits{MaxKeySize: 2}, req: &kvpb.TxnRequest{Success: []*kvpb.RequestOp{opScan("ab", "ac", 0)}}},
+		{name: "scan start oversized", limits: Limits{MaxKeySize: 2}, req: &kvpb.TxnRequest{Success: []*kvpb.RequestOp{opScan("abc", "", 0)}}, wantErr: "success op 0: scan start of 3 bytes exceeds the key limit of 2"},
+		{name: "scan end oversized", limits: Limits{MaxKeySize: 2}, req: &kvpb.TxnRequest{Failure: []*kvpb.RequestOp{opGet("a"), opScan("a", "abc", 0)}}, wantErr: "failure op 1: scan end of 3 bytes"},
+		{name: "scan of an empty range", req: &kvpb.TxnRequest{Success: []*kvpb.RequestOp{opScan("b", "b", 0)}}, wantErr: `success op 0: scan range ["b", "b") is empty`},
+		{name: "scan of a reversed range", req: &kvpb.TxnRequest{Success: []*kvpb.RequestOp{opScan("b", "a", 0)}}, wantErr: `success op 0: scan range ["b", "a") is empty`},
+		{name: "scan from the start", req: &kvpb.TxnRequest{Success: []*kvpb.RequestOp{opScan("", "a", 0)}}},
+		{name: "long keys are cut in errors", req: &kvpb.TxnRequest{Success: []*kvpb.RequestOp{opPut(strings.Repeat("k", 1000), "1"), opDel(strings.Repeat("k", 1000))}},
+			wantErr: `writes key "` + strings.Repeat("k", 64) + `"... twice`},
 
 		// Empty ops.
-		{name: "empty op", req: &kvpb.TxnRequest{Success: []*kvpb.RequestOp{opGet("a"), {}}}, wantErr: "success op 1 is empty"},
-		{name: "nil op", req: &kvpb.TxnRequest{Failure: []*kvpb.RequestOp{nil}}, wantErr: "failure op 0 is empty"},
+		{name: "empty op", req: &kvpb.TxnRequest{Success: []*kvpb.RequestOp{opGet("a"), {}}}, wantErr: "success op 1: empty"},
+		{name: "nil op", req: &kvpb.TxnRequest{Failure: []*kvpb.RequestOp{nil}}, wantErr: "failure op 0: empty"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
