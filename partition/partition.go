@@ -58,9 +58,10 @@ type Partition struct {
 	records map[string]*internalpb.TxnDecideOp
 	// finished remembers transactions finished here, so a prepare that
 	// arrives after its Finish (a delayed proposal) cannot lock again:
-	// each id with its prepare time (Unix ms; 0 unknown). horizon refuses
-	// prepares stamped before it, so ids prepared before it are dropped
-	// (TxnHorizonOp).
+	// each id with its prepare time (Unix ms; 0 unknown), including the
+	// tombstones of aborts that came before any prepare (txn.go,
+	// "Transaction ids"). horizon refuses prepares stamped before it, so
+	// ids prepared before it are dropped (TxnHorizonOp).
 	finished map[string]int64
 	horizon  int64
 	// cut is the consistent cut's progress (REQUIRES: mu held).

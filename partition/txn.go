@@ -76,16 +76,64 @@ func (p *Partition) applyTxnLocked(index uint64, cmd *internalpb.Command) any {
 	return nil
 }
 
+// Transaction ids. An id names one transaction for as long as this
+// partition remembers it (DESIGN.md, "Transactions (2PC)": no reuse).
+// Ids are the coordinator's, 16 random bytes, and the services' doors
+// check their shape (txn.ValidatePrepare and friends); the rules below
+// keep the state machine right should an id arrive twice all the same —
+// a buggy or replayed coordinator, a forged request — so that no
+// prepare answers "prepared" for writes that will not apply and no
+// finish applies or drops another transaction's writes:
+//
+//   - A prepare of an id that holds an intent here answers the intent's
+//     vote only if it is the same prepare (equal op: a retry, or a
+//     delayed copy of the proposal); any other prepare under that id is
+//     refused. Answering the first vote to a second transaction would
+//     let it report success with the first one's reads while its own
+//     writes are never applied.
+//   - A prepare of an id finished here, or whose decision this partition
+//     records (it is the id's record partition: the decision came
+//     first, as recovery's presumed abort does), or stamped before the
+//     horizon, is refused and locks nothing. A refusal is not a vote:
+//     the coordinator aborts.
+//   - A finish names the transaction's prepare time; one that names a
+//     time other than the intent's is another transaction's under the
+//     same id and changes nothing (0, unknown, matches any).
+//   - A finish with no intent applies no writes. An abort leaves a
+//     tombstone (a finished id with the finish's prepare time) so that
+//     a prepare still on its way never locks: the coordinator gave up
+//     on it. A commit leaves nothing. Committing needs every
+//     participant's prepare applied first, so a commit with no intent
+//     here is either a copy of a finish already applied (its finished
+//     id, or the horizon, refuses any late prepare already) or a sign
+//     that something decided without this partition's vote; then a
+//     tombstone would only make sure this share is lost for good, where
+//     without one a late prepare can still lock and recovery, reading
+//     the commit in the record, apply it. Leaving nothing also means a
+//     stray commit cannot block a future transaction, nor grow the
+//     finished ids.
+//
+// Finished ids stay until the horizon passes their prepare time
+// (horizonLocked); a prepare older than the horizon is refused instead,
+// so memory stays bounded by the transactions of the last horizon
+// interval. A tombstone already behind the horizon is not kept.
+
 // prepareLocked takes the share's locks (all or none), evaluates its
 // compares and reads what either branch reads. Preparing twice returns the
-// first vote.
+// first vote; see "Transaction ids" for when a prepare is refused.
 func (p *Partition) prepareLocked(index uint64, op *internalpb.TxnPrepareOp) Vote {
 	id := string(op.GetTxnId())
 	if in := p.intents[id]; in != nil {
-		return in.Vote
+		if proto.Equal(in.Op, op) {
+			return in.Vote
+		}
+		return Vote{} // another transaction under a prepared id
 	}
 	if _, done := p.finished[id]; done {
 		return Vote{} // finished already (a late prepare): never lock again
+	}
+	if _, decided := p.records[id]; decided {
+		return Vote{} // decided before this prepare applied (no reuse)
 	}
 	if op.GetPreparedUnixMs() < p.horizon {
 		return Vote{} // older than the horizon: a late copy, perhaps finished and forgotten
@@ -104,20 +152,19 @@ func (p *Partition) prepareLocked(index uint64, op *internalpb.TxnPrepareOp) Vot
 }
 
 // finishLocked applies (commit) or drops (abort) an intent and releases
-// its locks. A finish without an intent (already finished, or never
-// prepared here) changes nothing.
+// its locks. A finish without an intent applies nothing; an abort leaves
+// a tombstone ("Transaction ids").
 func (p *Partition) finishLocked(index uint64, op *internalpb.TxnFinishOp) {
 	id := string(op.GetTxnId())
 	in := p.intents[id]
-	at := op.GetPreparedUnixMs()
-	if in != nil {
-		at = in.Op.GetPreparedUnixMs()
-	}
-	if _, done := p.finished[id]; !done || at > 0 {
-		p.finished[id] = at
-	}
 	if in == nil {
+		if !op.GetCommit() {
+			p.tombstoneLocked(id, op.GetPreparedUnixMs())
+		}
 		return
+	}
+	if at := op.GetPreparedUnixMs(); at != 0 && at != in.Op.GetPreparedUnixMs() {
+		return // another transaction's finish under this id
 	}
 	p.cut.TxnFinished(id, op.GetCommit(), op.GetSucceeded(), op.GetStamp())
 	if op.GetCommit() {
@@ -129,6 +176,21 @@ func (p *Partition) finishLocked(index uint64, op *internalpb.TxnFinishOp) {
 	}
 	p.locks.Release(id)
 	delete(p.intents, id)
+	p.finished[id] = in.Op.GetPreparedUnixMs()
+}
+
+// tombstoneLocked remembers id, finished here without an intent, with
+// its prepare time at (0: unknown). A tombstone behind the horizon is
+// not kept: the horizon refuses that prepare already. The first time
+// recorded stays, except that a known one replaces an unknown one.
+func (p *Partition) tombstoneLocked(id string, at int64) {
+	if at != 0 && at < p.horizon {
+		return
+	}
+	if old, ok := p.finished[id]; ok && (old != 0 || at == 0) {
+		return
+	}
+	p.finished[id] = at
 }
 
 // horizonLocked raises the horizon to ms (never lowers it) and drops the
@@ -167,9 +229,16 @@ func (p *Partition) decideLocked(op *internalpb.TxnDecideOp) *internalpb.TxnDeci
 }
 
 // onePhaseLocked runs a whole single-partition transaction in one entry.
+// An id that holds an intent here refuses it: a transaction never
+// conflicts with its own locks, so a one-phase transaction under a
+// prepared id would write past that transaction's locks.
 func (p *Partition) onePhaseLocked(index uint64, op *internalpb.TxnOnePhaseOp) OnePhaseResult {
 	s := op.GetShare()
-	if c := p.locks.Conflicts(string(op.GetTxnId()), txn.Wants(s)); len(c) > 0 {
+	id := string(op.GetTxnId())
+	if p.intents[id] != nil {
+		return OnePhaseResult{Conflicts: []string{id}}
+	}
+	if c := p.locks.Conflicts(id, txn.Wants(s)); len(c) > 0 {
 		return OnePhaseResult{Conflicts: c}
 	}
 	res := OnePhaseResult{Succeeded: p.holdsLocked(s.GetCompares())}

@@ -126,8 +126,9 @@ type partModel struct {
 	votes   map[string]string // rendered first vote of each intent
 	index   map[string]uint64 // index of each intent's (first) prepare
 	records map[string]*internalpb.TxnDecideOp
-	// finished: transactions finished here; a later prepare is refused
-	// without naming conflicts and locks nothing.
+	// finished: transactions finished here (an intent finished, or an
+	// abort without one); a later prepare is refused without naming
+	// conflicts and locks nothing. So is one with a record here.
 	finished map[string]bool
 }
 
@@ -315,7 +316,7 @@ func genBranch(src source) []*kvpb.RequestOp {
 			ops = append(ops, rGet(k))
 		case 5:
 			rg := [2]string{pick(src, append([]string{""}, modelKeys...)), pick(src, modelEnds)}
-			ok := true
+			ok := rg[1] == "" || rg[0] < rg[1] // txn.Validate refuses an empty range
 			for k := range writes {
 				ok = ok && !inModelRange(k, rg)
 			}
@@ -461,8 +462,22 @@ func (h *partHarness) step(src source) {
 	switch src.IntN(16) {
 	case 0, 1, 2, 3: // prepare
 		t := pick(src, h.pool)
-		h.steps = append(h.steps, fmt.Sprintf("%d: prepare %s %s", idx, t.id, fmtShare(t.share)))
 		_, prepared := h.m.intents[t.id]
+		if prepared && src.IntN(4) == 0 {
+			// Another transaction under a prepared id (a reused or
+			// replayed id): refused, and the intent stays as it was.
+			c := cmdPrepare(t.id, genShare(h.tb, src))
+			c.GetTxnPrepare().Priority = 1
+			h.steps = append(h.steps, fmt.Sprintf("%d: prepare %s again, another op %s", idx, t.id, fmtShare(c.GetTxnPrepare().GetShare())))
+			got := fmtApplyResult(h.apply(idx, c))
+			h.m.applied = idx
+			h.stats["prepare under a prepared id"]++
+			if w := fmtVote(Vote{}); got != w {
+				h.fatalf("prepare of prepared %s with another op: vote\n%s\nwant a refusal that locks nothing\n%s", t.id, got, w)
+			}
+			break
+		}
+		h.steps = append(h.steps, fmt.Sprintf("%d: prepare %s %s", idx, t.id, fmtShare(t.share)))
 		want := h.m.conflicts(t.id, t.share)
 		if got := h.p.LockConflicts(t.id, t.share); !slices.Equal(got, want) {
 			h.fatalf("LockConflicts(%s) = %v, model %v", t.id, got, want)
@@ -474,10 +489,10 @@ func (h *partHarness) step(src source) {
 		h.m.applied = idx
 		got := fmtVote(v)
 		switch {
-		case !prepared && h.m.finished[t.id]:
-			h.stats["prepare after finish"]++
+		case !prepared && (h.m.finished[t.id] || h.m.records[t.id] != nil):
+			h.stats["prepare after finish or decision"]++
 			if w := fmtVote(Vote{}); got != w {
-				h.fatalf("prepare %s after its finish: vote\n%s\nwant a refusal that locks nothing\n%s", t.id, got, w)
+				h.fatalf("prepare %s after its finish or decision: vote\n%s\nwant a refusal that locks nothing\n%s", t.id, got, w)
 			}
 		case prepared:
 			h.stats["prepare again"]++
@@ -503,13 +518,28 @@ func (h *partHarness) step(src source) {
 			t = pick(src, prepared)
 		}
 		commit, succeeded := src.IntN(3) > 0, src.IntN(2) == 0
+		if h.m.intents[t.id] != nil && src.IntN(5) == 0 {
+			// The finish of another transaction under this id (its
+			// prepare time is not the intent's, 0): changes nothing.
+			h.steps = append(h.steps, fmt.Sprintf("%d: finish %s commit=%v succeeded=%v of another prepare time", idx, t.id, commit, succeeded))
+			c := cmdFinish(t.id, commit, succeeded)
+			c.GetTxnFinish().PreparedUnixMs = 77
+			if res := h.apply(idx, c); res != nil {
+				h.fatalf("finish returned %v", fmtApplyResult(res))
+			}
+			h.m.applied = idx
+			h.stats["finish under a prepared id"]++
+			break
+		}
 		h.steps = append(h.steps, fmt.Sprintf("%d: finish %s commit=%v succeeded=%v", idx, t.id, commit, succeeded))
 		if res := h.apply(idx, cmdFinish(t.id, commit, succeeded)); res != nil {
 			h.fatalf("finish returned %v", fmtApplyResult(res))
 		}
 		h.m.applied = idx
 		h.stats[fmt.Sprintf("finish with intent %v", h.m.intents[t.id] != nil)]++
-		h.m.finished[t.id] = true
+		if h.m.intents[t.id] != nil || !commit {
+			h.m.finished[t.id] = true // a commit with no intent leaves nothing
+		}
 		if s, ok := h.m.intents[t.id]; ok {
 			if commit {
 				ops := s.Failure
@@ -582,6 +612,10 @@ func (h *partHarness) step(src source) {
 	case 11, 12: // one-phase transaction
 		h.ids++
 		id := fmt.Sprintf("o%02d", h.ids)
+		reused := false
+		if prepared := h.preparedTxns(); len(prepared) > 0 && src.IntN(6) == 0 {
+			id, reused = pick(src, prepared).id, true // under a prepared id: refused by it
+		}
 		s := genShare(h.tb, src)
 		h.steps = append(h.steps, fmt.Sprintf("%d: one-phase %s %s", idx, id, fmtShare(s)))
 		res, ok := h.apply(idx, cmdOnePhase(id, s)).(OnePhaseResult)
@@ -590,6 +624,10 @@ func (h *partHarness) step(src source) {
 		}
 		h.m.applied = idx
 		want := OnePhaseResult{Conflicts: h.m.conflicts(id, s)}
+		if reused {
+			h.stats["one-phase under a prepared id"]++
+			want.Conflicts = []string{id}
+		}
 		h.stats[fmt.Sprintf("one-phase refused %v", len(want.Conflicts) > 0)]++
 		if len(want.Conflicts) == 0 {
 			want.Succeeded = h.m.holds(s.Compares)
@@ -769,6 +807,7 @@ func TestTxnStateMachineModel(t *testing.T) {
 		"prepare again", "prepare refused", "prepared, compares hold=true", "prepared, compares hold=false",
 		"finish with intent true", "finish with intent false", "decide first true", "decide first false",
 		"plain write locked true", "plain write locked false", "one-phase refused true", "one-phase refused false", "replay",
+		"prepare after finish or decision", "prepare under a prepared id", "finish under a prepared id", "one-phase under a prepared id",
 	} {
 		if stats[k] == 0 {
 			t.Errorf("no step had outcome %q", k)

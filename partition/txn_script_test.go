@@ -19,7 +19,9 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output in testda
 // A script is a text file of steps, each a command line, optional input
 // lines, a "----" line and the expected output up to a blank line. Lines
 // starting with # and blank lines between steps are kept as they are.
-// Commands (each applied as the next raft entry unless it ends in at=N):
+// Commands (each applied as the next raft entry unless it ends in at=N;
+// a prepare or finish may name its prepare time, Unix ms, with ms=N
+// before that):
 //
 //	reset                     a new, empty partition
 //	put K V | delete K        a plain write
@@ -28,7 +30,9 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output in testda
 //	finish TXN commit success|failure | finish TXN abort
 //	decide TXN commit success|failure | decide TXN abort
 //	forget TXN...             drop the records of finished transactions
+//	horizon MS                raise the transaction horizon
 //	dump                      keys, applied index, locks, intents, records
+//	finished                  the finished ids with their prepare times, and the horizon
 //
 // Share lines: "compare version K =|!=|>|< N", "compare value K OP V",
 // "success|failure put K V | delete K | get K | scan START END [limit=N]
@@ -107,6 +111,14 @@ func (e *scriptEnv) run(cmd string, input []string) (string, error) {
 		}
 		at, args = v, args[:n-1]
 	}
+	var ms int64
+	if n := len(args); n > 0 && strings.HasPrefix(args[n-1], "ms=") {
+		v, err := strconv.ParseInt(strings.TrimPrefix(args[n-1], "ms="), 10, 64)
+		if err != nil {
+			return "", err
+		}
+		ms, args = v, args[:n-1]
+	}
 	apply := func(c *internalpb.Command) (string, error) {
 		idx := at
 		if idx == 0 {
@@ -147,7 +159,9 @@ func (e *scriptEnv) run(cmd string, input []string) (string, error) {
 			return "", err
 		}
 		if args[0] == "prepare" {
-			return apply(cmdPrepare(args[1], s))
+			c := cmdPrepare(args[1], s)
+			c.GetTxnPrepare().PreparedUnixMs = ms
+			return apply(c)
 		}
 		return apply(cmdOnePhase(args[1], s))
 	case "finish", "decide":
@@ -165,7 +179,9 @@ func (e *scriptEnv) run(cmd string, input []string) (string, error) {
 			return "", fmt.Errorf("bad outcome %q", strings.Join(args[2:], " "))
 		}
 		if args[0] == "finish" {
-			return apply(cmdFinish(args[1], commit, succeeded))
+			c := cmdFinish(args[1], commit, succeeded)
+			c.GetTxnFinish().PreparedUnixMs = ms
+			return apply(c)
 		}
 		return apply(cmdDecide(&internalpb.TxnDecideOp{TxnId: []byte(args[1]), Commit: commit, Succeeded: succeeded}))
 	case "forget":
@@ -174,8 +190,19 @@ func (e *scriptEnv) run(cmd string, input []string) (string, error) {
 			op.TxnIds = append(op.TxnIds, []byte(id))
 		}
 		return apply(&internalpb.Command{Op: &internalpb.Command_TxnForget{TxnForget: op}})
+	case "horizon":
+		if err := need(2); err != nil {
+			return "", err
+		}
+		v, err := strconv.ParseInt(args[1], 10, 64)
+		if err != nil {
+			return "", err
+		}
+		return apply(horizon(v))
 	case "dump":
 		return e.dump(), nil
+	case "finished":
+		return e.finished(), nil
 	}
 	return "", fmt.Errorf("unknown command %q", args[0])
 }
@@ -209,6 +236,17 @@ func (e *scriptEnv) dump() string {
 		fmt.Fprintf(&b, "\nrecord %s %s", id, fmtDecision(r))
 	}
 	return b.String()
+}
+
+func (e *scriptEnv) finished() string {
+	e.p.mu.RLock()
+	defer e.p.mu.RUnlock()
+	var ids []string
+	for id, at := range e.p.finished {
+		ids = append(ids, fmt.Sprintf("%s@%d", id, at))
+	}
+	slices.Sort(ids)
+	return fmt.Sprintf("finished %v, horizon %d", ids, e.p.horizon)
 }
 
 func unquote(s string) string {
