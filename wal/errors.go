@@ -24,14 +24,21 @@ var (
 	ErrInvalidRecord = errors.New("wal: invalid record")
 	// ErrInvalidOptions is returned by Options.Validate and Open.
 	ErrInvalidOptions = errors.New("wal: invalid options")
+	// ErrChain means the segments do not continue one another, or the log
+	// is behind what its progress file recorded (doc.go, "Segment chain"):
+	// an old or foreign segment was copied in, segments were swapped, or
+	// the newest segment is gone. Open refuses such a log; the error is a
+	// *ChainError naming the files, and it matches ErrCorrupt too.
+	ErrChain = errors.New("wal: log went backwards or is foreign")
 )
 
 // CorruptError describes damage found in the log. It wraps ErrCorrupt:
 // match it with errors.Is(err, ErrCorrupt), and use errors.As to read where
 // the damage is.
 type CorruptError struct {
-	// Segment is the path of the damaged segment file, "" when unknown (as
-	// for a record given straight to the decoder).
+	// Segment is the path of the damaged file — a segment file, or the
+	// progress file — "" when unknown (as for a record given straight to
+	// the decoder).
 	Segment string
 	// Offset is the byte offset in Segment of the tidwall entry (its length
 	// prefix) that is damaged, or -1 when unknown.
@@ -65,3 +72,28 @@ func (e *CorruptError) Unwrap() error { return ErrCorrupt }
 func writeError(op, path string, err error) error {
 	return fmt.Errorf("%w: %s %s: %w", ErrWrite, op, path, err)
 }
+
+// ChainError says which segment does not continue the log (doc.go,
+// "Segment chain"). It matches both ErrChain and ErrCorrupt.
+type ChainError struct {
+	// Segment is the path of the file that does not fit: a segment file,
+	// or the progress file.
+	Segment string
+	// Other is the path of the file it was checked against (the previous
+	// segment, or the progress file), "" when none.
+	Other string
+	// Reason says what did not match.
+	Reason string
+}
+
+func (e *ChainError) Error() string {
+	msg := ErrChain.Error() + ": " + e.Segment + ": " + e.Reason
+	if e.Other != "" {
+		msg += " (checked against " + e.Other + ")"
+	}
+	return msg
+}
+
+// Unwrap makes errors.Is(err, ErrChain) and errors.Is(err, ErrCorrupt)
+// hold.
+func (e *ChainError) Unwrap() []error { return []error{ErrChain, ErrCorrupt} }

@@ -323,3 +323,37 @@ func remove(t testing.TB, path string) {
 }
 
 func hasName(names []string, name string) bool { return slices.Contains(names, name) }
+
+// recordIndexes maps the tidwall index (slot) of every record in dir's
+// segment files to its WAL index, counting records from 1: dir must hold a
+// log whose front was never truncated. Chain records are left out.
+func recordIndexes(t testing.TB, dir string) map[uint64]uint64 {
+	t.Helper()
+	m := map[uint64]uint64{}
+	next := uint64(1)
+	for _, f := range segmentFiles(t, dir) {
+		data := readFile(t, f)
+		offs, ends := frames(t, f)
+		for k, off := range offs {
+			_, n := binary.Uvarint(data[off:])
+			r, err := decodeRecord(data[off+int64(n) : ends[k]])
+			if err != nil {
+				t.Fatalf("%s entry %d: %v", f, k, err)
+			}
+			if r.Type != RecordChain {
+				m[segmentStart(t, f)+uint64(k)] = next
+				next++
+			}
+		}
+	}
+	return m
+}
+
+// testChain is a chain record's content for tests.
+func testChain() chain {
+	c := chain{incarnation: 0x1122334455667788, slot: 42, prev: 40, node: "n1"}
+	for i := range c.link {
+		c.link[i] = byte(i)
+	}
+	return c
+}

@@ -17,6 +17,12 @@ type Options struct {
 	// bytes (tidwall/wal's rule, so a segment may end up larger by one
 	// entry). 0 means DefaultSegmentSize; negative is invalid.
 	SegmentSize int
+	// NodeID names the node whose log this is; it is written into every
+	// chain record and the progress file (doc.go, "Segment chain"), at most
+	// 255 bytes. Open refuses a log written for another node. "" checks
+	// nothing and keeps the node id the log already records; a log that
+	// records none takes the first one given.
+	NodeID string
 	// NoSync skips every fsync, of segments and of the directory. Appends
 	// are then not durable: for benchmarks and tests only.
 	NoSync bool
@@ -33,7 +39,8 @@ type Options struct {
 	Hooks Hooks
 }
 
-// Hooks are the seam through which tests watch and fail the WAL's I/O.
+// Hooks are the seam through which tests watch and fail the WAL's I/O,
+// and take crash images of the directory at each step.
 // Production code leaves them nil. Every hook is called right before the
 // operation it names; a non-nil return is handled exactly as if the
 // operation had failed with that error (the operation is then not
@@ -43,17 +50,19 @@ type Options struct {
 // tidwall/wal does its own file I/O with package os, so these wrap its calls
 // instead of replacing a file system.
 type Hooks struct {
-	// BeforeWrite is called before a batch of bytes (framed entries) is
-	// written; segment is the tail segment file the write starts in.
+	// BeforeWrite is called before bytes are written: a batch of framed
+	// entries, with segment the tail segment file the write starts in, or
+	// the progress file's content, with segment its temporary file.
 	BeforeWrite func(segment string, bytes int) error
-	// BeforeSync is called before a segment file is fsynced: once per
-	// committed batch (the tail segment), and at Open for a segment whose
-	// torn tail was cut off. tidwall/wal also fsyncs a full segment itself
-	// when it starts the next one, inside the batch write; that fsync is not
-	// seen here.
+	// BeforeSync is called before a file is fsynced: the tail segment once
+	// per committed batch, a segment whose torn tail Open cut off, and the
+	// progress file's temporary file before it is renamed into place.
+	// tidwall/wal also fsyncs a full segment itself when it starts the next
+	// one, inside the batch write; that fsync is not seen here.
 	BeforeSync func(segment string) error
 	// BeforeSyncDir is called before a directory is fsynced: at Open, after
-	// a batch that started a new segment, and after TruncateFront.
+	// a batch that started a new segment, after TruncateFront, and after
+	// the progress file is renamed into place.
 	BeforeSyncDir func(dir string) error
 }
 
@@ -64,6 +73,9 @@ func (o *Options) Validate() error {
 	}
 	if o.SegmentSize == 0 {
 		o.SegmentSize = DefaultSegmentSize
+	}
+	if len(o.NodeID) > maxNodeIDLen {
+		return fmt.Errorf("%w: NodeID of %d bytes is longer than %d", ErrInvalidOptions, len(o.NodeID), maxNodeIDLen)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
@@ -100,9 +112,11 @@ func (e env) syncFile(segment string, sync func() error) error {
 	return sync()
 }
 
-// syncDir fsyncs directory dir, making file creations, renames and removals
-// in it durable.
-func (e env) syncDir(dir string) error {
+// syncDir fsyncs directory dir through f, an open handle on it, making file
+// creations, renames and removals in it durable. The WAL keeps its
+// directory open for this, so that a process out of file descriptors can
+// still sync it.
+func (e env) syncDir(dir string, f *os.File) error {
 	if e.noSync {
 		return nil
 	}
@@ -111,13 +125,5 @@ func (e env) syncDir(dir string) error {
 			return err
 		}
 	}
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = f.Sync()
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return f.Sync()
 }

@@ -23,11 +23,17 @@ const (
 	RecordMaterialized RecordType = 3
 	// RecordMeta is node-level metadata; Data is opaque to the WAL.
 	RecordMeta RecordType = 4
+	// RecordChain starts every segment the WAL writes: group 0, Data says
+	// where the segment continues from (doc.go, "Chain record"). Only the
+	// WAL writes it, and it has no WAL index: Replay and Read never return
+	// one, and Append refuses it.
+	RecordChain RecordType = 5
 )
 
 // Valid reports whether t is one of the types this version of the WAL knows.
-// Open refuses a log holding any other type, and Append refuses to write one.
-func (t RecordType) Valid() bool { return t >= RecordEntry && t <= RecordMeta }
+// Open refuses a log holding any other type. Append refuses to write those,
+// and RecordChain too.
+func (t RecordType) Valid() bool { return t >= RecordEntry && t <= RecordChain }
 
 func (t RecordType) String() string {
 	switch t {
@@ -39,6 +45,8 @@ func (t RecordType) String() string {
 		return "materialized"
 	case RecordMeta:
 		return "meta"
+	case RecordChain:
+		return "chain"
 	}
 	return fmt.Sprintf("RecordType(%d)", uint8(t))
 }
@@ -98,7 +106,8 @@ func checksumOK(b []byte) bool {
 //
 // Decoding accepts exactly the byte strings appendRecord produces: a group
 // varint must be in its shortest form, so encoding a decoded record gives
-// back the same bytes.
+// back the same bytes. A chain record must be of group 0 and its Data must
+// decode (decodeChain).
 func parseRecord(b []byte) (Record, string) {
 	if len(b) < minRecordLen {
 		return Record{}, fmt.Sprintf("record of %d bytes is shorter than the minimum %d", len(b), minRecordLen)
@@ -116,7 +125,16 @@ func parseRecord(b []byte) (Record, string) {
 	if n <= 0 || n != uvarintLen(group) {
 		return Record{}, "malformed group varint"
 	}
-	return Record{Type: t, Group: group, Data: body[1+n:]}, ""
+	data := body[1+n:]
+	if t == RecordChain {
+		if group != 0 {
+			return Record{}, fmt.Sprintf("chain record of group %d, not 0", group)
+		}
+		if _, reason := decodeChain(data); reason != "" {
+			return Record{}, "chain record: " + reason
+		}
+	}
+	return Record{Type: t, Group: group, Data: data}, ""
 }
 
 // decodeRecord is parseRecord with an error: a *CorruptError (wrapping

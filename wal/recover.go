@@ -18,8 +18,19 @@ import (
 
 // segment is one segment file as the WAL tracks it.
 type segment struct {
-	start uint64 // index of its first entry, which is also its file name
-	size  int64  // bytes in the file
+	start   uint64        // tidwall index of its first entry, which is also its file name
+	size    int64         // bytes in the file
+	first   uint64        // WAL index of its first record (the next record's, if it holds none)
+	chained bool          // its first entry is a chain record
+	link    [linkLen]byte // that chain record's link, for the progress file
+}
+
+// slot returns the tidwall index of record i, which must lie in s.
+func (s segment) slot(i uint64) uint64 {
+	if s.chained {
+		return s.start + 1 + (i - s.first)
+	}
+	return s.start + (i - s.first)
 }
 
 // segmentName is tidwall/wal's file name for the segment whose first entry
@@ -52,51 +63,73 @@ type diskFile struct {
 	start uint64
 }
 
-// recoverDir lists, verifies and, where the rules allow, repairs the segment
-// files in dir. It returns the segments as they will be named once
-// tidwall/wal has finished an interrupted TruncateFront, and the index of the
-// last entry (segs[0].start-1 for an empty log). An empty directory yields no
-// segments. Damage that is not a torn tail yields a *CorruptError and leaves
-// every file as it was.
-func recoverDir(dir string, e env, logger *slog.Logger) (segs []segment, last uint64, err error) {
+// scannedSegment is one segment file as scanDir found it.
+type scannedSegment struct {
+	name    string        // base name (a ".START" name until tidwall/wal renames it)
+	start   uint64        // tidwall index of its first entry
+	entries uint64        // valid entries, a torn tail not counted
+	end     int64         // offset just past the last valid entry: the size after repair
+	size    int64         // bytes in the file
+	torn    string        // why the bytes from end on are a torn tail; "" if none
+	chain   *chain        // its first entry, when that is a chain record
+	lastSum [linkLen]byte // SHA-256 of its last entry's record, when it has one
+}
+
+// records is the number of records (entries other than the chain record)
+// in s.
+func (s scannedSegment) records() uint64 {
+	if s.chain != nil {
+		return s.entries - 1
+	}
+	return s.entries
+}
+
+// dirScan is what scanDir found in a log's directory.
+type dirScan struct {
+	segs       []scannedSegment // the segments to keep, oldest first
+	superseded []string         // leftovers of an interrupted TruncateFront, to remove
+	temps      []string         // temporary files to remove
+}
+
+// scanDir lists and verifies the segment files in dir without changing
+// anything. It returns the segments as they will be named once tidwall/wal
+// has finished an interrupted TruncateFront, and what repair must remove
+// or cut. An empty directory yields no segments. Damage that is not a torn
+// tail yields a *CorruptError.
+func scanDir(dir string) (*dirScan, error) {
 	files, temps, err := listSegments(dir)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	if len(files) == 0 {
-		return nil, 0, removeTemps(dir, temps, logger)
+	if _, err := os.Lstat(filepath.Join(dir, progressTemp)); err == nil {
+		temps = append(temps, progressTemp)
 	}
-
-	type kept struct {
-		file diskFile
-		scan scanned
-	}
+	sc := &dirScan{temps: temps}
 	var (
-		keep       []kept
-		superseded []string // leftovers of an interrupted TruncateFront
-		prevData   []byte
+		prevData    []byte
+		prevOffsets []int64
 	)
 	for i, f := range files {
 		path := filepath.Join(dir, f.name)
 		data, err := os.ReadFile(path)
 		if err != nil {
-			return nil, 0, fmt.Errorf("wal: read segment %s: %w", path, err)
+			return nil, fmt.Errorf("wal: read segment %s: %w", path, err)
 		}
-		sc, err := scanSegment(path, f.start, data, i == len(files)-1)
+		seg, err := scanSegment(path, f.start, data, i == len(files)-1)
 		if err != nil {
-			return nil, 0, err
+			return nil, err
 		}
-		if len(keep) > 0 {
-			prev := keep[len(keep)-1]
-			next := prev.file.start + uint64(len(prev.scan.offsets))
+		if len(sc.segs) > 0 {
+			prev := sc.segs[len(sc.segs)-1]
+			next := prev.start + prev.entries
 			switch {
-			case f.start <= prev.file.start:
-				return nil, 0, &CorruptError{Segment: path, Offset: 0, Index: f.start,
-					Reason: fmt.Sprintf("segment does not start after segment %s", prev.file.name)}
+			case f.start <= prev.start:
+				return nil, &CorruptError{Segment: path, Offset: 0, Index: f.start,
+					Reason: fmt.Sprintf("segment does not start after segment %s", prev.name)}
 			case f.start > next:
-				return nil, 0, &CorruptError{Segment: path, Offset: 0, Index: f.start,
+				return nil, &CorruptError{Segment: path, Offset: 0, Index: f.start,
 					Reason: fmt.Sprintf("segment starts at index %d but segment %s ends at index %d: entries are missing",
-						f.start, prev.file.name, next-1)}
+						f.start, prev.name, next-1)}
 			case f.start < next:
 				// tidwall/wal's TruncateFront writes the kept tail of a
 				// segment to a new file named by the new first index,
@@ -104,47 +137,51 @@ func recoverDir(dir string, e env, logger *slog.Logger) (segs []segment, last ui
 				// the new name but not every removal leaves both; the new
 				// file then begins with exactly the old one's bytes from
 				// that index on. Anything else overlapping is damage.
-				from := prev.scan.offsets[f.start-prev.file.start]
-				if !bytes.HasPrefix(data, prevData[from:prev.scan.end]) {
-					return nil, 0, &CorruptError{Segment: path, Offset: 0, Index: f.start,
+				from := prevOffsets[f.start-prev.start]
+				if !bytes.HasPrefix(data, prevData[from:prev.end]) {
+					return nil, &CorruptError{Segment: path, Offset: 0, Index: f.start,
 						Reason: fmt.Sprintf("segment starts at index %d inside segment %s (which ends at index %d) and does not repeat its entries",
-							f.start, prev.file.name, next-1)}
+							f.start, prev.name, next-1)}
 				}
-				for _, k := range keep {
-					superseded = append(superseded, k.file.name)
+				for _, k := range sc.segs {
+					sc.superseded = append(sc.superseded, k.name)
 				}
-				keep = keep[:0]
+				sc.segs = sc.segs[:0]
 			}
 		}
-		keep = append(keep, kept{file: f, scan: sc})
-		prevData = data
+		sc.segs = append(sc.segs, seg.scannedSegment)
+		prevData, prevOffsets = data, seg.offsets
 	}
+	return sc, nil
+}
 
-	// The whole log passed; only now touch the disk.
-	if err := removeTemps(dir, temps, logger); err != nil {
-		return nil, 0, err
+// repair removes the temporary files and superseded segments scanDir found
+// and cuts the last segment's torn tail, logging each. Only call it once
+// the whole log passed.
+func (sc *dirScan) repair(dir string, e env, logger *slog.Logger) error {
+	if err := removeTemps(dir, sc.temps, logger); err != nil {
+		return err
 	}
-	for _, name := range superseded {
+	for _, name := range sc.superseded {
 		path := filepath.Join(dir, name)
 		logger.Warn("wal: removing segment left behind by an interrupted truncation", "file", path)
 		if err := os.Remove(path); err != nil {
-			return nil, 0, writeError("remove", path, err)
+			return writeError("remove", path, err)
 		}
 	}
-	tail := keep[len(keep)-1]
-	if tail.scan.torn != "" {
-		path := filepath.Join(dir, tail.file.name)
-		if err := cutTail(path, tail.scan.end, e); err != nil {
-			return nil, 0, err
+	if len(sc.segs) == 0 {
+		return nil
+	}
+	tail := sc.segs[len(sc.segs)-1]
+	if tail.torn != "" {
+		path := filepath.Join(dir, tail.name)
+		if err := cutTail(path, tail.end, e); err != nil {
+			return err
 		}
 		logger.Warn("wal: cut off torn tail of the last segment",
-			"file", path, "offset", tail.scan.end, "bytes", tail.scan.size-tail.scan.end, "reason", tail.scan.torn)
+			"file", path, "offset", tail.end, "bytes", tail.size-tail.end, "reason", tail.torn)
 	}
-	for _, k := range keep {
-		segs = append(segs, segment{start: k.file.start, size: k.scan.end})
-	}
-	last = tail.file.start + uint64(len(tail.scan.offsets)) - 1
-	return segs, last, nil
+	return nil
 }
 
 // listSegments returns the segment files of dir in index order, as
@@ -182,13 +219,14 @@ func listSegments(dir string) (files []diskFile, temps []string, err error) {
 	return files, temps, nil
 }
 
-// removeTemps removes the temporary files an interrupted TruncateFront left.
-// They hold no data the log needs: their content is either also in a .START
-// file or still in the segments it was copied from.
+// removeTemps removes the temporary files an interrupted TruncateFront or
+// progress file update left. They hold nothing the log needs: a segment's
+// copy is either also in a .START file or still in the segments it was
+// copied from, and a progress file counts only once renamed.
 func removeTemps(dir string, temps []string, logger *slog.Logger) error {
 	for _, name := range temps {
 		path := filepath.Join(dir, name)
-		logger.Info("wal: removing temporary file left by an interrupted truncation", "file", path)
+		logger.Info("wal: removing temporary file left by an interrupted truncation or progress update", "file", path)
 		if err := os.Remove(path); err != nil {
 			return writeError("remove", path, err)
 		}
@@ -198,21 +236,21 @@ func removeTemps(dir string, temps []string, logger *slog.Logger) error {
 
 // scanned is the result of scanSegment.
 type scanned struct {
+	scannedSegment
 	offsets []int64 // offset of the length prefix of each valid entry
-	end     int64   // offset just past the last valid entry
-	size    int64   // bytes in the file
-	torn    string  // why the bytes from end on are a torn tail; "" if none
 }
 
 // scanSegment parses data, the content of segment file path whose first
 // entry has index start, and verifies every record. In the last segment a
 // torn tail (doc.go, "Recovery at Open") stops the scan and is reported in
-// torn; every other failure is a *CorruptError.
+// torn; every other failure is a *CorruptError, as is a chain record that
+// is not the segment's first entry.
 func scanSegment(path string, start uint64, data []byte, last bool) (scanned, error) {
-	sc := scanned{size: int64(len(data))}
+	sc := scanned{scannedSegment: scannedSegment{name: filepath.Base(path), start: start, size: int64(len(data))}}
 	corrupt := func(off int, reason string) error {
 		return &CorruptError{Segment: path, Offset: int64(off), Index: start + uint64(len(sc.offsets)), Reason: reason}
 	}
+	var lastEntry []byte
 	off := 0
 	for off < len(data) {
 		rest := data[off:]
@@ -250,7 +288,8 @@ func scanSegment(path string, start uint64, data []byte, last bool) (scanned, er
 			break
 		}
 		entry := rest[n : n+int(size)]
-		if _, reason := parseRecord(entry); reason != "" {
+		r, reason := parseRecord(entry)
+		if reason != "" {
 			after := rest[n+int(size):]
 			if last && len(entry) >= minRecordLen && !checksumOK(entry) && allZero(after) &&
 				hasUnwrittenSector(int64(off+n), entry) {
@@ -259,8 +298,20 @@ func scanSegment(path string, start uint64, data []byte, last bool) (scanned, er
 			}
 			return sc, corrupt(off, reason)
 		}
+		if r.Type == RecordChain {
+			if len(sc.offsets) > 0 {
+				return sc, corrupt(off, "chain record inside a segment: only a segment's first entry may be one")
+			}
+			c, _ := decodeChain(r.Data) // parseRecord checked it
+			sc.chain = &c
+		}
 		sc.offsets = append(sc.offsets, int64(off))
+		lastEntry = entry
 		off += n + int(size)
+	}
+	sc.entries = uint64(len(sc.offsets))
+	if lastEntry != nil {
+		sc.lastSum = linkOf(lastEntry)
 	}
 	if sc.torn == "" {
 		sc.end = int64(len(data))

@@ -329,9 +329,11 @@ func TestRefuseHalfWrittenSectorNotFinal(t *testing.T) {
 }
 
 // interruptedTruncation returns a fixture and what tidwall/wal's
-// TruncateFront(index) writes first: the bytes of the segment holding index,
-// from index on.
-func interruptedTruncation(t *testing.T) (dir string, recs []Record, index uint64, kept []byte, files []string) {
+// TruncateFront writes first when the WAL truncates to the second record of
+// the third segment: the bytes of that segment from that record on. slot is
+// the record's tidwall index, which names the new file, and index its WAL
+// index.
+func interruptedTruncation(t *testing.T) (dir string, recs []Record, index, slot uint64, kept []byte, files []string) {
 	dir, recs = fixture(t)
 	files = segmentFiles(t, dir)
 	start := segmentStart(t, files[2])
@@ -339,10 +341,11 @@ func interruptedTruncation(t *testing.T) (dir string, recs []Record, index uint6
 	if len(offs) < 3 {
 		t.Fatalf("fixture: segment has %d entries", len(offs))
 	}
-	return dir, recs, start + 2, readFile(t, files[2])[offs[2]:], files
+	slot = start + 2 // entry 0 is the chain record
+	return dir, recs, recordIndexes(t, dir)[slot], slot, readFile(t, files[2])[offs[2]:], files
 }
 
-func segmentStart(t *testing.T, path string) uint64 {
+func segmentStart(t testing.TB, path string) uint64 {
 	t.Helper()
 	var start uint64
 	for _, c := range filepath.Base(path) {
@@ -353,8 +356,8 @@ func segmentStart(t *testing.T, path string) uint64 {
 
 func TestInterruptedTruncation(t *testing.T) {
 	t.Run("start file written", func(t *testing.T) {
-		dir, recs, index, kept, files := interruptedTruncation(t)
-		writeFile(t, filepath.Join(dir, segmentName(index)+startSuffix), kept)
+		dir, recs, index, slot, kept, files := interruptedTruncation(t)
+		writeFile(t, filepath.Join(dir, segmentName(slot)+startSuffix), kept)
 		w := openT(t, dir, Options{})
 		if w.FirstIndex() != index || w.LastIndex() != uint64(len(recs)) {
 			t.Fatalf("[%d, %d], want [%d, %d]", w.FirstIndex(), w.LastIndex(), index, len(recs))
@@ -366,13 +369,13 @@ func TestInterruptedTruncation(t *testing.T) {
 				t.Fatalf("%s still there: %v", f, names)
 			}
 		}
-		if !hasName(names, segmentName(index)) || hasName(names, segmentName(index)+startSuffix) {
+		if !hasName(names, segmentName(slot)) || hasName(names, segmentName(slot)+startSuffix) {
 			t.Fatalf("start file not renamed: %v", names)
 		}
 	})
 	t.Run("renamed, removals lost", func(t *testing.T) {
-		dir, recs, index, kept, files := interruptedTruncation(t)
-		writeFile(t, filepath.Join(dir, segmentName(index)), kept)
+		dir, recs, index, slot, kept, files := interruptedTruncation(t)
+		writeFile(t, filepath.Join(dir, segmentName(slot)), kept)
 		logger, logs := captureLogs()
 		w := openT(t, dir, Options{Logger: logger})
 		if w.FirstIndex() != index {
@@ -390,8 +393,8 @@ func TestInterruptedTruncation(t *testing.T) {
 		}
 	})
 	t.Run("overlap that does not repeat the entries", func(t *testing.T) {
-		dir, _, index, kept, _ := interruptedTruncation(t)
-		file := filepath.Join(dir, segmentName(index-1)) // names the wrong index
+		dir, _, _, slot, kept, _ := interruptedTruncation(t)
+		file := filepath.Join(dir, segmentName(slot-1)) // names the wrong index
 		writeFile(t, file, kept)
 		openRefused(t, dir, file, 0, "does not repeat its entries")
 	})

@@ -170,7 +170,9 @@ func TestTruncateFront(t *testing.T) {
 }
 
 // TestRollSyncsDirectory checks that exactly the batches that start a new
-// segment file fsync the directory, and every batch fsyncs the tail once.
+// segment file fsync the directory — once for the new file, then once more
+// for the progress file that names it — and that every batch fsyncs the
+// tail once (and a roll the progress file's temporary file too).
 func TestRollSyncsDirectory(t *testing.T) {
 	dir := t.TempDir()
 	c := &ioCounter{}
@@ -185,11 +187,19 @@ func TestRollSyncsDirectory(t *testing.T) {
 		if grew {
 			rolls++
 		}
-		if want := map[bool]int{true: 1, false: 0}[grew]; dirs1-dirs0 != want {
+		if want := map[bool]int{true: 2, false: 0}[grew]; dirs1-dirs0 != want {
 			t.Fatalf("append %d: new segment %v, %d directory syncs, want %d", i, grew, dirs1-dirs0, want)
 		}
-		if syncs1-syncs0 != 1 {
-			t.Fatalf("append %d: %d fsyncs, want 1", i, syncs1-syncs0)
+		if want := map[bool]int{true: 2, false: 1}[grew]; syncs1-syncs0 != want {
+			t.Fatalf("append %d: new segment %v, %d fsyncs, want %d", i, grew, syncs1-syncs0, want)
+		}
+		if grew {
+			c.mu.Lock()
+			synced := c.syncedFiles[len(c.syncedFiles)-2:]
+			c.mu.Unlock()
+			if tail := segmentFiles(t, dir); synced[0] != tail[len(tail)-1] || synced[1] != filepath.Join(dir, progressTemp) {
+				t.Fatalf("append %d: fsynced %v, want the new tail, then the progress file", i, synced)
+			}
 		}
 	}
 	if rolls < 3 {
