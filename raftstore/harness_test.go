@@ -280,6 +280,9 @@ func (c *testCluster) config(id uint64, w *wal.WAL) (Config, map[uint64]*partiti
 		HeartbeatTicks:  1,
 		BalanceInterval: -1,
 		Logger:          quietLogger,
+		// A store that stops by itself fails the test, unless the test
+		// expects it (and sets its own OnFatal).
+		OnFatal: func(err error) { c.t.Errorf("node %d stopped: %v", id, err) },
 	}
 	for _, g := range c.groups {
 		p := partition.New(g)

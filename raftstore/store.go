@@ -124,9 +124,18 @@ type Config struct {
 	// snapshots from leaders cannot be installed.
 	Fetch func(ctx context.Context, from, group, index uint64, path string) error
 	// OnFatal is called once, from the loop, when the store cannot go on
-	// (a WAL write or fsync failed, an entry could not be applied). The
-	// store has already stopped acknowledging.
+	// (a WAL write or fsync failed, an entry could not be applied, a
+	// leader's commit index lies beyond this node's log: ErrLogBehind).
+	// The store has already stopped acknowledging.
 	OnFatal func(error)
+	// Rejected is called with the reason each time Receive drops a peer's
+	// message before raft sees it: one of RejectReasons (RejectDecode,
+	// RejectUnknownGroup, RejectNotAMember, RejectWrongSender,
+	// RejectWrongRecipient, RejectBadType, RejectMalformed), for the
+	// cutkv_peer_rejected_total{reason} counter. It is called from
+	// Receive's callers' goroutines, concurrently, and must not block.
+	// Default: nothing.
+	Rejected func(reason string)
 }
 
 // Validate checks the config and fills defaults.
@@ -175,6 +184,9 @@ func (c *Config) Validate() error {
 	}
 	if c.OnFatal == nil {
 		c.OnFatal = func(error) {}
+	}
+	if c.Rejected == nil {
+		c.Rejected = func(string) {}
 	}
 	for _, g := range c.Groups {
 		if g.SM == nil || len(g.Peers) == 0 {
@@ -234,6 +246,14 @@ type group struct {
 	// so versions never decrease along the log (rule 2).
 	logVersion uint64
 
+	// lastIndex is the last index of raft's log (unstable entries
+	// included) as of the last Ready handled; lastLow is at or below
+	// raft's last index at every moment: lastIndex after each Ready,
+	// lowered by the appends and snapshots stepped since (which may cut
+	// the log's tail), while proposals and elections only lengthen the
+	// log. Receive's checkCommit compares with them. Loop only.
+	lastIndex, lastLow uint64
+
 	// appliedTerm is the term of the newest entry applied (loop only).
 	appliedTerm uint64
 	// orphans are the waiters of proposals made while this replica led
@@ -287,6 +307,8 @@ type Store struct {
 
 	fetchMu  sync.Mutex
 	fetching map[uint64]bool // groups with a snapshot file being fetched
+
+	rejectLog rejectLog // rate-limits the log of dropped peer messages
 
 	startOnce sync.Once
 	stopOnce  sync.Once
@@ -481,7 +503,7 @@ func (s *Store) openGroup(gc GroupConfig, l *groupLog) (*group, error) {
 		MaxCommittedSizePerReady:  64 << 20,
 		CheckQuorum:               true,
 		PreVote:                   true,
-		DisableProposalForwarding: true,
+		DisableProposalForwarding: !forwardProposals,
 		AsyncStorageWrites:        true,
 		Logger:                    raftLogger{s.log.With("group", gc.ID)},
 	}
@@ -509,7 +531,13 @@ func (s *Store) openGroup(gc GroupConfig, l *groupLog) (*group, error) {
 		lv = max(lv, cv.CutVersion())
 	}
 	s.cfg.Clock.Raise(lv)
+	last, err := st.LastIndex()
+	if err != nil {
+		return nil, fmt.Errorf("raftstore: group %d: last index: %w", gc.ID, err)
+	}
 	g := &group{
+		lastIndex:    last, // bootstrap entries, if any, only lengthen it
+		lastLow:      last,
 		logVersion:   lv,
 		id:           gc.ID,
 		peers:        append([]uint64(nil), gc.Peers...),
@@ -696,44 +724,6 @@ func (s *Store) ReadIndex(ctx context.Context, groupID uint64) error {
 	}
 }
 
-// Receive hands messages from node from to their groups. Messages for
-// groups this node does not hold are dropped. It blocks while the loop's
-// inbox is full (back pressure onto the sending peer).
-func (s *Store) Receive(from uint64, msgs []*internalpb.GroupMessage) error {
-	type stepMsg struct {
-		g uint64
-		m *raftpb.Message
-	}
-	steps := make([]stepMsg, 0, len(msgs))
-	for _, gm := range msgs {
-		m := &raftpb.Message{}
-		if err := proto.Unmarshal(gm.GetMessage(), m); err != nil {
-			return fmt.Errorf("raftstore: message from raft id %d for group %d: %w", from, gm.GetGroup(), err)
-		}
-		if m.GetFrom() != from {
-			return fmt.Errorf("raftstore: message for group %d claims to be from %d but came from %d", gm.GetGroup(), m.GetFrom(), from)
-		}
-		if m.GetType() == raftpb.MsgSnap && !s.haveSnapshotFile(from, gm.GetGroup(), m) {
-			continue // being fetched; the leader sends it again
-		}
-		steps = append(steps, stepMsg{gm.GetGroup(), m})
-	}
-	return s.do(context.Background(), func() {
-		for _, st := range steps {
-			g := s.groups[st.g]
-			if g == nil {
-				continue
-			}
-			if s.draining.Load() && st.m.GetType() == raftpb.MsgTimeoutNow {
-				continue // a stopping node takes no leadership
-			}
-			if err := g.rn.Step(st.m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
-				s.log.Debug("step", "group", st.g, "from", from, "err", err)
-			}
-		}
-	})
-}
-
 // ReportUnreachable tells every group that messages to node to were lost.
 func (s *Store) ReportUnreachable(to uint64) {
 	select {
@@ -885,7 +875,7 @@ func (s *Store) run() {
 			fn()
 		}
 	drain:
-		for i := 0; i < 4096; i++ {
+		for i := 0; i < 4096 && s.workErr.Load() == nil; i++ {
 			select {
 			case fn := <-s.inbox:
 				fn()
@@ -989,6 +979,8 @@ func (s *Store) handleReady() error {
 			g.rn.ReadIndex(ctx[:])
 		}
 		if !g.rn.HasReady() {
+			// Nothing of the log is unhandled: lastIndex is raft's.
+			g.lastLow = g.lastIndex
 			continue
 		}
 		rd := g.rn.Ready()
@@ -1009,6 +1001,14 @@ func (s *Store) handleReady() error {
 		for _, m := range rd.Messages {
 			switch m.GetTo() {
 			case raft.LocalAppendThread:
+				// The append holds whatever raft's log gained since the
+				// last Ready: its last entry (or, alone, its snapshot)
+				// ends the log now.
+				if ents := m.GetEntries(); len(ents) > 0 {
+					g.lastIndex = ents[len(ents)-1].GetIndex()
+				} else if snap := m.GetSnapshot(); snap != nil {
+					g.lastIndex = snap.GetMetadata().GetIndex()
+				}
 				for _, e := range m.GetEntries() {
 					g.logVersion = max(g.logVersion, entryVersion(e))
 				}
@@ -1041,6 +1041,7 @@ func (s *Store) handleReady() error {
 				}
 			}
 		}
+		g.lastLow = g.lastIndex
 		g.releaseReads()
 		s.publishStatus(g)
 	}
