@@ -357,3 +357,12 @@ func testChain() chain {
 	}
 	return c
 }
+
+// testProgress is a progress file's content for tests.
+func testProgress() progress {
+	p := progress{incarnation: 0x8877665544332211, tail: 74, first: 61, chained: true, node: "n1"}
+	for i := range p.link {
+		p.link[i] = byte(100 + i)
+	}
+	return p
+}

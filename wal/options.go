@@ -30,8 +30,9 @@ type Options struct {
 	// write fails. nil means slog.Default().
 	Logger *slog.Logger
 	// OnSync, if set, is called once after each committed batch with the
-	// number of records and bytes (as framed in the segment) it held and how
-	// long writing and syncing it took. It runs on the committer goroutine
+	// number of records it held, the bytes it wrote (as framed in the
+	// segment, a chain record the WAL added included) and how long writing
+	// and syncing it took. It runs on the committer goroutine
 	// before the batch's Append calls return, so it must not block and must
 	// not call Append.
 	OnSync func(records, bytes int, took time.Duration)

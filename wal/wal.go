@@ -596,24 +596,24 @@ func (w *WAL) read(index uint64) (Record, error) {
 	w.readMu.Lock()
 	data, err := w.log.Read(slot)
 	w.readMu.Unlock()
-	file := w.path(sg.start)
+	file := func() string { return w.path(sg.start) } // for errors only
 	if err != nil {
 		switch {
 		case errors.Is(err, tidwall.ErrNotFound):
 			return Record{}, fmt.Errorf("%w: record %d was truncated away", ErrOutOfRange, index)
 		case errors.Is(err, tidwall.ErrCorrupt):
-			return Record{}, &CorruptError{Segment: file, Offset: -1, Index: index, Reason: "tidwall/wal cannot parse the segment"}
+			return Record{}, &CorruptError{Segment: file(), Offset: -1, Index: index, Reason: "tidwall/wal cannot parse the segment"}
 		case errors.Is(err, tidwall.ErrClosed):
 			return Record{}, ErrClosed
 		}
-		return Record{}, fmt.Errorf("wal: read index %d (slot %d) from %s: %w", index, slot, file, err)
+		return Record{}, fmt.Errorf("wal: read index %d (slot %d) from %s: %w", index, slot, file(), err)
 	}
 	r, reason := parseRecord(data)
 	if reason == "" && r.Type == RecordChain {
 		reason = fmt.Sprintf("slot %d holds a chain record where record %d should be", slot, index)
 	}
 	if reason != "" {
-		return Record{}, &CorruptError{Segment: file, Offset: -1, Index: index, Reason: reason}
+		return Record{}, &CorruptError{Segment: file(), Offset: -1, Index: index, Reason: reason}
 	}
 	return r, nil
 }
