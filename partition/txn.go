@@ -96,9 +96,10 @@ func (p *Partition) applyTxnLocked(index uint64, cmd *internalpb.Command) any {
 //     first, as recovery's presumed abort does), or stamped before the
 //     horizon, is refused and locks nothing. A refusal is not a vote:
 //     the coordinator aborts.
-//   - A finish names the transaction's prepare time; one that names a
-//     time other than the intent's is another transaction's under the
-//     same id and changes nothing (0, unknown, matches any).
+//   - A finish names the transaction's prepare time (the coordinator
+//     its own, recovery the intent's); one that names a time other than
+//     the intent's is another transaction's under the same id and
+//     changes nothing (0, unknown, matches any).
 //   - A finish with no intent applies no writes. An abort leaves a
 //     tombstone (a finished id with the finish's prepare time) so that
 //     a prepare still on its way never locks: the coordinator gave up
@@ -109,9 +110,9 @@ func (p *Partition) applyTxnLocked(index uint64, cmd *internalpb.Command) any {
 //     that something decided without this partition's vote; then a
 //     tombstone would only make sure this share is lost for good, where
 //     without one a late prepare can still lock and recovery, reading
-//     the commit in the record, apply it. Leaving nothing also means a
-//     stray commit cannot block a future transaction, nor grow the
-//     finished ids.
+//     the commit in the record (while it is kept), apply it. Leaving
+//     nothing also means a stray commit cannot block a future
+//     transaction, nor grow the finished ids.
 //
 // Finished ids stay until the horizon passes their prepare time
 // (horizonLocked); a prepare older than the horizon is refused instead,
