@@ -218,7 +218,7 @@ func issue(f Files, tmpl *x509.Certificate, ca *tls.Certificate, force bool) err
 	if !force {
 		for _, p := range []string{f.Key, f.Cert} {
 			if _, err := os.Lstat(p); err == nil {
-				return fmt.Errorf("%w: %s (nothing was written; remove it first, or force)", ErrExists, p)
+				return fmt.Errorf("%w: %s (nothing was written)", ErrExists, p)
 			} else if !errors.Is(err, fs.ErrNotExist) {
 				return fmt.Errorf("pki: %w", err)
 			}
