@@ -109,7 +109,7 @@ Exit codes: 0 ok, 1 not found (or other error), 2 usage, 3 cluster unavailable, 
 	f.DurationVar(&g.timeout, "timeout", 5*time.Second, "time limit for the whole command, retries included")
 	f.DurationVar(&g.dialTimeout, "dial-timeout", 2*time.Second, "time limit for reaching a first node, and for connecting to any node")
 	root.AddCommand(newPutCmd(g), newGetCmd(g), newDelCmd(g), newScanCmd(g), newTxnCmd(g), newMembersCmd(g), newStatusCmd(g),
-		newCutCmd(g), newCheckCmd(g), newCheckpointCmd(g), newSnapshotCmd(g))
+		newCutCmd(g), newCheckCmd(g), newCheckpointCmd(g), newSnapshotCmd(g), newCertCmd(g))
 	return root
 }
 
