@@ -57,9 +57,10 @@
 // an atomic rename, as a Kubernetes secret update does, is seen). A
 // failed load keeps the old material and is logged, or returned by
 // Reload; a certificate that has expired is loaded but logged as an
-// error. Replace the certificate and key together, the key first, or
-// with a single rename of a directory: a handshake may see one without
-// the other, fail to load the pair, and load it at the next check.
+// error. A certificate and its key replaced one after the other may be
+// seen half done: that load fails (a key that does not match), is
+// logged, and the next check, a second later, loads the pair. Replacing
+// a directory with one rename (a symlink swap) avoids the window.
 //
 // Servers pick up a new CA at once (GetConfigForClient). A client's
 // tls.Config holds the CA pool it was made with, because only crypto/tls's
