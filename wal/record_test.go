@@ -261,3 +261,14 @@ func TestDecodeProgressRejects(t *testing.T) {
 		})
 	}
 }
+
+// TestDocChainExample keeps the sizes doc.go gives for a chain record true.
+func TestDocChainExample(t *testing.T) {
+	rec := chainRecord(chain{incarnation: 1, slot: 1, node: "n1"})
+	if len(rec) != 66 || chainEntryLen("n1") != 67 {
+		t.Fatalf("chain record for node n1: %d bytes, %d framed; doc.go says 66 and 67", len(rec), chainEntryLen("n1"))
+	}
+	if len(encodeProgress(progress{incarnation: 1, tail: 1, first: 1, node: "n1"})) != 63+2+crcLen {
+		t.Fatal("progress file size differs from doc.go")
+	}
+}
