@@ -60,7 +60,7 @@
 // error. A certificate and its key replaced one after the other may be
 // seen half done: that load fails (a key that does not match), is
 // logged, and the next check, a second later, loads the pair. Replacing
-// a directory with one rename (a symlink swap) avoids the window.
+// a directory with one rename (a symlink swap) makes that rare.
 //
 // Servers pick up a new CA at once (GetConfigForClient). A client's
 // tls.Config holds the CA pool it was made with, because only crypto/tls's
