@@ -80,11 +80,26 @@ func newPersister(s *Store) *persister {
 	}
 }
 
-// setPositions records what replay found for a group (before run).
-func (p *persister) setPositions(g uint64, pos []walPos) {
+// replayed records what Open found in the WAL for group g (before run):
+// where its entries lie, and the hard state and marks that each
+// truncation writes again. Without them a group that needs none of its
+// entries (idle since its materialization) would hold nothing back, and a
+// truncation would delete its hard state and marks with the segments
+// holding them: its term and vote would be lost, and its materialization
+// would no longer be one the WAL records.
+func (p *persister) replayed(g uint64, pos []walPos, hs *raftpb.HardState, installed, mark *internalpb.MaterializedMark) {
 	p.posMu.Lock()
 	defer p.posMu.Unlock()
 	p.pos[g] = append([]walPos(nil), pos...)
+	if hs != nil {
+		p.hs[g] = hs
+	}
+	if installed != nil {
+		p.installed[g] = installed
+	}
+	if mark != nil {
+		p.marks[g] = mark
+	}
 }
 
 // noteKeep records that group g needs its entries after keep only, and

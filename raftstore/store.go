@@ -372,6 +372,11 @@ type GroupLog struct {
 	// Installed is the newest raft snapshot installed from the leader,
 	// nil if none.
 	Installed *internalpb.MaterializedMark
+	// Materialized is the newest mark of this node's own
+	// materializations, nil if none. Such marks are written before each
+	// WAL truncation, so that a group whose entries were all truncated
+	// away still has the WAL record its materialization.
+	Materialized *internalpb.MaterializedMark
 	// pos[i] is where Entries[i] lies in the WAL.
 	pos []walPos
 }
@@ -445,6 +450,8 @@ func replay(w *wal.WAL) (map[uint64]*groupLog, error) {
 					keep++
 				}
 				l.Entries, l.pos = append([]*raftpb.Entry(nil), l.Entries[keep:]...), append([]walPos(nil), l.pos[keep:]...)
+			} else if !mk.GetInstalled() && mk.GetIndex() >= l.Materialized.GetIndex() {
+				l.Materialized = mk
 			}
 		case wal.RecordHardState:
 			hs := &raftpb.HardState{}
@@ -479,8 +486,9 @@ func (s *Store) openGroup(gc GroupConfig, l *groupLog) (*group, error) {
 			return nil, fmt.Errorf("raftstore: group %d: restore entries: %w", gc.ID, err)
 		}
 	}
+	var hs *raftpb.HardState
 	if l.HardState != nil || base != nil {
-		hs := &raftpb.HardState{}
+		hs = &raftpb.HardState{}
 		if l.HardState != nil {
 			hs = proto.Clone(l.HardState).(*raftpb.HardState)
 		}
@@ -547,10 +555,17 @@ func (s *Store) openGroup(gc GroupConfig, l *groupLog) (*group, error) {
 		readInflight: map[uint64]*readBatch{},
 	}
 	g.matAt = time.Now() // the interval counts from the start
+	mark := l.Materialized
 	if base != nil {
 		g.applied, g.matIndex, g.matTerm, g.keepIndex = base.index, base.index, base.term, base.keep
+		if base.index > mark.GetIndex() {
+			mark = &internalpb.MaterializedMark{Index: base.index, Term: base.term}
+		}
 	}
-	s.persist.setPositions(g.id, l.pos)
+	if hs != nil {
+		hs = proto.Clone(hs).(*raftpb.HardState) // the persister's own
+	}
+	s.persist.replayed(g.id, l.pos, hs, l.Installed, mark)
 	return g, nil
 }
 
