@@ -522,15 +522,48 @@ type crashImage struct {
 	newTail string    // the tail segment, if the batch in progress created it
 }
 
+// crashScript drives a WAL through add (appends of the given sizes, one
+// call each) and truncate (TruncateFront).
+type crashScript func(w *WAL, add func(sizes ...int), truncate func(index uint64))
+
 // TestCrashImages takes an image of the directory at every I/O step the WAL
 // takes — as if the machine stopped right there with everything before it
 // on disk — while it starts segments (some batches several), truncates
 // inside its tail, at a segment boundary and to empty, and chains the
-// emptied log again. Where a batch created the tail, the image is also
-// taken with that file empty and with half its chain record (the file's
-// name durable, its data not). Every image must open, hold every record
+// emptied log again; and the same for a log that never starts a second
+// segment (so it has no progress file until a truncation renames its tail).
+// Where a batch created the tail, the image is also taken with that file
+// empty and with half its chain record (the file's name durable, its data
+// not). Every image must open with its WAL indexes, hold every record
 // acknowledged before the step, and go on across a new segment.
 func TestCrashImages(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		segmentSize int
+		script      crashScript
+	}{
+		{"rolling", 300, func(w *WAL, add func(...int), truncate func(uint64)) {
+			add(1, 2, 5, 1, 9, 1, 3, 1)
+			truncate(w.LastIndex() - 1) // inside the tail
+			add(2, 12, 1, 1)
+			truncate(w.SegmentStart(w.LastIndex())) // at the tail's start: only files go
+			add(4, 1)
+			truncate(w.LastIndex() + 1) // empty
+			add(1, 6, 1)
+		}},
+		{"one segment", 1 << 20, func(w *WAL, add func(...int), truncate func(uint64)) {
+			add(3, 2)
+			truncate(3) // inside the tail, before any progress file
+			add(1, 2)
+			truncate(w.LastIndex() + 1)
+			add(2)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) { runCrashImages(t, tc.segmentSize, tc.script) })
+	}
+}
+
+func runCrashImages(t *testing.T, segmentSize int, script crashScript) {
 	dir := t.TempDir()
 	var (
 		images  []crashImage
@@ -562,7 +595,7 @@ func TestCrashImages(t *testing.T) {
 		BeforeSync:    func(f string) error { snap("fsync", f); return nil },
 		BeforeSyncDir: func(d string) error { snap("fsync directory in "+current, d); return nil },
 	}
-	w := openT(t, dir, Options{SegmentSize: 300, Hooks: hooks, NodeID: "n1"})
+	w := openT(t, dir, Options{SegmentSize: segmentSize, Hooks: hooks, NodeID: "n1"})
 	next := 0
 	add := func(sizes ...int) {
 		for _, n := range sizes {
@@ -580,15 +613,9 @@ func TestCrashImages(t *testing.T) {
 		}
 		model, first = model[index-first:], index
 	}
-	add(1, 2, 5, 1, 9, 1, 3, 1)
-	truncate(w.LastIndex() - 1) // inside the tail
-	add(2, 12, 1, 1)
-	truncate(w.SegmentStart(w.LastIndex())) // at the tail's start: only files go
-	add(4, 1)
-	truncate(w.LastIndex() + 1) // empty
-	add(1, 6, 1)
+	script(w, add, truncate)
 	closeT(t, w)
-	if len(images) < 50 {
+	if len(images) < 10 {
 		t.Fatalf("only %d images", len(images))
 	}
 

@@ -151,7 +151,9 @@
 // The committer writes the progress file (temporary file, fsync, rename,
 // directory fsync) after every batch that started a segment, once that
 // segment and the directory are fsynced and before any of the batch's
-// Appends returns; TruncateFront writes it when it gave the tail a new name;
+// Appends returns; TruncateFront writes it when it gave the tail a new name
+// (and, if there is none yet, first for the tail as it was, since the
+// renamed tail loses the chain record that says where its records start);
 // Open writes it when it is missing or does not describe the tail. A log
 // Open has just created has none until it starts a segment or is opened
 // again: only such a log, or a crash before its first progress file was

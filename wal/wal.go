@@ -50,9 +50,10 @@ type WAL struct {
 
 	// ioMu serialises tidwall/wal writes and syncs (the committer) with
 	// TruncateFront and Close, and guards segs and nextSlot.
-	ioMu     sync.Mutex
-	segs     []segment // the segment files, oldest first. REQUIRES ioMu.
-	nextSlot uint64    // the slot tidwall/wal gives the next entry. REQUIRES ioMu.
+	ioMu        sync.Mutex
+	segs        []segment // the segment files, oldest first. REQUIRES ioMu.
+	nextSlot    uint64    // the slot tidwall/wal gives the next entry. REQUIRES ioMu.
+	hasProgress bool      // the directory holds a progress file. REQUIRES ioMu.
 
 	// readMu serialises tidwall/wal reads: Log.Read loads and caches
 	// segments while holding only its read lock.
@@ -209,6 +210,7 @@ func open(dir string, df *os.File, opts Options, e env) (*WAL, error) {
 		next:          last + 1,
 		segs:          segs,
 		nextSlot:      lastSlot + 1,
+		hasProgress:   prog != nil || ch.write != nil,
 		committerDone: make(chan struct{}),
 	}
 	w.work.L = &w.mu
@@ -419,6 +421,7 @@ func (w *WAL) commit(b *commitBatch) (time.Duration, int, error) {
 		if err := writeProgress(w.dir, w.dirFile, w.progressOf(next), w.env); err != nil {
 			return 0, 0, err
 		}
+		w.hasProgress = true
 	}
 	old := w.segs[len(w.segs)-1]
 	w.segs = append(append(w.segs[:len(w.segs)-1], full...), next)
@@ -660,6 +663,17 @@ func (w *WAL) TruncateFront(index uint64) error {
 	if index != sg.first {
 		slot = sg.slot(index)
 	}
+	renamesTail := k == len(w.segs)-1 && slot != sg.start
+	if renamesTail && !w.hasProgress {
+		// The tail is about to lose its chain record, and with it the
+		// only record of how its slots line up with WAL indexes: a
+		// crash before the progress file names the new tail must find
+		// the old one named there.
+		if err := writeProgress(w.dir, w.dirFile, w.progressOf(sg), w.env); err != nil {
+			return w.fail(err)
+		}
+		w.hasProgress = true
+	}
 	if err := w.log.TruncateFront(slot); err != nil {
 		return w.fail(writeError(fmt.Sprintf("truncate front to index %d (slot %d) in", index, slot), w.dir, err))
 	}
@@ -676,7 +690,7 @@ func (w *WAL) TruncateFront(index uint64) error {
 		return w.fail(writeError("stat", w.path(slot), err))
 	}
 	segs[0].size = fi.Size()
-	if len(segs) == 1 && slot != sg.start {
+	if renamesTail {
 		// The tail has a new name: without this a crash would leave the
 		// progress file naming a segment that is gone, and the chain
 		// record the tail lost no longer says where records start.
