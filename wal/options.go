@@ -15,7 +15,9 @@ type Options struct {
 	// SegmentSize is the target size in bytes of one segment file; a segment
 	// is closed and a new one started once it holds at least this many
 	// bytes (tidwall/wal's rule, so a segment may end up larger by one
-	// entry). 0 means DefaultSegmentSize; negative is invalid.
+	// entry). 0 means DefaultSegmentSize; negative is invalid. A size not
+	// above a chain record (about 64 bytes plus the node id) is raised to
+	// one byte more than one.
 	SegmentSize int
 	// NodeID names the node whose log this is; it is written into every
 	// chain record and the progress file (doc.go, "Segment chain"), at most
