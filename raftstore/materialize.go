@@ -123,6 +123,81 @@ func (s *Store) restoreBase(gc GroupConfig, l *groupLog, st *raft.MemoryStorage)
 	return nil, nil
 }
 
+// fetchedDirName is the subdirectory of Config.MaterializeDir where
+// materializations fetched from a leader (raft snapshots) wait until their
+// install is recorded in the WAL; only then do they move into
+// MaterializeDir. So a file there is one the WAL vouches for, and a crash
+// between a fetch and its install leaves no file that looks like this
+// node's own state.
+const fetchedDirName = "fetched"
+
+func (s *Store) fetchedDir() string { return filepath.Join(s.cfg.MaterializeDir, fetchedDirName) }
+
+// fetchedPath is where the materialization of group at index fetched from
+// a leader waits for its install.
+func (s *Store) fetchedPath(group, index uint64) string {
+	return filepath.Join(s.fetchedDir(), checkpoint.Materialization{Partition: group, Index: index}.Name())
+}
+
+// adoptFetched moves a fetched materialization whose install the WAL
+// records into MaterializeDir, durably.
+func (s *Store) adoptFetched(group, index uint64) error {
+	from, to := s.fetchedPath(group, index), s.MaterializationPath(group, index)
+	if err := checkpoint.OS.Rename(from, to); err != nil {
+		return fmt.Errorf("raftstore: group %d: moving the installed snapshot %s into place: %w", group, from, err)
+	}
+	if err := checkpoint.OS.SyncDir(s.cfg.MaterializeDir); err != nil {
+		return fmt.Errorf("raftstore: group %d: moving the installed snapshot %s into place: fsync of %s: %w", group, from, s.cfg.MaterializeDir, err)
+	}
+	return nil
+}
+
+// removeFetched removes group's fetched materializations at or below
+// index: an install at index makes them of no use.
+func (s *Store) removeFetched(group, index uint64) {
+	all, err := checkpoint.List(s.fetchedDir())
+	if err != nil {
+		s.log.Warn("listing fetched materializations", "err", err)
+		return
+	}
+	for _, m := range all[group] {
+		if m.Index <= index {
+			if err := checkpoint.Remove(s.fetchedDir(), m); err != nil {
+				s.log.Warn("removing a fetched materialization", "file", m.Name(), "err", err)
+			}
+		}
+	}
+}
+
+// settleFetched, at Open, finishes the installs a crash interrupted
+// between their WAL mark and moving their file into place, and removes
+// every other fetched materialization: the WAL does not record its
+// install, so this node's state is still its own (the leader sends the
+// snapshot again if it is still needed).
+func (s *Store) settleFetched(logs map[uint64]*groupLog) error {
+	all, err := checkpoint.List(s.fetchedDir())
+	if err != nil {
+		return fmt.Errorf("raftstore: %w", err)
+	}
+	for group, mats := range all {
+		for _, m := range mats {
+			if l := logs[group]; l != nil && l.Installed.GetIndex() == m.Index {
+				if _, err := os.Stat(s.MaterializationPath(group, m.Index)); errors.Is(err, os.ErrNotExist) {
+					if err := s.adoptFetched(group, m.Index); err != nil {
+						return err
+					}
+					s.log.Info("finished installing a raft snapshot that a crash interrupted", "group", group, "index", m.Index)
+					continue
+				}
+			}
+			if err := checkpoint.Remove(s.fetchedDir(), m); err != nil {
+				return fmt.Errorf("raftstore: removing a fetched materialization not installed: %w", err)
+			}
+		}
+	}
+	return nil
+}
+
 // snapshotData is the data of a raft snapshot this store makes: the
 // materialization it stands for. The file itself goes to a follower
 // through Config.Fetch.
@@ -401,7 +476,10 @@ func (s *Store) haveSnapshotFile(from, group uint64, m *raftpb.Message) bool {
 		s.log.Warn("dropping a raft snapshot this node cannot install", "group", group, "from", from)
 		return false
 	}
-	path := s.MaterializationPath(group, idx)
+	if _, err := os.Stat(s.MaterializationPath(group, idx)); err == nil {
+		return true
+	}
+	path := s.fetchedPath(group, idx)
 	if _, err := os.Stat(path); err == nil {
 		return true
 	}

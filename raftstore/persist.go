@@ -3,6 +3,7 @@ package raftstore
 import (
 	"errors"
 	"fmt"
+	"os"
 	"sort"
 	"sync"
 
@@ -414,7 +415,12 @@ type entryRec struct {
 // and a mark in the WAL tells a restart that the log starts after it.
 func (p *persister) install(g *group, snap *raftpb.Snapshot) error {
 	md := snap.GetMetadata()
-	path := p.s.MaterializationPath(g.id, md.GetIndex())
+	// The file is in MaterializeDir if this node had it already, else it
+	// was fetched: it moves into MaterializeDir once the mark is written.
+	path, fetched := p.s.MaterializationPath(g.id, md.GetIndex()), false
+	if _, err := os.Stat(path); err != nil {
+		path, fetched = p.s.fetchedPath(g.id, md.GetIndex()), true
+	}
 	r, err := checkpoint.Open(path)
 	if err != nil {
 		return fmt.Errorf("raftstore: group %d: install snapshot at %d: %w", g.id, md.GetIndex(), err)
@@ -431,6 +437,14 @@ func (p *persister) install(g *group, snap *raftpb.Snapshot) error {
 	}
 	if _, _, err := p.s.cfg.WAL.Append([]wal.Record{{Type: wal.RecordMaterialized, Group: g.id, Data: data}}); err != nil {
 		return err
+	}
+	if fetched {
+		// A crash before this is finished at Open (settleFetched).
+		if err := p.s.adoptFetched(g.id, md.GetIndex()); err != nil {
+			return err
+		}
+		path = p.s.MaterializationPath(g.id, md.GetIndex())
+		p.s.removeFetched(g.id, md.GetIndex())
 	}
 	if err := g.storage.ApplySnapshot(snap); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
 		return fmt.Errorf("raftstore: group %d: apply snapshot at %d: %w", g.id, md.GetIndex(), err)

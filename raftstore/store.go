@@ -336,15 +336,25 @@ func Open(cfg Config) (*Store, error) {
 		if err := os.MkdirAll(cfg.MaterializeDir, 0o755); err != nil {
 			return nil, fmt.Errorf("raftstore: materialization dir: %w", err)
 		}
-		if left, err := checkpoint.RemoveTemp(cfg.MaterializeDir); err != nil {
+		if err := os.MkdirAll(s.fetchedDir(), 0o755); err != nil {
 			return nil, fmt.Errorf("raftstore: materialization dir: %w", err)
-		} else if len(left) > 0 {
-			s.log.Info("removed unfinished materializations left by a crash", "files", left)
+		}
+		for _, dir := range []string{cfg.MaterializeDir, s.fetchedDir()} {
+			if left, err := checkpoint.RemoveTemp(dir); err != nil {
+				return nil, fmt.Errorf("raftstore: materialization dir: %w", err)
+			} else if len(left) > 0 {
+				s.log.Info("removed unfinished materializations left by a crash", "dir", dir, "files", left)
+			}
 		}
 	}
 	logs, err := replay(cfg.WAL)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.MaterializeDir != "" {
+		if err := s.settleFetched(logs); err != nil {
+			return nil, err
+		}
 	}
 	for _, gc := range cfg.Groups {
 		g, err := s.openGroup(gc, logs[gc.ID])

@@ -2,11 +2,18 @@ package raftstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
+	"github.com/cutkv/cutkv/checkpoint"
+	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/wal"
 )
 
@@ -110,4 +117,120 @@ func TestOpenAfterTruncation(t *testing.T) {
 		return c.openWAL(v).FirstIndex() > before
 	})
 	restart()
+}
+
+// TestOpenSettlesFetched: a materialization fetched from a leader counts
+// only once its install is in the WAL. One without a recorded install is
+// removed at Open (it is no base, and no refusal); one whose install mark
+// was written before a crash kept it from moving into place is moved, and
+// the group starts from it.
+func TestOpenSettlesFetched(t *testing.T) {
+	c := newTestCluster(t, matOptions(t, 1, 1, nil))
+	const g = 1
+	c.putMany(g, "k", 20)
+	m := materialize(t, c.store(1), g)
+	s := c.store(1)
+	own, fetchedDir := s.MaterializationPath(g, m), s.fetchedDir()
+	c.stop(1)
+	c.closeWAL(1)
+	data, err := os.ReadFile(own)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Fetched, never installed, far ahead of the WAL.
+	stale := filepath.Join(fetchedDir, checkpoint.Materialization{Partition: g, Index: m + 1000}.Name())
+	if err := os.WriteFile(stale, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.start(1)
+	if _, err := os.Stat(stale); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a fetched materialization whose install the WAL does not record is still there (%v)", err)
+	}
+	c.stop(1)
+	c.closeWAL(1)
+
+	// Installed (the mark is in the WAL), but the crash came before the
+	// file moved into place.
+	meta, err := checkpoint.Verify(own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(own, filepath.Join(fetchedDir, filepath.Base(own))); err != nil {
+		t.Fatal(err)
+	}
+	mark, err := proto.Marshal(&internalpb.MaterializedMark{Index: m, Term: meta.Term, Installed: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := c.openWAL(1).Append([]wal.Record{{Type: wal.RecordMaterialized, Group: g, Data: mark}}); err != nil {
+		t.Fatal(err)
+	}
+	c.start(1)
+	if _, err := os.Stat(own); err != nil {
+		t.Fatalf("the installed materialization was not moved into place: %v", err)
+	}
+	if st, _ := c.store(1).Status(g); st.Materialized != m || !hasKey(c.part(1, g), "k0019", strings.Repeat("v", 100)) {
+		t.Fatalf("materialized %d (want %d), or the state is missing", st.Materialized, m)
+	}
+	c.put(g, "after", "1")
+}
+
+// TestLaggingFollowerInstallsSnapshot: a follower that missed entries the
+// others compacted away fetches the leader's materialization, installs
+// it (the file moves from the fetched directory into place once the WAL
+// records the install), catches up, and opens from it after a restart.
+func TestLaggingFollowerInstallsSnapshot(t *testing.T) {
+	var c *testCluster
+	fetch := func(ctx context.Context, from, group, index uint64, path string) error {
+		src := c.store(from)
+		if src == nil {
+			return errors.New("node down")
+		}
+		b, err := os.ReadFile(src.MaterializationPath(group, index))
+		if err != nil {
+			return err
+		}
+		tmp := path + ".tmp-test"
+		if err := os.WriteFile(tmp, b, 0o644); err != nil {
+			return err
+		}
+		return os.Rename(tmp, path)
+	}
+	c = newTestCluster(t, matOptions(t, 3, 1, func(_ uint64, cfg *Config) { cfg.Fetch = fetch }))
+	const g = 1
+	c.waitConverged(g, c.putMany(g, "a", 10))
+	lead := c.waitLeader(g)
+	f := c.ids[0]
+	if f == lead {
+		f = c.ids[1]
+	}
+	c.stop(f)
+	c.closeWAL(f)
+	idx := c.putMany(g, "b", 40)
+	var ms []uint64
+	for _, id := range c.running() {
+		ms = append(ms, materialize(t, c.store(id), g))
+	}
+	c.start(f)
+	c.waitConverged(g, idx)
+	s := c.store(f)
+	var st GroupStatus
+	waitFor(t, "the follower's status to show the install", func() bool {
+		st, _ = s.Status(g)
+		return st.Materialized != 0
+	})
+	if !slices.Contains(ms, st.Materialized) {
+		t.Fatalf("follower materialized at %d; it should hold a leader's materialization (at one of %v)", st.Materialized, ms)
+	}
+	if _, err := os.Stat(s.MaterializationPath(g, st.Materialized)); err != nil {
+		t.Fatalf("installed materialization not in place: %v", err)
+	}
+	if left, _ := os.ReadDir(s.fetchedDir()); len(left) != 0 {
+		t.Fatalf("fetched files left after the install: %v", left)
+	}
+	c.stop(f)
+	c.closeWAL(f)
+	c.start(f)
+	c.waitConverged(g, c.put(g, "after", "1"))
 }
