@@ -18,10 +18,18 @@
 // be durable on a quorum: an acknowledged write survives any minority of
 // kill -9s, and all of them (DESIGN.md invariant 1).
 //
+// Raft messages from peers come through one door, Receive: each is checked
+// (group held, sender a member, this node the recipient, a type peers send,
+// contents raft takes on trust) and dropped otherwise, counted by reason
+// (Config.Rejected); a heartbeat committing past this node's log stops the
+// node (ErrLogBehind) instead of raft's panic. See receive.go.
+//
 // On start the WAL is replayed: a later record for (group, index i)
 // supersedes earlier ones for (group, >= i), exactly as raft overwrote its
 // uncommitted tail; the state machines are rebuilt by re-applying the
-// committed entries.
+// committed entries. A materialization naming an index past everything
+// the WAL knows of its group means the WAL lost its newest part: Open
+// refuses (ErrWALBehind).
 //
 // Callers outside the loop use Propose and ReadIndex, which block until the
 // loop has done the work or the context ends. Every error they return says

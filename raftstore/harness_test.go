@@ -283,6 +283,8 @@ func (c *testCluster) config(id uint64, w *wal.WAL) (Config, map[uint64]*partiti
 		// A store that stops by itself fails the test, unless the test
 		// expects it (and sets its own OnFatal).
 		OnFatal: func(err error) { c.t.Errorf("node %d stopped: %v", id, err) },
+		// Nothing a healthy cluster sends is dropped.
+		Rejected: func(reason string) { c.t.Errorf("node %d dropped a message from a peer: %s", id, reason) },
 	}
 	for _, g := range c.groups {
 		p := partition.New(g)

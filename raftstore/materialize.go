@@ -12,9 +12,12 @@ import (
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/cutkv/cutkv/checkpoint"
 	"github.com/cutkv/cutkv/internal/failpoint"
+	"github.com/cutkv/cutkv/proto/internalpb"
+	"github.com/cutkv/cutkv/wal"
 )
 
 // Materialization (DESIGN.md, "Checkpoints"): each group's state is
@@ -27,6 +30,10 @@ import (
 // after keepIndex, the older of the two newest materializations kept, so
 // that a damaged newest file can fall back to the older one; a pin (a
 // snapshot upload in progress) can hold more.
+
+// ErrWALBehind: a materialization names an index past everything the WAL
+// knows of its group: the WAL lost its newest part.
+var ErrWALBehind = errors.New("raftstore: the WAL is behind this node's materializations")
 
 // ErrMaterializeBusy: a materialization of the group is being written.
 var ErrMaterializeBusy = errors.New("raftstore: a materialization of this group is already being written")
@@ -66,6 +73,9 @@ func (s *Store) restoreBase(gc GroupConfig, l *groupLog, st *raft.MemoryStorage)
 			return nil, fmt.Errorf("raftstore: group %d: list materializations: %w", gc.ID, err)
 		}
 		mats = all[gc.ID]
+	}
+	if err := s.checkWALCovers(gc.ID, l, mats); err != nil {
+		return nil, err
 	}
 	var refused []string
 	for i := len(mats) - 1; i >= 0; i-- {
@@ -123,12 +133,92 @@ func (s *Store) restoreBase(gc GroupConfig, l *groupLog, st *raft.MemoryStorage)
 	return nil, nil
 }
 
+// walKnows returns the highest raft index of the group's log that the WAL
+// records: its last entry, its hard state's commit index, its
+// materialization marks (own and installed).
+func (l *GroupLog) walKnows() uint64 {
+	k := max(l.HardState.GetCommit(), l.Installed.GetIndex(), l.Materialized.GetIndex())
+	if n := len(l.Entries); n > 0 {
+		k = max(k, l.Entries[n-1].GetIndex())
+	}
+	return k
+}
+
+// checkWALCovers refuses a group whose newest materialization names an
+// index past everything the WAL knows of it (walKnows): the WAL lost its
+// newest part (the newest segment deleted or cut at a record boundary, an
+// older copy of the WAL), which its segment chain cannot see (DESIGN.md,
+// "Trust"). Every file in MaterializeDir is one the WAL vouches for:
+//
+//   - this node's own materialization at m is written after entry m was
+//     applied, so after it was durable in the WAL; the WAL front is
+//     truncated behind m only after m's mark (with the group's hard state)
+//     was written again at the tail, so the WAL holds entry m or the mark
+//     (a crash between the file and its mark leaves entry m);
+//   - a materialization fetched from a leader moves into MaterializeDir
+//     only after its install mark is in the WAL (persister.install,
+//     settleFetched).
+//
+// A WAL that held no record at all at Open is the exception: a restore
+// fills a new data directory with materializations and no WAL (and a
+// whole WAL deleted looks the same). Those groups start from their
+// materializations, whose marks markRestored writes at once.
+func (s *Store) checkWALCovers(group uint64, l *groupLog, mats []checkpoint.Materialization) error {
+	if len(mats) == 0 || s.walNew {
+		return nil
+	}
+	newest := mats[len(mats)-1]
+	known := l.walKnows()
+	if newest.Index <= known {
+		return nil
+	}
+	last := uint64(0)
+	if n := len(l.Entries); n > 0 {
+		last = l.Entries[n-1].GetIndex()
+	}
+	return fmt.Errorf("%w: group %d: materialization %s is at index %d, but the WAL knows this group's log only up "+
+		"to index %d (last entry %d, commit %d, materialization marks up to %d): the WAL lost its newest part "+
+		"(the newest segment deleted or cut short, or an older copy of the WAL), and with it entries and votes "+
+		"this node acknowledged. Refusing to start: put the missing WAL segments back, or rebuild this node from "+
+		"its peers (clear its data directory; its groups' leaders must change before it rejoins, since a leader "+
+		"keeps sending the commit index this node acknowledged to it)",
+		ErrWALBehind, group, filepath.Join(s.cfg.MaterializeDir, newest.Name()), newest.Index, known, last,
+		l.HardState.GetCommit(), max(l.Installed.GetIndex(), l.Materialized.GetIndex()))
+}
+
+// markRestored writes the marks of the materializations that groups
+// started from when the WAL was new (checkWALCovers): from now on the
+// WAL vouches for them.
+func (s *Store) markRestored() error {
+	if !s.walNew {
+		return nil
+	}
+	var recs []wal.Record
+	for _, id := range s.order {
+		g := s.groups[id]
+		if g.matIndex == 0 {
+			continue
+		}
+		data, err := proto.Marshal(&internalpb.MaterializedMark{Index: g.matIndex, Term: g.matTerm})
+		if err != nil {
+			return fmt.Errorf("raftstore: marshal materialization mark: %w", err)
+		}
+		recs = append(recs, wal.Record{Type: wal.RecordMaterialized, Group: id, Data: data})
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	if _, _, err := s.cfg.WAL.Append(recs); err != nil {
+		return fmt.Errorf("raftstore: recording the materializations of a new WAL: %w", err)
+	}
+	s.log.Info("the WAL is new: groups start from the materializations found (a restored data directory)", "groups", len(recs))
+	return nil
+}
+
 // fetchedDirName is the subdirectory of Config.MaterializeDir where
 // materializations fetched from a leader (raft snapshots) wait until their
 // install is recorded in the WAL; only then do they move into
-// MaterializeDir. So a file there is one the WAL vouches for, and a crash
-// between a fetch and its install leaves no file that looks like this
-// node's own state.
+// MaterializeDir (see checkWALCovers).
 const fetchedDirName = "fetched"
 
 func (s *Store) fetchedDir() string { return filepath.Join(s.cfg.MaterializeDir, fetchedDirName) }

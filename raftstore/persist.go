@@ -87,7 +87,7 @@ func newPersister(s *Store) *persister {
 // entries (idle since its materialization) would hold nothing back, and a
 // truncation would delete its hard state and marks with the segments
 // holding them: its term and vote would be lost, and its materialization
-// would no longer be one the WAL records.
+// would no longer be one the WAL vouches for (walKnows).
 func (p *persister) replayed(g uint64, pos []walPos, hs *raftpb.HardState, installed, mark *internalpb.MaterializedMark) {
 	p.posMu.Lock()
 	defer p.posMu.Unlock()

@@ -290,8 +290,11 @@ type Store struct {
 	stopc chan struct{}
 	donec chan struct{}
 
-	waiters  map[uint64]*waiter // loop only
-	persist  *persister
+	waiters map[uint64]*waiter // loop only
+	persist *persister
+	// walNew: the WAL held no record at Open (a new node, or a data
+	// directory a restore filled with materializations only).
+	walNew   bool
 	workErr  atomic.Pointer[error] // a persister failure for the loop to act on
 	nextID   atomic.Uint64
 	readSeq  uint64 // loop only
@@ -329,6 +332,7 @@ func Open(cfg Config) (*Store, error) {
 		donec:   make(chan struct{}),
 		waiters: map[uint64]*waiter{},
 		status:  map[uint64]GroupStatus{},
+		walNew:  cfg.WAL.LastIndex() == 0,
 	}
 	s.nextID.Store(rand.Uint64() >> 1)
 	s.persist = newPersister(s)
@@ -365,6 +369,9 @@ func Open(cfg Config) (*Store, error) {
 		s.order = append(s.order, gc.ID)
 	}
 	sort.Slice(s.order, func(i, j int) bool { return s.order[i] < s.order[j] })
+	if err := s.markRestored(); err != nil {
+		return nil, err
+	}
 	for _, g := range s.groups {
 		s.publishStatus(g)
 	}
@@ -385,7 +392,7 @@ type GroupLog struct {
 	// Materialized is the newest mark of this node's own
 	// materializations, nil if none. Such marks are written before each
 	// WAL truncation, so that a group whose entries were all truncated
-	// away still has the WAL record its materialization.
+	// away still has the WAL vouch for its materialization (walKnows).
 	Materialized *internalpb.MaterializedMark
 	// pos[i] is where Entries[i] lies in the WAL.
 	pos []walPos

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -35,6 +36,17 @@ func matOptions(t *testing.T, nodes, groups int, more func(id uint64, cfg *Confi
 			}
 		},
 	}
+}
+
+// openErr opens node id's store as start does and returns Open's error
+// (nil after stopping the store it opened).
+func (c *testCluster) openErr(id uint64) error {
+	cfg, _ := c.config(id, c.openWAL(id))
+	s, err := Open(cfg)
+	if err == nil {
+		s.Stop()
+	}
+	return err
 }
 
 // putMany writes n keys of about 100 bytes to group g, returning the last
@@ -69,6 +81,77 @@ func readLogs(t *testing.T, dir string) map[uint64]*GroupLog {
 		t.Fatal(err)
 	}
 	return logs
+}
+
+var segmentFile = regexp.MustCompile(`^[0-9]{20}$`)
+
+// segments lists a closed WAL's segment files, oldest first.
+func segments(t *testing.T, dir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range ents {
+		if segmentFile.MatchString(e.Name()) {
+			out = append(out, e.Name())
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestOpenRefusesMaterializationAboveWAL: a node whose newest WAL
+// segments were deleted after it materialized a group, so that the WAL
+// knows less of the group than the materialization, refuses to open and
+// names the group, the file and what the WAL knows. The same node before
+// the deletion — a crash between writing the materialization and its WAL
+// mark, which here never came — opens from the materialization.
+func TestOpenRefusesMaterializationAboveWAL(t *testing.T) {
+	c := newTestCluster(t, matOptions(t, 1, 1, nil))
+	const g = 1
+	s := c.store(1)
+	s.Pin(g, 0) // keeps the whole WAL, so no mark is ever written
+	c.putMany(g, "k", 100)
+	m := materialize(t, s, g)
+	path := s.MaterializationPath(g, m)
+	c.stop(1)
+	c.closeWAL(1)
+	dir := c.dirs[1]
+	if logs := readLogs(t, dir); logs[g].Materialized != nil || logs[g].walKnows() < m {
+		t.Fatalf("the WAL holds mark %v and knows up to %d: the test needs entry %d and no mark", logs[g].Materialized, logs[g].walKnows(), m)
+	}
+
+	c.start(1) // the materialization's mark is not in the WAL: opens
+	if st, _ := c.store(1).Status(g); st.Materialized != m || st.Applied < m {
+		t.Fatalf("reopened: materialized %d, applied %d; want %d", st.Materialized, st.Applied, m)
+	}
+	c.stop(1)
+	c.closeWAL(1)
+
+	// Lose the newest segments until the WAL knows less than m.
+	var known uint64
+	for segs := segments(t, dir); ; segs = segs[:len(segs)-1] {
+		if len(segs) < 2 {
+			t.Fatal("no segment left to lose: the test needs a WAL of several segments")
+		}
+		if err := os.Remove(filepath.Join(dir, segs[len(segs)-1])); err != nil {
+			t.Fatal(err)
+		}
+		if known = readLogs(t, dir)[g].walKnows(); known < m {
+			break
+		}
+	}
+	err := c.openErr(1)
+	if !errors.Is(err, ErrWALBehind) {
+		t.Fatalf("Open over a WAL that lost its newest segments: %v, want ErrWALBehind", err)
+	}
+	for _, want := range []string{fmt.Sprintf("group %d", g), path, fmt.Sprintf("up to index %d", known), "lost its newest part"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refusal lacks %q: %v", want, err)
+		}
+	}
 }
 
 // TestOpenAfterTruncation: a group idle since its materialization holds
@@ -117,6 +200,31 @@ func TestOpenAfterTruncation(t *testing.T) {
 		return c.openWAL(v).FirstIndex() > before
 	})
 	restart()
+}
+
+// TestOpenRestoredDataDir: a data directory holding materializations and
+// a new, empty WAL (what a restore writes) opens from the
+// materializations and records them in the WAL, so that later restarts
+// are checked against them.
+func TestOpenRestoredDataDir(t *testing.T) {
+	c := newTestCluster(t, matOptions(t, 1, 1, nil))
+	const g = 1
+	c.putMany(g, "k", 20)
+	m := materialize(t, c.store(1), g)
+	c.stop(1)
+	c.closeWAL(1)
+	c.dirs[1] = filepath.Join(t.TempDir(), "new-wal")
+	c.start(1)
+	if st, _ := c.store(1).Status(g); st.Materialized != m || !hasKey(c.part(1, g), "k0019", strings.Repeat("v", 100)) {
+		t.Fatalf("restored node: materialized %d (want %d), or its state is missing", st.Materialized, m)
+	}
+	c.stop(1)
+	c.closeWAL(1)
+	if mk := readLogs(t, c.dirs[1])[g].Materialized; mk.GetIndex() != m {
+		t.Fatalf("the new WAL records mark %v, want one at %d", mk, m)
+	}
+	c.start(1)
+	c.put(g, "after", "1")
 }
 
 // TestOpenSettlesFetched: a materialization fetched from a leader counts
