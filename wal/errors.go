@@ -6,9 +6,10 @@ import (
 )
 
 var (
-	// ErrCorrupt means the log holds a record that fails its checks, or its
-	// segments do not fit together. Open refuses such a log; the error is a
-	// *CorruptError naming the segment file and byte offset.
+	// ErrCorrupt means the log holds a record that fails its checks, its
+	// segments do not fit together, or its progress file is damaged. Open
+	// refuses such a log; the error is a *CorruptError naming the file and
+	// byte offset (or a *ChainError, which also matches ErrChain).
 	ErrCorrupt = errors.New("wal: corrupt record")
 	// ErrWrite means a write, fsync, truncation or directory sync failed.
 	// It is sticky: once one happened, every later Append, TruncateFront and
