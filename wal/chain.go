@@ -252,9 +252,9 @@ func writeProgress(dir string, df *os.File, p progress, e env) error {
 
 // chainState is what verifyChain learned about a log.
 type chainState struct {
-	firsts      []uint64 // WAL index of each segment's first record
-	incarnation uint64   // a new one when neither a chain record nor a progress file names one
-	node        string   // the node id the WAL writes from now on
+	firsts      []uint64  // WAL index of each segment's first record
+	incarnation uint64    // a new one when neither a chain record nor a progress file names one
+	node        string    // the node id the WAL writes from now on
 	write       *progress // the progress file Open must write; nil when the one on disk describes the tail
 	unchained   bool      // the log holds records but no chain record and no progress file: it predates chaining
 }
