@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -83,44 +82,36 @@ func readLogs(t *testing.T, dir string) map[uint64]*GroupLog {
 	return logs
 }
 
-var segmentFile = regexp.MustCompile(`^[0-9]{20}$`)
-
-// segments lists a closed WAL's segment files, oldest first.
-func segments(t *testing.T, dir string) []string {
-	t.Helper()
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, e := range ents {
-		if segmentFile.MatchString(e.Name()) {
-			out = append(out, e.Name())
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// TestOpenRefusesMaterializationAboveWAL: a node whose newest WAL
-// segments were deleted after it materialized a group, so that the WAL
-// knows less of the group than the materialization, refuses to open and
-// names the group, the file and what the WAL knows. The same node before
-// the deletion — a crash between writing the materialization and its WAL
+// TestOpenRefusesMaterializationAboveWAL: a node whose WAL directory was
+// replaced by an older copy of itself (which the WAL's segment chain
+// cannot see) after the node materialized a group, so that the WAL knows
+// less of the group than the materialization, refuses to open and names
+// the group, the file and what the WAL knows. The same node before the
+// replacement — a crash between writing the materialization and its WAL
 // mark, which here never came — opens from the materialization.
 func TestOpenRefusesMaterializationAboveWAL(t *testing.T) {
 	c := newTestCluster(t, matOptions(t, 1, 1, nil))
 	const g = 1
-	s := c.store(1)
+	c.putMany(g, "a", 20)
+	c.stop(1)
+	c.closeWAL(1)
+	dir := c.dirs[1]
+	old := filepath.Join(t.TempDir(), "wal")
+	if err := os.CopyFS(old, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	known := readLogs(t, old)[g].walKnows()
+
+	s := c.start(1)
 	s.Pin(g, 0) // keeps the whole WAL, so no mark is ever written
-	c.putMany(g, "k", 100)
+	c.putMany(g, "b", 50)
 	m := materialize(t, s, g)
 	path := s.MaterializationPath(g, m)
 	c.stop(1)
 	c.closeWAL(1)
-	dir := c.dirs[1]
-	if logs := readLogs(t, dir); logs[g].Materialized != nil || logs[g].walKnows() < m {
-		t.Fatalf("the WAL holds mark %v and knows up to %d: the test needs entry %d and no mark", logs[g].Materialized, logs[g].walKnows(), m)
+	if logs := readLogs(t, dir); logs[g].Materialized != nil || logs[g].walKnows() < m || known >= m {
+		t.Fatalf("the WAL holds mark %v and knows up to %d, the old copy up to %d: the test needs entry %d, no mark, and less in the copy",
+			logs[g].Materialized, logs[g].walKnows(), known, m)
 	}
 
 	c.start(1) // the materialization's mark is not in the WAL: opens
@@ -130,22 +121,15 @@ func TestOpenRefusesMaterializationAboveWAL(t *testing.T) {
 	c.stop(1)
 	c.closeWAL(1)
 
-	// Lose the newest segments until the WAL knows less than m.
-	var known uint64
-	for segs := segments(t, dir); ; segs = segs[:len(segs)-1] {
-		if len(segs) < 2 {
-			t.Fatal("no segment left to lose: the test needs a WAL of several segments")
-		}
-		if err := os.Remove(filepath.Join(dir, segs[len(segs)-1])); err != nil {
-			t.Fatal(err)
-		}
-		if known = readLogs(t, dir)[g].walKnows(); known < m {
-			break
-		}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.CopyFS(dir, os.DirFS(old)); err != nil {
+		t.Fatal(err)
 	}
 	err := c.openErr(1)
 	if !errors.Is(err, ErrWALBehind) {
-		t.Fatalf("Open over a WAL that lost its newest segments: %v, want ErrWALBehind", err)
+		t.Fatalf("Open over an older copy of the WAL: %v, want ErrWALBehind", err)
 	}
 	for _, want := range []string{fmt.Sprintf("group %d", g), path, fmt.Sprintf("up to index %d", known), "lost its newest part"} {
 		if !strings.Contains(err.Error(), want) {
