@@ -19,7 +19,7 @@ RACE_PKGS := ./wal/... ./discovery/... ./raftstore/... ./partition/... ./rpc/...
 CUTKV_SOAK ?= 10s
 export CUTKV_SOAK
 
-.PHONY: all build run test test-unit verify fmt vet staticcheck tidy-check proto proto-check e2e bench clean bench-compare
+.PHONY: all build run run-secure test test-unit verify fmt vet staticcheck tidy-check proto proto-check e2e bench clean bench-compare
 
 all: build
 
@@ -30,6 +30,11 @@ build:
 # A 3-node local cluster in the foreground; Ctrl-C stops it. Data under ./data.
 run: build
 	@./scripts/run-local.sh
+
+# The same cluster with TLS everywhere (certificates made once under
+# ./data-secure/certs); prints the kvctl flags to use.
+run-secure: build
+	@CUTKV_TLS=1 CUTKV_DATA=./data-secure ./scripts/run-local.sh
 
 test: verify test-unit
 

@@ -3,12 +3,16 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/cutkv/cutkv/pki"
+	"github.com/cutkv/cutkv/pki/grpctls"
 	"github.com/cutkv/cutkv/proto/kvpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
@@ -53,8 +57,16 @@ func NewWithConfig(ctx context.Context, cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	creds := insecure.NewCredentials()
+	if t := cfg.TLS; t != nil {
+		r, err := pki.NewReloader(pki.Files{Cert: t.Cert, Key: t.Key, CA: t.CACert}, cfg.Logger)
+		if err != nil {
+			return nil, fmt.Errorf("client: TLS: %w", err)
+		}
+		creds = grpctls.Client(r.ClientConfig)
+	}
 	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithConnectParams(grpc.ConnectParams{
 			Backoff: backoff.Config{
 				BaseDelay:  cfg.BackoffBase,
@@ -109,7 +121,7 @@ func (c *Client) CutVersion() uint64 { return c.cut.Load() }
 // the versions of the old cluster are not pushed onto the new one.
 func (c *Client) observe(h *kvpb.ResponseHeader) {
 	v := h.GetCutVersion()
-	if id := h.GetClusterId(); id != 0 {
+	if id, _ := strconv.ParseUint(h.GetClusterId(), 16, 64); id != 0 {
 		if old := c.cluster.Load(); old != id && c.cluster.CompareAndSwap(old, id) && old != 0 {
 			c.cut.Store(v)
 			return

@@ -94,7 +94,7 @@ func (c *Client) Members(ctx context.Context, opts ...Option) ([]Member, error) 
 
 // Status is the cluster's state: one row per raft group, one per node.
 type Status struct {
-	ClusterID  uint64
+	ClusterID  string // 16 hex digits
 	Partitions uint32
 	// Groups lists group 0 (metadata) first, then partitions 1..N.
 	Groups []GroupStatus

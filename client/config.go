@@ -75,14 +75,27 @@ type Config struct {
 	// Default 128 (DefaultMaxTxnOps).
 	MaxTxnOps int
 
-	// DialOptions are appended to the client's own gRPC dial options (which
-	// use insecure transport credentials); pass
-	// grpc.WithTransportCredentials here to use TLS.
+	// TLS, when set, makes every connection TLS: the servers are verified
+	// against TLS.CACert, and TLS.Cert/TLS.Key (if set) are presented as
+	// the client's certificate, whose role the cluster checks. Files are
+	// re-read when they change. nil: plaintext.
+	TLS *TLSFiles
+
+	// DialOptions are appended to the client's own gRPC dial options.
 	DialOptions []grpc.DialOption
 
 	// Logger receives debug records about retries and routing changes. nil
 	// discards them.
 	Logger *slog.Logger
+}
+
+// TLSFiles name the PEM files of a TLS client (etcdctl's --cacert,
+// --cert, --key).
+type TLSFiles struct {
+	// CACert is the CA the servers' certificates chain to. Required.
+	CACert string
+	// Cert and Key are the client's certificate and key; both or neither.
+	Cert, Key string
 }
 
 // Validate checks c and fills in defaults for zero fields.
@@ -135,6 +148,14 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("client: config: MaxTxnOps is negative (%d)", c.MaxTxnOps)
 	case c.MaxTxnOps == 0:
 		c.MaxTxnOps = DefaultMaxTxnOps
+	}
+	if t := c.TLS; t != nil {
+		if t.CACert == "" {
+			return errors.New("client: config: TLS needs the CA certificate (--cacert) that the servers' certificates chain to")
+		}
+		if (t.Cert == "") != (t.Key == "") {
+			return errors.New("client: config: TLS needs both a certificate (--cert) and its key (--key), or neither")
+		}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -27,6 +27,10 @@ var (
 	// ErrInvalidArgument: the request is malformed (empty or oversized key,
 	// oversized value, negative limit); retrying cannot help.
 	ErrInvalidArgument = errors.New("client: invalid argument")
+	// ErrPermissionDenied: the cluster refused the call for this client's
+	// certificate (none, or a role below the one the call needs); nothing
+	// was applied.
+	ErrPermissionDenied = errors.New("client: permission denied")
 	// ErrConflict: a transaction kept conflicting with other transactions
 	// (the server answered Aborted to every attempt, the last one included)
 	// until its ctx's deadline. It was not applied; run it again later, or
@@ -74,8 +78,25 @@ func (e *OpError) Error() string {
 	if e.Err != nil {
 		b.WriteString(": ")
 		b.WriteString(e.Err.Error())
+		b.WriteString(transportHint(e.Err.Error()))
 	}
 	return b.String()
+}
+
+// transportHint explains the connection errors a TLS mismatch gives,
+// which gRPC reports in terms of HTTP/2 and TLS records.
+func transportHint(msg string) string {
+	switch {
+	case strings.Contains(msg, "first record does not look like a TLS handshake"):
+		return " (the server speaks plaintext: connect without --cacert/--cert/--key, or give the server --cert-file and --key-file)"
+	case strings.Contains(msg, "server preface"):
+		return " (the server closed the connection at once: it may speak TLS — pass --cacert, and --cert/--key for a client certificate — or be at its --max-connections limit)"
+	case strings.Contains(msg, "certificate signed by unknown authority"):
+		return " (the server's certificate does not chain to --cacert: use the CA the cluster's certificates come from)"
+	case strings.Contains(msg, "certificate required"):
+		return " (the server requires a client certificate: pass --cert and --key)"
+	}
+	return ""
 }
 
 // Unwrap returns the sentinel and the cause, so that errors.Is matches
@@ -112,6 +133,9 @@ const (
 	// reasonLocked: a read met a prepared transaction's write that did not
 	// finish in time; nothing was read. Retry after a pause.
 	reasonLocked = "LOCKED"
+	// reasonUnconfirmed: the request's cut version is above the node's and
+	// group 0 could not confirm it; nothing was applied.
+	reasonUnconfirmed = "CUT_VERSION_UNCONFIRMED"
 )
 
 // verdict says what a failed attempt means for the operation.
@@ -169,12 +193,14 @@ func classify(err error, write bool) failure {
 	switch st.Code() {
 	case codes.InvalidArgument:
 		return failure{verdict: fail, kind: ErrInvalidArgument}
+	case codes.PermissionDenied, codes.Unauthenticated:
+		return failure{verdict: fail, kind: ErrPermissionDenied}
 	case codes.Unavailable:
 		if info := errorInfo(st); info != nil {
 			switch info.GetReason() {
 			case reasonNotLeader:
 				return failure{verdict: retry, reason: info.GetReason(), leader: info.GetMetadata()["leader"], wait: info.GetMetadata()["leader"] == ""}
-			case reasonNoLeader, reasonProposalDropped, reasonLocked:
+			case reasonNoLeader, reasonProposalDropped, reasonLocked, reasonUnconfirmed:
 				return failure{verdict: retry, reason: info.GetReason(), wait: true}
 			case reasonNotServing, reasonShuttingDown:
 				return failure{verdict: retry, reason: info.GetReason(), elsewhere: true}

@@ -168,14 +168,15 @@ func TestOpErrorUnwrap(t *testing.T) {
 func TestObserveCutVersionPerCluster(t *testing.T) {
 	c := &Client{}
 	for _, step := range []struct {
-		cluster, v, want uint64
+		cluster string
+		v, want uint64
 	}{
-		{7, 5, 5}, {7, 3, 5}, {7, 9, 9}, {0, 2, 9}, // 0: a header without an id
-		{8, 2, 2}, {8, 4, 4}, {8, 1, 4},
+		{"0000000000000007", 5, 5}, {"0000000000000007", 3, 5}, {"0000000000000007", 9, 9}, {"", 2, 9}, // "": a header without an id
+		{"0000000000000008", 2, 2}, {"0000000000000008", 4, 4}, {"0000000000000008", 1, 4},
 	} {
 		c.observe(&kvpb.ResponseHeader{ClusterId: step.cluster, CutVersion: step.v})
 		if got := c.CutVersion(); got != step.want {
-			t.Fatalf("after cluster %d version %d: CutVersion %d, want %d", step.cluster, step.v, got, step.want)
+			t.Fatalf("after cluster %q version %d: CutVersion %d, want %d", step.cluster, step.v, got, step.want)
 		}
 	}
 }

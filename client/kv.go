@@ -34,7 +34,7 @@ func fromPB(kv *kvpb.KeyValue) KeyValue {
 
 // Header describes the node that served a request; see WithHeader.
 type Header struct {
-	ClusterID uint64
+	ClusterID string // 16 hex digits
 	// MemberID is the node that served the request, after any forwarding.
 	MemberID string
 	// RaftTerm of the serving partition; 0 when several served.

@@ -8,6 +8,9 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/status"
+
+	"github.com/cutkv/cutkv/proto/kvpb"
 )
 
 // connPool holds one grpc.ClientConn per address. Connections are created
@@ -54,6 +57,18 @@ func (p *connPool) close() error {
 	return errors.Join(errs...)
 }
 
+// lastConnError says why cc's last connection attempt failed (a refused
+// dial, a TLS mismatch): a call on a channel in TRANSIENT_FAILURE fails at
+// once, without sending anything, with that reason. The call is a Routing
+// request, harmless should the channel have become ready meanwhile.
+func lastConnError(ctx context.Context, cc *grpc.ClientConn) string {
+	_, err := kvpb.NewClusterClient(cc).Routing(ctx, &kvpb.RoutingRequest{})
+	if err == nil {
+		return "it recovered"
+	}
+	return status.Convert(err).Message()
+}
+
 // waitReady blocks until cc is READY, and returns an *errNotSent when it
 // fails to connect, is in TRANSIENT_FAILURE (the address is down: skip it
 // rather than wait out gRPC's reconnect backoff), or does not become ready
@@ -73,7 +88,7 @@ func waitReady(ctx context.Context, addr string, cc *grpc.ClientConn, timeout ti
 		case connectivity.Ready:
 			return nil
 		case connectivity.TransientFailure:
-			return &errNotSent{addr: addr, cause: "connection failed"}
+			return &errNotSent{addr: addr, cause: "connection failed: " + lastConnError(ctx, cc)}
 		case connectivity.Shutdown:
 			return ErrClosed
 		}

@@ -3,7 +3,6 @@ package client
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"strconv"
@@ -316,15 +315,16 @@ func (t *Txn) Commit() (*TxnResponse, error) {
 	var resp *kvpb.TxnResponse
 	o := op{name: "txn", key: routeKey(req), write: true, conflicts: true}
 	err := t.c.do(t.ctx, o, func(ctx context.Context, cc *grpc.ClientConn, h *kvpb.RequestHeader) (*kvpb.ResponseHeader, error) {
-		// Each attempt is a new transaction for the server: a fresh id, so
-		// that an attempt the server refused never blocks the next one.
+		// Each attempt is a new transaction for the server, with an id
+		// the server makes. The server accepts a priority from the last
+		// minute only: a transaction retried for longer keeps aging from
+		// the oldest time it accepts.
 		r := &kvpb.TxnRequest{
 			Header:   h,
 			Compare:  req.Compare,
 			Success:  req.Success,
 			Failure:  req.Failure,
-			TxnId:    newTxnID(),
-			Priority: priority,
+			Priority: max(priority, time.Now().Add(-MaxPriorityAge).UnixNano()),
 		}
 		var err error
 		resp, err = kvpb.NewKVClient(cc).Txn(ctx, r, t.c.callOpts...)
@@ -370,12 +370,9 @@ func routeKey(req *kvpb.TxnRequest) []byte {
 	return append([]byte{}, k...)
 }
 
-// newTxnID returns 16 random bytes.
-func newTxnID() []byte {
-	id := make([]byte, 16)
-	rand.Read(id) // never fails (crypto/rand, Go ≥ 1.24)
-	return id
-}
+// MaxPriorityAge is how old a priority the client sends at most: the
+// servers refuse one older than a minute.
+const MaxPriorityAge = 50 * time.Second
 
 func txnResponseFromPB(r *kvpb.TxnResponse) *TxnResponse {
 	out := &TxnResponse{

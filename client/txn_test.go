@@ -57,8 +57,8 @@ func TestTxnToProto(t *testing.T) {
 		t.Fatalf("%d txn requests, want 1", len(reqs))
 	}
 	got := reqs[0]
-	if len(got.GetTxnId()) != 16 || bytes.Equal(got.GetTxnId(), make([]byte, 16)) {
-		t.Errorf("txn_id = %x, want 16 random bytes", got.GetTxnId())
+	if len(got.GetTxnId()) != 0 {
+		t.Errorf("txn_id = %x, want none (the server assigns ids)", got.GetTxnId())
 	}
 	if p := got.GetPriority(); p < before || p > after {
 		t.Errorf("priority = %d, want the Unix nanoseconds of the attempt (%d..%d)", p, before, after)
@@ -215,12 +215,10 @@ func TestTxnAbortedRetried(t *testing.T) {
 	if len(reqs) != 4 {
 		t.Fatalf("txn sent %d times, want 4 (3 aborted + 1)", len(reqs))
 	}
-	ids := make(map[string]bool)
 	for i, r := range reqs {
-		if len(r.GetTxnId()) != 16 || ids[string(r.GetTxnId())] {
-			t.Errorf("attempt %d: txn_id %x is not a fresh 16-byte id", i, r.GetTxnId())
+		if len(r.GetTxnId()) != 0 {
+			t.Errorf("attempt %d: txn_id %x, want none (the server assigns ids)", i, r.GetTxnId())
 		}
-		ids[string(r.GetTxnId())] = true
 		if r.GetPriority() == 0 || r.GetPriority() != reqs[0].GetPriority() {
 			t.Errorf("attempt %d: priority %d, want that of the first attempt, %d", i, r.GetPriority(), reqs[0].GetPriority())
 		}
@@ -259,9 +257,8 @@ func TestTxnNotAppliedRetried(t *testing.T) {
 			if len(reqs) != 3 {
 				t.Fatalf("txn sent %d times, want 3", len(reqs))
 			}
-			if bytes.Equal(reqs[0].GetTxnId(), reqs[1].GetTxnId()) || bytes.Equal(reqs[1].GetTxnId(), reqs[2].GetTxnId()) ||
-				reqs[0].GetPriority() != reqs[2].GetPriority() {
-				t.Errorf("retries must have new ids and the same priority: %v", reqs)
+			if len(reqs[1].GetTxnId()) != 0 || reqs[0].GetPriority() != reqs[2].GetPriority() {
+				t.Errorf("retries must carry no id (the server makes one each) and the same priority: %v", reqs)
 			}
 		})
 	}

@@ -107,12 +107,21 @@ type Config struct {
 	// Timing sets the failure detector's and gossip's clocks; zero fields
 	// take LocalTiming's values.
 	Timing Timing
+	// Keys, when set, encrypt and authenticate all gossip (memberlist's
+	// keyring: AES-GCM with keys of 16, 24 or 32 bytes). The first key
+	// encrypts; every key decrypts, so a new key can be added everywhere
+	// before it is used (SetKeys). Without keys gossip is plaintext, and
+	// anyone who reaches the port can speak it.
+	Keys [][]byte
 }
 
 // Validate checks c and fills its defaults (Logger, Timing).
 func (c *Config) Validate() error {
 	if c.Meta.ID == "" {
 		return fmt.Errorf("%w: Meta.ID is empty", ErrInvalidConfig)
+	}
+	if err := checkKeys(c.Keys); err != nil {
+		return err
 	}
 	if _, _, err := splitIPPort(c.BindAddr); err != nil {
 		return fmt.Errorf("%w: BindAddr %q: %v", ErrInvalidConfig, c.BindAddr, err)
@@ -173,6 +182,7 @@ type Discovery struct {
 	ml       *memberlist.Memberlist
 	queue    *memberlist.TransmitLimitedQueue
 	addr     string
+	keyring  *memberlist.Keyring // nil: plaintext gossip
 
 	mu      sync.Mutex
 	members *table  // REQUIRES mu
@@ -284,7 +294,68 @@ func (d *Discovery) memberlistConfig() (*memberlist.Config, error) {
 	mc.Conflict = h
 	mc.Ping = h
 	mc.Logger = newMemberlistLogger(d.log)
+	if len(d.cfg.Keys) > 0 {
+		kr, err := memberlist.NewKeyring(d.cfg.Keys, d.cfg.Keys[0])
+		if err != nil {
+			return nil, fmt.Errorf("%w: gossip keys: %v", ErrInvalidConfig, err)
+		}
+		mc.Keyring, d.keyring = kr, kr
+		mc.GossipVerifyIncoming, mc.GossipVerifyOutgoing = true, true
+	}
 	return mc, nil
+}
+
+// checkKeys accepts a keyring's keys: AES-128, -192 or -256, no duplicates.
+func checkKeys(keys [][]byte) error {
+	seen := map[string]bool{}
+	for i, k := range keys {
+		if n := len(k); n != 16 && n != 24 && n != 32 {
+			return fmt.Errorf("%w: gossip key %d is %d bytes, not 16, 24 or 32", ErrInvalidConfig, i+1, n)
+		}
+		if seen[string(k)] {
+			return fmt.Errorf("%w: gossip key %d appears twice", ErrInvalidConfig, i+1)
+		}
+		seen[string(k)] = true
+	}
+	return nil
+}
+
+// SetKeys replaces the gossip keyring's keys without a restart (a node
+// started with keys only): keys[0] becomes the key that encrypts, the
+// others still decrypt, and keys not listed are removed. Rotating means
+// adding the new key second on every node, then first, then dropping the
+// old one (docs/operations.md).
+func (d *Discovery) SetKeys(keys [][]byte) error {
+	kr := d.keyring
+	if kr == nil {
+		return fmt.Errorf("%w: gossip was started without keys; restart the node with --gossip-key-file", ErrInvalidConfig)
+	}
+	if len(keys) == 0 {
+		return fmt.Errorf("%w: no gossip keys (gossip cannot go back to plaintext without a restart)", ErrInvalidConfig)
+	}
+	if err := checkKeys(keys); err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := kr.AddKey(k); err != nil {
+			return fmt.Errorf("discovery: add gossip key: %w", err)
+		}
+	}
+	if err := kr.UseKey(keys[0]); err != nil {
+		return fmt.Errorf("discovery: use gossip key: %w", err)
+	}
+	keep := map[string]bool{}
+	for _, k := range keys {
+		keep[string(k)] = true
+	}
+	for _, k := range kr.GetKeys() {
+		if !keep[string(k)] {
+			if err := kr.RemoveKey(k); err != nil {
+				return fmt.Errorf("discovery: remove gossip key: %w", err)
+			}
+		}
+	}
+	return nil
 }
 
 // Addr returns the address other members reach this node's gossip at: the

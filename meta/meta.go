@@ -38,6 +38,13 @@ const KeepCuts = 10000
 // New returns an empty metadata state.
 func New() *State { return &State{} }
 
+// LastCut returns the highest cut version allocated.
+func (s *State) LastCut() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.lastCut
+}
+
 // Layout returns the recorded layout, nil before bootstrap is applied.
 func (s *State) Layout() *topology.Layout {
 	s.mu.RLock()
@@ -79,11 +86,22 @@ func (s *State) ApplyCommand(index uint64, cmd *internalpb.Command) (any, error)
 	}
 }
 
-// allocateLocked starts cut lastCut+1 unless a cut runs; it returns the
-// running cut (a copy).
+// MaxCutVersion bounds the versions group 0 allocates: a floor above it
+// (a log poisoned with a version near 2^64) is not followed, so that
+// versions never wrap.
+const MaxCutVersion = 1 << 62
+
+// allocateLocked starts cut max(lastCut, floor)+1 unless a cut runs; it
+// returns the running cut (a copy). The floor is the highest version the
+// proposer saw in any partition's log: a cluster whose logs took a
+// version that was never allocated (from a client, before versions were
+// checked) allocates above it, and its cuts work again.
 func (s *State) allocateLocked(op *internalpb.CutAllocateOp) *kvpb.CutInfo {
 	if n := len(s.cuts); n > 0 && s.cuts[n-1].GetState() == kvpb.CutState_CUT_STATE_RUNNING {
 		return proto.Clone(s.cuts[n-1]).(*kvpb.CutInfo)
+	}
+	if f := op.GetFloor(); f > s.lastCut && f < MaxCutVersion {
+		s.lastCut = f
 	}
 	s.lastCut++
 	c := &kvpb.CutInfo{Version: s.lastCut, State: kvpb.CutState_CUT_STATE_RUNNING, StartedUnixMs: op.GetStartedUnixMs()}

@@ -56,7 +56,7 @@ func TestBootstrapFirstWins(t *testing.T) {
 
 func TestImageRoundTrip(t *testing.T) {
 	s := New()
-	l, err := topology.New("t", []topology.Member{{ID: "n1", RaftID: 1, GRPCAddr: "127.0.0.1:1"}}, 4)
+	l, err := topology.New("t", []topology.Member{{ID: "n1", RaftID: 1, PeerAddr: "127.0.0.1:1"}}, 4)
 	if err != nil {
 		t.Fatal(err)
 	}

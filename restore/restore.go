@@ -45,8 +45,9 @@ type Result struct {
 	SnapshotID   string
 	CutVersion   uint64
 	SnapshotTime time.Time
-	// Layout is the new cluster's layout; Layout.ClusterID its id, which
-	// differs from SourceCluster. Token is what the id was derived from.
+	// Layout is the new cluster's layout. Its ClusterID is 0: the members
+	// draw a new random one at their first start. Token is what its Digest
+	// was derived from (the same on every member).
 	Layout *topology.Layout
 	Token  string
 	// DataDir is the data dir written, for node NodeID.
@@ -64,9 +65,6 @@ type Result struct {
 	// Duration is how long the restore took.
 	Duration time.Duration
 }
-
-// ClusterID returns the new cluster's id.
-func (r *Result) ClusterID() uint64 { return r.Layout.ClusterID }
 
 // RestoredFrom is what the data dir's identity records as its origin:
 // "<source cluster, 16 hex digits>/<snapshot id>".
@@ -122,7 +120,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	}
 	log.Info("restoring snapshot", "store", st.URL(), "source_cluster", fmt.Sprintf("%016x", source), "snapshot", m.ID,
 		"cut_version", m.CutVersion, "time", m.Time, "partitions", m.PartitionCount,
-		"new_cluster", topology.FormatClusterID(res.Layout.ClusterID), "node", opts.NodeID, "groups", len(res.Groups))
+		"new_cluster_digest", topology.FormatClusterID(res.Layout.Digest), "node", opts.NodeID, "groups", len(res.Groups))
 	log.Info("checking every piece of the snapshot", "snapshot", m.ID, "bytes", res.BytesChecked)
 	if err := st.Check(ctx, m.ID); err != nil {
 		var ce *snapshot.CheckError
@@ -150,7 +148,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			return nil, err
 		}
 		if g == 0 {
-			if err := r.writeMeta(res.Layout); err != nil {
+			if err := r.writeMeta(); err != nil {
 				return nil, err
 			}
 			continue
@@ -170,7 +168,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	}
 	done = true
 	res.Duration = time.Since(start)
-	log.Info("restore done", "data_dir", opts.DataDir, "new_cluster", topology.FormatClusterID(res.Layout.ClusterID),
+	log.Info("restore done", "data_dir", opts.DataDir, "new_cluster_digest", topology.FormatClusterID(res.Layout.Digest),
 		"groups", len(res.Groups), "keys", res.Keys, "bytes_read", res.BytesRead, "took", res.Duration)
 	return res, nil
 }
@@ -254,10 +252,9 @@ func plan(m *snapshot.Manifest, opts *Options, source uint64, token string) (*to
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrOptions, err)
 	}
-	if l.ClusterID == source {
-		return nil, fmt.Errorf("%w: token %q gives the new cluster the source cluster's id %016x; pick another token",
-			ErrIncompatible, token, source)
-	}
+	// The new cluster's id is random, agreed by its members at their first
+	// start (package server); the restore token only makes their digest.
+	l.ClusterID = 0
 	return l, nil
 }
 
@@ -269,11 +266,12 @@ type rebuilder struct {
 	log *slog.Logger
 }
 
-// writeMeta writes group 0's materialization: the new layout, and the
-// snapshot's cut as the last cut allocated, so that the new cluster's
-// cuts start above it.
-func (r *rebuilder) writeMeta(l *topology.Layout) error {
-	b, err := proto.Marshal(&internalpb.MetaImage{Applied: metaIndex, Layout: l.Proto(), LastCut: r.m.CutVersion})
+// writeMeta writes group 0's materialization: the snapshot's cut as the
+// last cut allocated, so that the new cluster's cuts start above it. The
+// layout is not in it: its cluster id is agreed at the first start, and
+// group 0's leader then records the layout as in a new cluster.
+func (r *rebuilder) writeMeta() error {
+	b, err := proto.Marshal(&internalpb.MetaImage{Applied: metaIndex, LastCut: r.m.CutVersion})
 	if err != nil {
 		return fmt.Errorf("restore: group 0 image: %w", err)
 	}

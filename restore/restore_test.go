@@ -23,7 +23,6 @@ import (
 	"github.com/cutkv/cutkv/restore/restoretest"
 	"github.com/cutkv/cutkv/server"
 	"github.com/cutkv/cutkv/snapshot"
-	"github.com/cutkv/cutkv/topology"
 )
 
 func members(n int) string {
@@ -175,8 +174,10 @@ func TestRestoreOneNode(t *testing.T) {
 	if res.SnapshotID != m.ID || res.CutVersion != 2 || res.SourceCluster != f.Cluster || !res.SnapshotTime.Equal(m.Time) {
 		t.Fatalf("result %+v", res)
 	}
-	if res.ClusterID() == f.Cluster || res.Token != DefaultToken(f.Cluster, m.ID) {
-		t.Fatalf("new cluster %x with token %q; source %x", res.ClusterID(), res.Token, f.Cluster)
+	// The new cluster's id is drawn at its first start; the restore
+	// leaves it 0 and gives the layout a digest of the restore token.
+	if res.Layout.ClusterID != 0 || res.Layout.Digest == 0 || res.Token != DefaultToken(f.Cluster, m.ID) {
+		t.Fatalf("new cluster %x (digest %x) with token %q; source %x", res.Layout.ClusterID, res.Layout.Digest, res.Token, f.Cluster)
 	}
 	if !slices.Equal(res.Groups, []uint64{0, 1, 2, 3, 4}) {
 		t.Fatalf("groups %v", res.Groups)
@@ -205,11 +206,13 @@ func TestRestoreOneNode(t *testing.T) {
 	if res.Keys != keys || res.BytesRead <= 0 || res.BytesChecked < res.BytesRead || res.Duration <= 0 {
 		t.Fatalf("result counts: keys %d (files hold %d), read %d, checked %d, took %v", res.Keys, keys, res.BytesRead, res.BytesChecked, res.Duration)
 	}
-	// Group 0: the new layout, cut versions above the snapshot's.
+	// Group 0: cut versions above the snapshot's, and no layout yet (the
+	// new cluster's id is drawn at its first start, group 0's leader then
+	// records the layout).
 	if got.meta.GetApplied() != 1 || got.meta.GetLastCut() != 2 || len(got.meta.GetCuts()) != 0 || got.files[0].Index != 1 {
 		t.Fatalf("group 0 image %v at %d", got.meta, got.files[0].Index)
 	}
-	if !proto.Equal(got.meta.GetLayout(), res.Layout.Proto()) || !proto.Equal(got.identity.GetLayout(), res.Layout.Proto()) {
+	if got.meta.GetLayout() != nil || got.identity.GetLayout().GetClusterId() != 0 || !proto.Equal(got.identity.GetLayout(), res.Layout.Proto()) {
 		t.Fatalf("layouts differ: group 0 %v, identity %v, result %v", got.meta.GetLayout(), got.identity.GetLayout(), res.Layout.Proto())
 	}
 	if got.identity.GetNodeId() != "n1" || got.identity.GetRestoredFrom() != fmt.Sprintf("%016x/%s", f.Cluster, m.ID) {
@@ -250,9 +253,9 @@ func TestRestoreManyNodes(t *testing.T) {
 					t.Fatal(err)
 				}
 				if cluster == 0 {
-					cluster = res.ClusterID()
-				} else if res.ClusterID() != cluster {
-					t.Fatalf("node %s computes cluster %x, n1 %x", id, res.ClusterID(), cluster)
+					cluster = res.Layout.Digest
+				} else if res.Layout.Digest != cluster {
+					t.Fatalf("node %s computes digest %x, n1 %x", id, res.Layout.Digest, cluster)
 				}
 				self, _ := res.Layout.Member(id)
 				want := res.Layout.GroupsOf(self.RaftID)
@@ -501,30 +504,20 @@ func TestRestoreOptions(t *testing.T) {
 		assertAbsent(t, dir)
 	}
 
-	// A token that gives the new cluster the source's id is refused. The
-	// source cluster is made to have the id that token gives.
-	ms, err := topology.ParseInitialCluster(members(1))
+	// Another token gives another digest: members restored with different
+	// tokens never agree on a cluster id.
+	res, err := Run(context.Background(), options(f, "n1", 1, dir))
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := topology.New("same", ms, 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := restoretest.Build(t, restoretest.Options{Cluster: l.ClusterID})
-	opts := options(g, "n1", 1, dir)
-	opts.Token = "same"
-	if _, err := Run(context.Background(), opts); !errors.Is(err, ErrIncompatible) || !strings.Contains(err.Error(), "another token") {
-		t.Fatalf("restore with the source's cluster id: %v, want ErrIncompatible", err)
-	}
-	assertAbsent(t, dir)
+	opts := options(f, "n1", 1, t.TempDir())
 	opts.Token = "other"
-	res, err := Run(context.Background(), opts)
+	res2, err := Run(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Token != "other" || res.ClusterID() == l.ClusterID {
-		t.Fatalf("token %q gave cluster %x", res.Token, res.ClusterID())
+	if res2.Token != "other" || res2.Layout.Digest == res.Layout.Digest {
+		t.Fatalf("token %q gave digest %x, the default token %x", res2.Token, res2.Layout.Digest, res.Layout.Digest)
 	}
 }
 

@@ -66,9 +66,9 @@ func (s *ClusterServer) Status(ctx context.Context, req *kvpb.StatusRequest) (*k
 				resp *kvpb.StatusResponse
 				err  error
 			)
-			conn, err := s.n.Pool.Conn(s.n.Addr(m.ID))
+			conn, err := s.n.peerConn(m.ID)
 			if err == nil {
-				resp, err = kvpb.NewClusterClient(conn).Status(cctx, &kvpb.StatusRequest{LocalOnly: true})
+				resp, err = kvpb.NewClusterClient(forwardConn{conn}).Status(forwardCtx(cctx), &kvpb.StatusRequest{LocalOnly: true})
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -81,7 +81,7 @@ func (s *ClusterServer) Status(ctx context.Context, req *kvpb.StatusRequest) (*k
 		}(m)
 	}
 	wg.Wait()
-	out := &kvpb.StatusResponse{Header: s.n.header(0), ClusterId: s.n.Layout.ClusterID, Partitions: s.n.Layout.Partitions}
+	out := &kvpb.StatusResponse{Header: s.n.header(0), ClusterId: topology.FormatClusterID(s.n.Layout.ClusterID), Partitions: s.n.Layout.Partitions}
 	for g := range s.n.Layout.Groups {
 		var best *kvpb.PartitionStatus
 		for _, v := range views {
@@ -114,7 +114,7 @@ func (s *ClusterServer) replicaIDs(g uint64) []string {
 }
 
 func (s *ClusterServer) localStatus() *kvpb.StatusResponse {
-	resp := &kvpb.StatusResponse{Header: s.n.header(0), ClusterId: s.n.Layout.ClusterID, Partitions: s.n.Layout.Partitions}
+	resp := &kvpb.StatusResponse{Header: s.n.header(0), ClusterId: topology.FormatClusterID(s.n.Layout.ClusterID), Partitions: s.n.Layout.Partitions}
 	for _, g := range s.n.Store.Groups() {
 		st, _ := s.n.Store.Status(g)
 		row := &kvpb.PartitionStatus{

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/cutkv/cutkv/cut"
 	"github.com/cutkv/cutkv/proto/internalpb"
@@ -63,13 +61,15 @@ func (n *Node) PokeCuts() {
 	}
 }
 
-// merge raises the clock with a marker carried by a message, if it has one.
-// Every reply of a node-to-node call goes through it before it is acted on
-// (DESIGN.md, consistent cut rule 1).
-func (n *Node) merge(msg any) {
+// mergeReply raises the clock with the marker a peer's reply carries, if
+// it has one, once admitted (admitVersion). Every reply of a node-to-node
+// call goes through it before it is acted on (DESIGN.md, consistent cut
+// rule 1).
+func (n *Node) mergeReply(ctx context.Context, msg any) error {
 	if m, ok := msg.(interface{ GetCutVersion() uint64 }); ok {
-		n.Clock.Raise(m.GetCutVersion())
+		return n.admitVersion(ctx, fmt.Sprintf("cut_version of a %T", msg), m.GetCutVersion())
 	}
+	return nil
 }
 
 // RunCutAgent proposes, until ctx ends, what the partitions this node
@@ -125,6 +125,24 @@ func RunCutAgent(ctx context.Context, n *Node) {
 	}
 }
 
+// overtakenError: partition p started cut by, newer than v.
+type overtakenError struct{ p, v, by uint64 }
+
+func (e *overtakenError) Error() string {
+	return fmt.Sprintf("partition %d already started cut %d, after %d", e.p, e.by, e.v)
+}
+
+// raiseOvertaken remembers a partition's version above the allocated ones
+// (see CutAllocateOp.floor).
+func (n *Node) raiseOvertaken(v uint64) {
+	for {
+		cur := n.overtaken.Load()
+		if v <= cur || n.overtaken.CompareAndSwap(cur, v) {
+			return
+		}
+	}
+}
+
 // CutServer implements the node-to-node cut service.
 type CutServer struct {
 	internalpb.UnimplementedCutServiceServer
@@ -138,13 +156,12 @@ func NewCutServer(n *Node) *CutServer { return &CutServer{n: n} }
 // agent propose CutStart in the partition (this node must lead it), and
 // waits a little for the partition's CutFinish.
 func (s *CutServer) StartCut(ctx context.Context, req *internalpb.StartCutRequest) (*internalpb.StartCutResponse, error) {
-	s.n.Clock.Raise(req.GetCutVersion())
 	p, v := req.GetPartition(), req.GetVersion()
 	if err := s.n.leaderCheck(p); err != nil {
 		return nil, toStatus(err, s.n.leaderHintOf(p))
 	}
-	if s.n.Clock.Raise(v) {
-		s.n.PokeCuts()
+	if err := s.n.admitVersion(ctx, "cut_version", max(req.GetCutVersion(), v)); err != nil {
+		return nil, toStatus(err, "")
 	}
 	part := s.n.Partitions[p]
 	wait := time.Duration(req.GetWaitMs()) * time.Millisecond
@@ -158,15 +175,20 @@ func (s *CutServer) StartCut(ctx context.Context, req *internalpb.StartCutReques
 			return true, nil
 		}
 		if cv := part.CutVersion(); cv > v {
-			return false, fmt.Errorf("%w: partition %d already started cut %d, after %d", ErrFailedPrecondition, p, cv, v)
+			return false, &overtakenError{p: p, v: v, by: cv}
 		}
 		return false, nil
 	})
 	resp := &internalpb.StartCutResponse{}
+	var ov *overtakenError
 	switch {
 	case err == nil:
 		resp.Finished, resp.Finish, resp.FinishIndex = true, res.Op, res.Index
 	case errors.Is(err, errPollTimeout):
+	case errors.As(err, &ov):
+		// Said in the reply, not as an error: the driver takes the
+		// partition's version as the floor of the next allocation.
+		resp.OvertakenBy = ov.by
 	default:
 		return nil, toStatus(err, "")
 	}
@@ -241,8 +263,11 @@ func (e *CutEnv) StartPartition(ctx context.Context, p, v uint64) (*kvpb.CutPart
 		}
 		return internalpb.NewCutServiceClient(cc).StartCut(cctx, req)
 	})
-	if status.Code(err) == codes.FailedPrecondition {
-		return nil, false, fmt.Errorf("%w: %v", cut.ErrOvertaken, err)
+	if by := r.GetOvertakenBy(); err == nil && by > 0 {
+		// The partition's log holds a version above this cut's: the next
+		// allocation goes above it (CutAllocateOp.floor).
+		e.n.raiseOvertaken(by)
+		return nil, false, fmt.Errorf("%w: partition %d already started cut %d, after %d", cut.ErrOvertaken, p, by, v)
 	}
 	if err != nil || !r.GetFinished() {
 		return nil, false, err

@@ -15,12 +15,14 @@ import (
 
 // MarkerInterceptor merges the cut version of every client request's
 // header into the node's clock before the request is served (DESIGN.md,
-// consistent cut rule 8).
+// consistent cut rule 8), once admitted: a version group 0 never
+// allocated is refused (InvalidArgument) and the request not served.
+// It runs after the request's role was checked.
 func MarkerInterceptor(n *Node) grpc.UnaryServerInterceptor {
 	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 		if r, ok := req.(interface{ GetHeader() *kvpb.RequestHeader }); ok {
-			if n.Clock.Raise(r.GetHeader().GetCutVersion()) {
-				n.PokeCuts()
+			if err := n.admitVersion(ctx, "header.cut_version", r.GetHeader().GetCutVersion()); err != nil {
+				return nil, toStatus(err, "")
 			}
 		}
 		return handler(ctx, req)
@@ -67,7 +69,7 @@ func (s *ClusterServer) CreateCut(ctx context.Context, req *kvpb.CreateCutReques
 // this node (group 0's leader) drives it. It returns the running cut.
 func StartCut(ctx context.Context, n *Node) (*kvpb.CutInfo, error) {
 	res, err := n.Store.Propose(ctx, 0, &internalpb.Command{Op: &internalpb.Command_CutAllocate{
-		CutAllocate: &internalpb.CutAllocateOp{StartedUnixMs: time.Now().UnixMilli()},
+		CutAllocate: &internalpb.CutAllocateOp{StartedUnixMs: time.Now().UnixMilli(), Floor: max(n.Clock.Load(), n.overtaken.Load())},
 	}})
 	if err != nil {
 		return nil, err
@@ -203,7 +205,7 @@ func checkPartition(ctx context.Context, n *Node, p uint64) *kvpb.PartitionCheck
 			var err error
 			if id == n.Self.ID {
 				resp, err = NewCutServer(n).PartitionHash(ctx, hreq)
-			} else if conn, cerr := n.Pool.Conn(n.Addr(id)); cerr != nil {
+			} else if conn, cerr := n.peerConn(id); cerr != nil {
 				err = cerr
 			} else {
 				resp, err = internalpb.NewCutServiceClient(conn).PartitionHash(ctx, hreq)

@@ -23,6 +23,9 @@ const (
 	ReasonNotServing      = "NOT_SERVING"
 	ReasonShuttingDown    = "SHUTTING_DOWN"
 	ReasonLocked          = "LOCKED"
+	// ReasonUnconfirmed: the request named a cut version above this
+	// node's and group 0 could not be asked whether it was allocated.
+	ReasonUnconfirmed = "CUT_VERSION_UNCONFIRMED"
 )
 
 // Sentinel errors of this package.
@@ -33,6 +36,11 @@ var (
 	// ErrFailedPrecondition: the request cannot be served in the
 	// cluster's present state (not retried as it is).
 	ErrFailedPrecondition = errors.New("rpc: failed precondition")
+	// ErrPermissionDenied: the request asks for what this node's
+	// configuration does not allow.
+	ErrPermissionDenied = errors.New("rpc: not allowed")
+	// ErrUnconfirmed: see ReasonUnconfirmed.
+	ErrUnconfirmed = errors.New("rpc: cut version not confirmed")
 )
 
 // notApplied builds an Unavailable status that tells the client the
@@ -59,12 +67,16 @@ func toStatus(err error, leaderID string) error {
 	switch {
 	case errors.Is(err, ErrInvalidArgument):
 		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, ErrPermissionDenied):
+		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, ErrWrongCluster), errors.Is(err, ErrFailedPrecondition):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, ErrConflict):
 		return status.Error(codes.Aborted, "cutkv: "+err.Error()+"; not applied, retry")
 	case errors.Is(err, ErrLocked):
 		return notApplied(ReasonLocked, err.Error(), nil)
+	case errors.Is(err, ErrUnconfirmed):
+		return notApplied(ReasonUnconfirmed, err.Error(), nil)
 	case errors.Is(err, ErrShuttingDown):
 		return notApplied(ReasonShuttingDown, err.Error(), nil)
 	case errors.As(err, &nl) && nl.Leader != 0:

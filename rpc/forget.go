@@ -60,20 +60,22 @@ func (f *forgetter) flushAll(n *Node) {
 	}
 }
 
-// flush sends partition p's pending ids in one Forget.
+// flush sends partition p's pending ids in Forgets of at most
+// forgetBatch ids (the participant's door refuses more).
 func (f *forgetter) flush(n *Node, p uint64) {
 	f.mu.Lock()
 	ids := f.pending[p]
 	delete(f.pending, p)
 	f.mu.Unlock()
-	if len(ids) == 0 {
-		return
+	for len(ids) > 0 {
+		batch := ids[:min(len(ids), forgetBatch)]
+		ids = ids[len(batch):]
+		ctx, cancel := context.WithTimeout(n.lifetime(), forgetWait)
+		// callLeader follows leader changes until forgetWait; a batch that
+		// still fails is dropped, and its records stay (memory only).
+		_, _ = callParticipant(ctx, n, p, func(c internalpb.ParticipantClient, cctx context.Context) (*internalpb.ForgetResponse, error) {
+			return c.Forget(cctx, &internalpb.ForgetRequest{Partition: p, Op: &internalpb.TxnForgetOp{TxnIds: batch}})
+		})
+		cancel()
 	}
-	ctx, cancel := context.WithTimeout(n.lifetime(), forgetWait)
-	defer cancel()
-	// callLeader follows leader changes until forgetWait; a batch that
-	// still fails is dropped, and its records stay (memory only).
-	_, _ = callParticipant(ctx, n, p, func(c internalpb.ParticipantClient, cctx context.Context) (*internalpb.ForgetResponse, error) {
-		return c.Forget(cctx, &internalpb.ForgetRequest{Partition: p, Op: &internalpb.TxnForgetOp{TxnIds: ids}})
-	})
 }

@@ -5,14 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
-	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/metadata"
 
 	"github.com/cutkv/cutkv/cut"
 	"github.com/cutkv/cutkv/meta"
@@ -21,12 +21,6 @@ import (
 	"github.com/cutkv/cutkv/proto/kvpb"
 	"github.com/cutkv/cutkv/raftstore"
 	"github.com/cutkv/cutkv/topology"
-)
-
-// Metadata keys between nodes.
-const (
-	forwardedKey = "cutkv-forwarded"
-	clusterIDKey = "cutkv-cluster-id"
 )
 
 // DefaultScanLimit caps a scan that names no limit.
@@ -68,9 +62,9 @@ type Node struct {
 	Partitions map[uint64]*partition.Partition
 	Pool       *Pool
 	Limits     Limits
-	// Addr returns the current gRPC address of a member (gossip may know a
+	// PeerAddr returns the peer address of a member (gossip may know a
 	// newer one than the layout).
-	Addr func(id string) string
+	PeerAddr func(id string) string
 	// Members lists the members with their gossip state.
 	Members func() []*kvpb.Member
 	// LocalStatus describes this node (WAL, disk, serving).
@@ -91,8 +85,23 @@ type Node struct {
 	// Snapshots is the node's side of snapshots.
 	Snapshots *Snapshots
 
-	cutPoke chan struct{} // wakes RunCutAgent; see PokeCuts
-	forget  forgetter     // records of transactions finished everywhere
+	// Log is the node's logger (nil: slog.Default()).
+	Log *slog.Logger
+	// StoreAllowed says whether a client may name a snapshot store URL
+	// other than the default (--snapshot-store-allow); nil: none.
+	StoreAllowed func(raw string) error
+
+	cutPoke   chan struct{} // wakes RunCutAgent; see PokeCuts
+	forget    forgetter     // records of transactions finished everywhere
+	versions  versionGate   // cut versions from outside; see admitVersion
+	overtaken atomic.Uint64 // highest version a partition reported above a cut
+}
+
+func (n *Node) logger() *slog.Logger {
+	if n.Log != nil {
+		return n.Log
+	}
+	return slog.Default()
 }
 
 // lifetime is the node's Background, or a context that never ends when
@@ -105,7 +114,7 @@ func (n *Node) lifetime() context.Context {
 }
 
 func (n *Node) header(term uint64) *kvpb.ResponseHeader {
-	return &kvpb.ResponseHeader{ClusterId: n.Layout.ClusterID, MemberId: n.Self.ID, RaftTerm: term, CutVersion: n.Clock.Load()}
+	return &kvpb.ResponseHeader{ClusterId: topology.FormatClusterID(n.Layout.ClusterID), MemberId: n.Self.ID, RaftTerm: term, CutVersion: n.Clock.Load()}
 }
 
 func (n *Node) memberID(raftID uint64) string {
@@ -138,9 +147,11 @@ func (s *KVServer) checkKey(key []byte) error {
 // sends to a replica, which may send once more to the leader.
 const maxHops = 2
 
-// route decides where a request for partition p is served: locally (nil
-// connection) or on another node. A request is forwarded at most maxHops times.
-func (n *Node) route(ctx context.Context, p uint64) (*grpc.ClientConn, error) {
+// route decides where a request for partition p is served: locally (nil)
+// or on another node, through that node's peer listener (the forwarded
+// copies of the client services, see auth.go). A request is forwarded at
+// most maxHops times.
+func (n *Node) route(ctx context.Context, p uint64) (grpc.ClientConnInterface, error) {
 	if n.Draining() {
 		return nil, ErrShuttingDown
 	}
@@ -155,7 +166,7 @@ func (n *Node) route(ctx context.Context, p uint64) (*grpc.ClientConn, error) {
 		if err != nil {
 			return nil, &raftstore.NotLeaderError{Group: p}
 		}
-		return conn, nil
+		return forwardConn{conn}, nil
 	}
 	if st.IsLeader {
 		return nil, nil
@@ -177,7 +188,7 @@ func (n *Node) route(ctx context.Context, p uint64) (*grpc.ClientConn, error) {
 		// Nothing was sent: the client may resend, even a write.
 		return nil, &raftstore.NotLeaderError{Group: p, Leader: lead}
 	}
-	return conn, nil
+	return forwardConn{conn}, nil
 }
 
 // connectWait bounds how long forwarding waits for a connection to the
@@ -189,7 +200,7 @@ const connectWait = 500 * time.Millisecond
 // apart from one lost after sending; waiting first keeps "not sent"
 // answers honest (the leader died and its port is closed).
 func (n *Node) readyConn(ctx context.Context, id string) (*grpc.ClientConn, error) {
-	conn, err := n.Pool.Conn(n.Addr(id))
+	conn, err := n.peerConn(id)
 	if err != nil {
 		return nil, err
 	}
@@ -271,27 +282,9 @@ func poll(ctx context.Context, within time.Duration, check func() (done bool, er
 	}
 }
 
-// forwardedHops returns how many times the request was forwarded. It
-// reads the one key (FromIncomingContext would copy every request's whole
-// metadata).
-func forwardedHops(ctx context.Context) int {
-	v := metadata.ValueFromIncomingContext(ctx, forwardedKey)
-	if len(v) == 0 {
-		return 0
-	}
-	n, err := strconv.Atoi(v[len(v)-1])
-	if err != nil || n < 1 {
-		return maxHops // unreadable: never forward it again
-	}
-	return n
-}
-
-// forwardCtx marks the outgoing copy of a request with one more hop.
-func forwardCtx(ctx context.Context) context.Context {
-	out, _ := metadata.FromOutgoingContext(ctx)
-	out = out.Copy()
-	out.Set(forwardedKey, strconv.Itoa(forwardedHops(ctx)+1))
-	return metadata.NewOutgoingContext(ctx, out)
+// peerConn returns the connection to member id's peer listener.
+func (n *Node) peerConn(id string) (*grpc.ClientConn, error) {
+	return n.Pool.Conn(id, n.PeerAddr(id))
 }
 
 func (s *KVServer) leaderHint(p uint64) string {
@@ -552,15 +545,4 @@ func (s *KVServer) scanLocal(p uint64, req *kvpb.ScanRequest) *kvpb.ScanResponse
 		resp.Kvs = append(resp.Kvs, kv.Proto(req.GetKeysOnly()))
 	}
 	return resp
-}
-
-// ServerOptions returns the gRPC server options every node uses: the
-// receive limit that fits the largest legal request and a bound on
-// concurrent streams.
-func ServerOptions(l Limits) []grpc.ServerOption {
-	return []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(l.MaxRequestSize()),
-		grpc.MaxSendMsgSize(64 << 20),
-		grpc.MaxConcurrentStreams(1024),
-	}
 }

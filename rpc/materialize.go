@@ -15,6 +15,7 @@ import (
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/kvpb"
 	"github.com/cutkv/cutkv/raftstore"
+	"github.com/cutkv/cutkv/topology"
 )
 
 // checkpointNodeWait bounds one node's part of a Checkpoint.
@@ -72,6 +73,14 @@ func (s *RaftServer) Materialize(ctx context.Context, req *internalpb.Materializ
 		return nil, toStatus(fmt.Errorf("%w: no store", ErrFailedPrecondition), "")
 	}
 	groups := req.GetGroups()
+	if len(groups) > topology.MaxPartitions+1 {
+		return nil, toStatus(fmt.Errorf("%w: groups: %d named, at most %d exist", ErrInvalidArgument, len(groups), topology.MaxPartitions+1), "")
+	}
+	for _, g := range groups {
+		if _, ok := s.store.Status(g); !ok {
+			return nil, toStatus(fmt.Errorf("%w: groups: this node holds no replica of group %d", ErrInvalidArgument, g), "")
+		}
+	}
 	if len(groups) == 0 {
 		groups = s.store.Groups()
 	}
@@ -100,12 +109,12 @@ func (s *RaftServer) Materialize(ctx context.Context, req *internalpb.Materializ
 	return out, nil
 }
 
-// FetchMaterialization copies a materialization from the node at addr
+// FetchMaterialization copies a materialization from member at addr
 // into path: chunks are checked as they arrive, the whole file is
 // verified before it is renamed into place, so path never names a
 // partial or damaged file.
-func FetchMaterialization(ctx context.Context, pool *Pool, addr string, clusterID, group, index uint64, path string) error {
-	conn, err := pool.Conn(addr)
+func FetchMaterialization(ctx context.Context, pool *Pool, member, addr string, clusterID, group, index uint64, path string) error {
+	conn, err := pool.Conn(member, addr)
 	if err != nil {
 		return err
 	}
@@ -182,7 +191,7 @@ func (s *ClusterServer) Checkpoint(ctx context.Context, req *kvpb.CheckpointRequ
 			// bounded (materializing is seconds even for large partitions).
 			nctx, cancel := context.WithTimeout(ctx, checkpointNodeWait)
 			defer cancel()
-			if conn, cerr := s.n.Pool.Conn(s.n.Addr(m.ID)); cerr != nil {
+			if conn, cerr := s.n.peerConn(m.ID); cerr != nil {
 				err = cerr
 			} else {
 				resp, err = internalpb.NewRaftClient(conn).Materialize(nctx, mreq)

@@ -1,44 +1,80 @@
 package rpc
 
 import (
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/cutkv/cutkv/pki"
+	"github.com/cutkv/cutkv/pki/grpctls"
 )
 
-// Pool keeps one client connection per peer address. Connections are made
-// lazily and live until Close.
+// PoolConfig shapes the connections to peers.
+type PoolConfig struct {
+	// MaxMsgSize bounds a message sent or received.
+	MaxMsgSize int
+	// TLS, when set, makes every connection mutual TLS: it presents this
+	// node's certificate and verifies the peer against the cluster CA
+	// (pki.Reloader.PeerClientConfig; called for every handshake). Each
+	// connection also checks that the certificate names the member it
+	// dialed (pki.NodeID). nil: plaintext.
+	TLS func() *tls.Config
+	// ClusterID is put on every call (PeerAuth checks it); read at call
+	// time, as it is agreed at bootstrap.
+	ClusterID func() uint64
+	// Options come after the defaults.
+	Options []grpc.DialOption
+}
+
+// Pool keeps one client connection per peer (member id and address).
+// Connections are made lazily and live until Close.
 type Pool struct {
-	opts []grpc.DialOption
+	cfg PoolConfig
 
 	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn // REQUIRES: mu held
+	conns map[string]*grpc.ClientConn // by id@addr; REQUIRES: mu held
 }
 
-// NewPool returns a pool whose connections use opts after the defaults.
-func NewPool(maxMsgSize int, opts ...grpc.DialOption) *Pool {
-	base := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxMsgSize), grpc.MaxCallSendMsgSize(maxMsgSize)),
-	}
-	return &Pool{opts: append(base, opts...), conns: map[string]*grpc.ClientConn{}}
+// NewPool returns a pool of peer connections.
+func NewPool(cfg PoolConfig) *Pool {
+	return &Pool{cfg: cfg, conns: map[string]*grpc.ClientConn{}}
 }
 
-// Conn returns the connection to addr, creating it if needed. It does not
-// block on the network.
-func (p *Pool) Conn(addr string) (*grpc.ClientConn, error) {
+// Conn returns the connection to member id at addr, creating it if
+// needed. It does not block on the network.
+func (p *Pool) Conn(id, addr string) (*grpc.ClientConn, error) {
+	key := id + "@" + addr
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if c := p.conns[addr]; c != nil {
+	if c := p.conns[key]; c != nil {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr, p.opts...)
-	if err != nil {
-		return nil, fmt.Errorf("rpc: connect to %s: %w", addr, err)
+	creds := insecure.NewCredentials()
+	if p.cfg.TLS != nil {
+		creds = memberCreds(p.cfg.TLS, id)
 	}
-	p.conns[addr] = c
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(creds),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(p.cfg.MaxMsgSize), grpc.MaxCallSendMsgSize(p.cfg.MaxMsgSize)),
+		// Pings find a dead peer behind a silent network; the peer's
+		// enforcement policy (ServerOptions) allows this rate.
+		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
+	}
+	if p.cfg.ClusterID != nil {
+		opts = append(opts, clusterIDInterceptors(p.cfg.ClusterID)...)
+	}
+	c, err := grpc.NewClient(addr, append(opts, p.cfg.Options...)...)
+	if err != nil {
+		return nil, fmt.Errorf("rpc: connect to %s at %s: %w", id, addr, err)
+	}
+	p.conns[key] = c
 	return c, nil
 }
 
@@ -50,4 +86,35 @@ func (p *Pool) Close() {
 		c.Close()
 		delete(p.conns, a)
 	}
+}
+
+// errWrongMember: the peer's certificate names another member than the
+// one dialed (an address reused, or a member impersonating another).
+var errWrongMember = errors.New("rpc: peer certificate names another member")
+
+// memberCreds are TLS credentials for dialing member id: each handshake
+// takes a fresh config (a reloaded certificate or CA is used by the next
+// connection) and also checks that the certificate names id.
+func memberCreds(base func() *tls.Config, id string) credentials.TransportCredentials {
+	return grpctls.Client(func() *tls.Config { return withMember(base(), id) })
+}
+
+func withMember(cfg *tls.Config, id string) *tls.Config {
+	cfg = cfg.Clone()
+	prev := cfg.VerifyConnection
+	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+		if prev != nil {
+			if err := prev(cs); err != nil {
+				return err
+			}
+		}
+		if len(cs.PeerCertificates) == 0 {
+			return fmt.Errorf("%w: none presented, dialing %s", errWrongMember, id)
+		}
+		if got, ok := pki.NodeID(cs.PeerCertificates[0]); !ok || got != id {
+			return fmt.Errorf("%w: dialed %s, the certificate names %q", errWrongMember, id, got)
+		}
+		return nil
+	}
+	return cfg
 }

@@ -346,7 +346,7 @@ func (n *Node) prepareSnapshot(ctx context.Context, p *partPlan, v uint64, full 
 	var errs []error
 	var resp *internalpb.PrepareSnapshotResponse
 	for _, m := range n.snapshotMembers(g) {
-		conn, err := n.Pool.Conn(n.Addr(m))
+		conn, err := n.peerConn(m)
 		if err == nil {
 			resp, err = internalpb.NewSnapshotPartitionsClient(conn).PrepareSnapshot(ctx, &internalpb.PrepareSnapshotRequest{
 				ClusterId: n.Layout.ClusterID, Group: g, Version: v, Pos: pos, FinishIndex: end, Full: full,
@@ -417,7 +417,7 @@ func (n *Node) uploadSnapshot(ctx context.Context, p *partPlan, store string) (u
 	for _, i := range p.newAt {
 		req.Pieces = append(req.Pieces, &internalpb.LogRange{Lo: p.pieces[i].Lo, Hi: p.pieces[i].Hi})
 	}
-	conn, err := n.Pool.Conn(n.Addr(p.member))
+	conn, err := n.peerConn(p.member)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -453,7 +453,7 @@ func (n *Node) uploadSnapshot(ctx context.Context, p *partPlan, store string) (u
 }
 
 func (n *Node) releaseSnapshotPin(p *partPlan) {
-	conn, err := n.Pool.Conn(n.Addr(p.member))
+	conn, err := n.peerConn(p.member)
 	if err != nil {
 		return
 	}

@@ -10,7 +10,9 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,6 +34,11 @@ type Snapshots struct {
 	// DefaultDir is the directory of the default file:// store (created
 	// on first use).
 	DefaultDir string
+	// Allowed lists the other stores a request may name
+	// (--snapshot-store-allow); any other URL is refused before anything
+	// is opened. URLs are compared parsed (see sameStore), never as
+	// strings.
+	Allowed []string
 	// TmpDir holds materializations built for full snapshots until they
 	// are uploaded.
 	TmpDir string
@@ -108,11 +115,28 @@ func (p *snapshotPin) drop() {
 	}
 }
 
-// resolve returns the store URL a request means: its own, or the default.
+// resolve returns the store URL a request means: the default, or the one
+// it names if that is the default or one of Allowed. The store is the
+// server's choice: a client never makes a node create directories, send
+// its credentials to an endpoint, or delete snapshots anywhere else.
 func (s *Snapshots) resolve(raw string) (string, error) {
-	if raw != "" {
-		return raw, nil
+	def, err := s.defaultURL()
+	if err != nil || raw == "" {
+		return def, err
 	}
+	for _, ok := range append([]string{def}, s.Allowed...) {
+		if same, err := sameStore(raw, ok); err != nil {
+			return "", fmt.Errorf("%w: store %q: %v", ErrInvalidArgument, raw, err)
+		} else if same {
+			return ok, nil
+		}
+	}
+	return "", fmt.Errorf("%w: store %s is not this node's snapshot store (%s) nor in its --snapshot-store-allow list; "+
+		"leave --store out, or add the URL to --snapshot-store-allow on every node", ErrPermissionDenied, raw, def)
+}
+
+// defaultURL is the default store's URL.
+func (s *Snapshots) defaultURL() (string, error) {
 	if s.DefaultStore != "" {
 		return s.DefaultStore, nil
 	}
@@ -124,6 +148,43 @@ func (s *Snapshots) resolve(raw string) (string, error) {
 		return "", fmt.Errorf("rpc: create the default snapshot store %s: %w", dir, err)
 	}
 	return (&url.URL{Scheme: "file", Path: filepath.ToSlash(dir)}).String(), nil
+}
+
+// canonicalStore is a store URL's parsed form: scheme (lower case), user,
+// host, cleaned path and the whole query in a canonical order.
+func canonicalStore(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", err
+	}
+	if u.Scheme == "" || u.Opaque != "" || u.Fragment != "" {
+		return "", fmt.Errorf("not an absolute URL of the form scheme://bucket/path?query")
+	}
+	p := u.Path
+	if p != "" {
+		p = path.Clean(p)
+	}
+	user := ""
+	if u.User != nil {
+		user = u.User.String() + "@"
+	}
+	return strings.ToLower(u.Scheme) + "://" + user + u.Host + p + "?" + u.Query().Encode(), nil
+}
+
+// sameStore says whether two store URLs name the same store: equal after
+// parsing (canonicalStore), so "file:///a/../b" is "file:///b" but
+// "file:///b-other" is not "file:///b", and an s3 URL whose endpoint or
+// region differs is another store.
+func sameStore(a, b string) (bool, error) {
+	ca, err := canonicalStore(a)
+	if err != nil {
+		return false, err
+	}
+	cb, err := canonicalStore(b)
+	if err != nil {
+		return false, fmt.Errorf("configured store %q: %v", b, err)
+	}
+	return ca == cb, nil
 }
 
 // store opens (once) the store at raw for cluster.

@@ -8,10 +8,12 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/raftstore"
+	"github.com/cutkv/cutkv/topology"
 )
 
 // Receiver takes raft messages that arrived from a peer
@@ -27,7 +29,7 @@ type Receiver interface {
 type Transport struct {
 	self      uint64
 	clusterID uint64
-	resolve   func(raftID uint64) (addr string, ok bool)
+	resolve   func(raftID uint64) (id, addr string, ok bool)
 	pool      *Pool
 	log       *slog.Logger
 	maxBatch  int // bytes per batch
@@ -48,9 +50,9 @@ type peer struct {
 }
 
 // NewTransport returns a transport for node self of cluster clusterID.
-// resolve maps a peer's raft id to its gRPC address. maxBatch bounds a
-// batch's bytes (it must fit the peers' receive limit).
-func NewTransport(self, clusterID uint64, resolve func(uint64) (string, bool), pool *Pool, maxBatch int, log *slog.Logger) *Transport {
+// resolve maps a peer's raft id to its member id and peer address.
+// maxBatch bounds a batch's bytes (it must fit the peers' receive limit).
+func NewTransport(self, clusterID uint64, resolve func(uint64) (id, addr string, ok bool), pool *Pool, maxBatch int, log *slog.Logger) *Transport {
 	return &Transport{
 		self: self, clusterID: clusterID, resolve: resolve, pool: pool, maxBatch: maxBatch,
 		log: log.With("component", "transport"), peers: map[uint64]*peer{}, stopc: make(chan struct{}),
@@ -188,15 +190,14 @@ func (t *Transport) unreachable(id uint64, err error, wait time.Duration) {
 }
 
 func (t *Transport) openStream(ctx context.Context, id uint64) (internalpb.Raft_SendClient, error) {
-	addr, ok := t.resolve(id)
+	member, addr, ok := t.resolve(id)
 	if !ok {
 		return nil, fmt.Errorf("rpc: no address for raft id %d", id)
 	}
-	conn, err := t.pool.Conn(addr)
+	conn, err := t.pool.Conn(member, addr)
 	if err != nil {
 		return nil, err
 	}
-	ctx = metadata.AppendToOutgoingContext(ctx, clusterIDKey, fmt.Sprint(t.clusterID))
 	return internalpb.NewRaftClient(conn).Send(ctx)
 }
 
@@ -211,6 +212,7 @@ func msgsSize(msgs []*internalpb.GroupMessage) int {
 // RaftServer is the receiving side of the transport.
 type RaftServer struct {
 	internalpb.UnimplementedRaftServer
+	layout    *topology.Layout
 	clusterID uint64
 	self      uint64
 	recv      Receiver
@@ -218,10 +220,10 @@ type RaftServer struct {
 	store     *raftstore.Store // nil: no materializations served
 }
 
-// NewRaftServer returns the raft service of node self (raft id) of
-// clusterID.
-func NewRaftServer(clusterID, self uint64, recv Receiver, log *slog.Logger) *RaftServer {
-	return &RaftServer{clusterID: clusterID, self: self, recv: recv, log: log.With("component", "raft-server")}
+// NewRaftServer returns the raft service of node self (raft id) of the
+// cluster laid out by l.
+func NewRaftServer(l *topology.Layout, self uint64, recv Receiver, log *slog.Logger) *RaftServer {
+	return &RaftServer{layout: l, clusterID: l.ClusterID, self: self, recv: recv, log: log.With("component", "raft-server")}
 }
 
 // Send receives a peer's stream of batches.
@@ -240,6 +242,14 @@ func (s *RaftServer) Send(stream internalpb.Raft_SendServer) error {
 		}
 		if b.GetTo() != s.self {
 			return toStatus(fmt.Errorf("%w: batch for raft id %d reached raft id %d (an address reused?)", ErrWrongCluster, b.GetTo(), s.self), "")
+		}
+		if who := authenticatedPeer(stream.Context()); who != "" {
+			// The batch's sender is the member the certificate names:
+			// one member cannot speak for another.
+			if m, _ := s.layout.Member(who); m.RaftID != b.GetFrom() {
+				s.log.Warn("refused raft messages claiming another sender", "peer", who, "claimed_from", b.GetFrom())
+				return status.Errorf(codes.PermissionDenied, "cutkv: member %s sent a raft batch as raft id %d", who, b.GetFrom())
+			}
 		}
 		if err := s.recv.Receive(b.GetFrom(), b.GetMessages()); err != nil {
 			return toStatus(fmt.Errorf("%w: %v", ErrInvalidArgument, err), "")

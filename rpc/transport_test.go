@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cutkv/cutkv/proto/internalpb"
+	"github.com/cutkv/cutkv/topology"
 )
 
 const (
@@ -128,7 +129,7 @@ func startNode(t *testing.T, id, cluster uint64) *testNode {
 	}
 	n := &testNode{id: id, addr: lis.Addr().String(), recv: newFakeReceiver()}
 	srv := grpc.NewServer()
-	internalpb.RegisterRaftServer(srv, NewRaftServer(cluster, id, n.recv, testLog))
+	internalpb.RegisterRaftServer(srv, NewRaftServer(&topology.Layout{ClusterID: cluster}, id, n.recv, testLog))
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	return n
@@ -138,15 +139,15 @@ func startNode(t *testing.T, id, cluster uint64) *testNode {
 // addrs; it is closed when the test ends.
 func newTestTransport(t *testing.T, self, cluster uint64, addrs map[uint64]string, maxBatch int) (*Transport, *fakeReceiver) {
 	t.Helper()
-	return newTestTransportResolve(t, self, cluster, func(id uint64) (string, bool) {
+	return newTestTransportResolve(t, self, cluster, func(id uint64) (string, string, bool) {
 		a, ok := addrs[id]
-		return a, ok
+		return fmt.Sprint(id), a, ok
 	}, maxBatch)
 }
 
-func newTestTransportResolve(t *testing.T, self, cluster uint64, resolve func(uint64) (string, bool), maxBatch int) (*Transport, *fakeReceiver) {
+func newTestTransportResolve(t *testing.T, self, cluster uint64, resolve func(uint64) (string, string, bool), maxBatch int) (*Transport, *fakeReceiver) {
 	t.Helper()
-	pool := NewPool(16 << 20)
+	pool := NewPool(PoolConfig{MaxMsgSize: 16 << 20})
 	tr := NewTransport(self, cluster, resolve, pool, maxBatch, testLog)
 	r := newFakeReceiver()
 	tr.SetReceiver(r)
@@ -209,13 +210,13 @@ func TestTransportCoalesces(t *testing.T) {
 			b.recv.mu.Unlock()
 			hold := make(chan struct{})
 			resolving := make(chan struct{}, 1)
-			tr, _ := newTestTransportResolve(t, 1, testCluster, func(id uint64) (string, bool) {
+			tr, _ := newTestTransportResolve(t, 1, testCluster, func(id uint64) (string, string, bool) {
 				select {
 				case resolving <- struct{}{}:
 				default:
 				}
 				<-hold
-				return b.addr, id == 2
+				return "n2", b.addr, id == 2
 			}, tc.maxBatch)
 			const n = 1000
 			tr.Send(2, seqMsg(0, tc.size))
@@ -404,9 +405,9 @@ func TestTransportUnreachable(t *testing.T) {
 func TestTransportFullQueue(t *testing.T) {
 	hold := make(chan struct{})
 	defer close(hold)
-	tr, r := newTestTransportResolve(t, 1, testCluster, func(uint64) (string, bool) {
+	tr, r := newTestTransportResolve(t, 1, testCluster, func(uint64) (string, string, bool) {
 		<-hold
-		return "", false
+		return "", "", false
 	}, 1<<20)
 	for i := range 5000 {
 		tr.Send(2, seqMsg(uint64(i), 8))
@@ -453,10 +454,10 @@ func TestTransportClosePromptly(t *testing.T) {
 	slow.recv.mu.Unlock()
 	defer close(gate)
 
-	pool := NewPool(16 << 20)
+	pool := NewPool(PoolConfig{MaxMsgSize: 16 << 20})
 	defer pool.Close()
 	addrs := map[uint64]string{2: black.Addr().String(), 3: slow.addr}
-	tr := NewTransport(1, testCluster, func(id uint64) (string, bool) { a, ok := addrs[id]; return a, ok }, pool, 1<<20, testLog)
+	tr := NewTransport(1, testCluster, func(id uint64) (string, string, bool) { a, ok := addrs[id]; return fmt.Sprint(id), a, ok }, pool, 1<<20, testLog)
 	tr.SetReceiver(newFakeReceiver())
 
 	tr.Send(2, seqMsg(1, 8))
@@ -510,7 +511,7 @@ func TestLimits(t *testing.T) {
 	if got := (Limits{MaxKeySize: 4 << 10, MaxValueSize: 1 << 20}).MaxRequestSize(); got != 2*(4<<10+1<<20)+1<<20 {
 		t.Errorf("MaxRequestSize of the defaults = %d", got)
 	}
-	if opts := ServerOptions(Limits{MaxKeySize: 1, MaxValueSize: 1}); len(opts) == 0 {
+	if opts := ServerOptions(Limits{MaxKeySize: 1, MaxValueSize: 1}, ConnLimits{}); len(opts) == 0 {
 		t.Error("no server options")
 	}
 }

@@ -89,11 +89,10 @@ func (n *Node) leaderHintOf(p uint64) string {
 
 // Prepare locks, evaluates and reads the share through raft and votes.
 func (s *ParticipantServer) Prepare(ctx context.Context, req *internalpb.PrepareRequest) (*internalpb.PrepareResponse, error) {
-	s.n.Clock.Raise(req.GetCutVersion()) // rule 1: the marker first
-	p, op := req.GetPartition(), req.GetOp()
-	if err := s.n.leaderCheck(p); err != nil {
-		return nil, toStatus(err, s.n.leaderHintOf(p))
+	if err := s.n.checkPrepare(ctx, req); err != nil {
+		return nil, toStatus(err, s.n.leaderHintOf(req.GetPartition()))
 	}
+	p, op := req.GetPartition(), req.GetOp()
 	if err := waitDie(ctx, s.n.Partitions[p], string(op.GetTxnId()), op.GetPriority(), op.GetShare()); err != nil {
 		return &internalpb.PrepareResponse{Prepared: false, CutVersion: s.n.Clock.Load()}, nil
 	}
@@ -114,11 +113,10 @@ func (s *ParticipantServer) Prepare(ctx context.Context, req *internalpb.Prepare
 
 // Finish applies or drops the prepared intent through raft.
 func (s *ParticipantServer) Finish(ctx context.Context, req *internalpb.FinishRequest) (*internalpb.FinishResponse, error) {
-	s.n.Clock.Raise(req.GetCutVersion())
-	p := req.GetPartition()
-	if err := s.n.leaderCheck(p); err != nil {
-		return nil, toStatus(err, s.n.leaderHintOf(p))
+	if err := s.n.checkFinish(ctx, req); err != nil {
+		return nil, toStatus(err, s.n.leaderHintOf(req.GetPartition()))
 	}
+	p := req.GetPartition()
 	if err := finishLocal(ctx, s.n, p, req.GetOp()); err != nil {
 		return nil, toStatus(err, s.n.leaderHintOf(p))
 	}
@@ -136,7 +134,7 @@ func finishLocal(ctx context.Context, n *Node, p uint64, op *internalpb.TxnFinis
 // Forget drops the records of transactions every participant finished.
 func (s *ParticipantServer) Forget(ctx context.Context, req *internalpb.ForgetRequest) (*internalpb.ForgetResponse, error) {
 	p := req.GetPartition()
-	if err := s.n.leaderCheck(p); err != nil {
+	if err := s.n.checkForget(req); err != nil {
 		return nil, toStatus(err, s.n.leaderHintOf(p))
 	}
 	if _, err := s.n.Store.Propose(ctx, p, &internalpb.Command{Op: &internalpb.Command_TxnForget{TxnForget: req.GetOp()}}); err != nil {
@@ -148,9 +146,8 @@ func (s *ParticipantServer) Forget(ctx context.Context, req *internalpb.ForgetRe
 // Decide records a decision in the transaction record (first one wins)
 // and returns the recorded decision.
 func (s *ParticipantServer) Decide(ctx context.Context, req *internalpb.DecideRequest) (*internalpb.DecideResponse, error) {
-	s.n.Clock.Raise(req.GetCutVersion())
 	p := req.GetPartition()
-	if err := s.n.leaderCheck(p); err != nil {
+	if err := s.n.checkDecide(ctx, req); err != nil {
 		return nil, toStatus(err, s.n.leaderHintOf(p))
 	}
 	res, err := s.n.Store.Propose(ctx, p, &internalpb.Command{Op: &internalpb.Command_TxnDecide{TxnDecide: req.GetOp()}})
@@ -190,18 +187,49 @@ func waitDie(ctx context.Context, part *partition.Partition, id string, prio int
 
 // --- coordinator side -------------------------------------------------
 
+// txnIDLen is the length of the transaction ids this node makes.
+const txnIDLen = txn.IDSize
+
+// checkTxn is the door of a Txn request. Transaction ids are the
+// server's: a client's request must carry none (an id chosen by a client
+// could be one used before, and a second transaction with it would never
+// apply its writes). A request forwarded by a member (a one-partition
+// transaction sent to its leader) carries the id that member made.
+func (s *KVServer) checkTxn(ctx context.Context, req *kvpb.TxnRequest) error {
+	if err := txn.Validate(req, s.n.txnLimits()); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidArgument, err)
+	}
+	forwarded := forwardedHops(ctx) > 0
+	switch id := req.GetTxnId(); {
+	case !forwarded && len(id) > 0:
+		return fmt.Errorf("%w: txn_id must be empty: transaction ids are assigned by the server", ErrInvalidArgument)
+	case forwarded && len(id) != txnIDLen:
+		return fmt.Errorf("%w: forwarded txn_id of %d bytes, not %d", ErrInvalidArgument, len(id), txnIDLen)
+	}
+	if prio := req.GetPriority(); prio != 0 {
+		maxAge := MaxTxnAge
+		if forwarded {
+			maxAge = FinishedRetention
+		}
+		if err := checkPriority("priority", prio, maxAge); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Txn runs a transaction: one raft entry on the partition leader when all
 // its keys live in one partition (1PC), else two-phase commit coordinated
 // by this node.
 func (s *KVServer) Txn(ctx context.Context, req *kvpb.TxnRequest) (*kvpb.TxnResponse, error) {
-	if err := txn.Validate(req, txn.Limits{MaxOps: s.n.Limits.MaxTxnOps, MaxKeySize: s.n.Limits.MaxKeySize, MaxValueSize: s.n.Limits.MaxValueSize}); err != nil {
-		return nil, toStatus(fmt.Errorf("%w: %v", ErrInvalidArgument, err), "")
+	if err := s.checkTxn(ctx, req); err != nil {
+		return nil, toStatus(err, "")
 	}
 	if s.n.Draining() {
 		return nil, toStatus(ErrShuttingDown, "")
 	}
 	if len(req.GetTxnId()) == 0 {
-		id := make([]byte, 16)
+		id := make([]byte, txnIDLen)
 		_, _ = rand.Read(id)
 		req.TxnId = id
 	}
@@ -346,6 +374,12 @@ func (s *KVServer) twoPhase(ctx context.Context, req *kvpb.TxnRequest, shares ma
 		return nil, status.Error(codes.Unavailable, "cutkv: transaction decision not confirmed; outcome unknown: "+err.Error())
 	}
 	d := rec.GetRecorded()
+	if d.GetCommit() && !commit {
+		// Only this coordinator, having every vote, decides commit: a
+		// commit recorded against its abort belongs to another
+		// transaction under this id, and none of this one's writes apply.
+		return nil, status.Errorf(codes.Internal, "cutkv: transaction %x: the record holds a commit this coordinator did not decide (a reused id); this transaction was not applied", req.GetTxnId())
+	}
 	if err := failpoint.Inject(failpoint.TxnAfterDecide); err != nil {
 		// Leave Finish to recovery, as a coordinator dying here would.
 		return nil, status.Error(codes.Unavailable, "cutkv: coordinator failed after the decision; outcome unknown: "+err.Error())
@@ -452,13 +486,15 @@ func callLeader[R any](ctx context.Context, n *Node, p uint64, call func(*grpc.C
 		)
 		if target == n.Self.ID {
 			r, err = call(nil, ctx)
-		} else if conn, cerr := n.Pool.Conn(n.Addr(target)); cerr != nil {
+		} else if conn, cerr := n.peerConn(target); cerr != nil {
 			err = cerr
 		} else {
 			r, err = call(conn, ctx)
 		}
 		if err == nil {
-			n.merge(r)
+			if err := n.mergeReply(ctx, r); err != nil {
+				return zero, err
+			}
 			return r, nil
 		}
 		target = leaderFromError(err)

@@ -22,9 +22,14 @@ type Config struct {
 	// DataDir holds the node's WAL, its cluster identity and a lock file.
 	// Default: data/<ID>.
 	DataDir string
-	// GRPCAddr is the host:port the gRPC server listens on (":0" picks a
-	// free port). Default 127.0.0.1:7001.
+	// GRPCAddr is the host:port the client listener takes (KV, Cluster,
+	// health, reflection; ":0" picks a free port). Default 127.0.0.1:7001.
 	GRPCAddr string
+	// PeerAddr is the host:port of the peer listener: raft, 2PC, cuts,
+	// snapshots, and requests other nodes forward for clients. Other
+	// members reach it at the address --initial-cluster names. Default
+	// 127.0.0.1:7301.
+	PeerAddr string
 	// GossipAddr is the host:port memberlist listens on (TCP and UDP).
 	// Default 127.0.0.1:7101.
 	GossipAddr string
@@ -33,12 +38,13 @@ type Config struct {
 	HTTPAddr string
 	// Join lists gossip addresses of other nodes to join.
 	Join []string
-	// InitialCluster ("n1=host:port,n2=host:port,...", gRPC addresses)
+	// InitialCluster ("n1=host:port,n2=host:port,...", peer addresses)
 	// bootstraps a new cluster when the data dir is empty. With existing
 	// data it must describe the same cluster or be empty.
 	InitialCluster string
-	// InitialClusterToken makes the cluster id unique among clusters with
-	// the same members. Default "cutkv".
+	// InitialClusterToken tells apart clusters bootstrapped with the same
+	// members: members agree on the (random) cluster id only with members
+	// that have the same token, members and partitions. Default "cutkv".
 	InitialClusterToken string
 	// Partitions is the number of data partitions, fixed at bootstrap.
 	// Default 16.
@@ -86,6 +92,55 @@ type Config struct {
 	// materialization round, otherwise take the disk and CPU the node
 	// serves writes with.
 	SnapshotUploadRate int64
+	// SnapshotStoreAllow lists the stores, besides SnapshotStore, that a
+	// snapshot request (kvctl --store) may name. Any other URL is refused.
+	SnapshotStoreAllow []string
+
+	// TLS between peers (etcd's flag names): this node's certificate and
+	// key, and the cluster CA that every member's certificate comes from.
+	// All three or none. With them the peer listener requires mutual TLS
+	// from members only.
+	PeerCertFile, PeerKeyFile, PeerTrustedCAFile string
+	// InsecurePeer allows a peer listener on a non-loopback address
+	// without TLS (any host that reaches it can then act as a member).
+	InsecurePeer bool
+	// TLS on the client listener: the server certificate and key, and
+	// optionally a CA, which makes client certificates required (their
+	// role, package pki, is checked on every call).
+	CertFile, KeyFile, TrustedCAFile string
+	// GossipKeyFile holds the gossip encryption keys, one base64 key (16,
+	// 24 or 32 bytes) a line, the first one used to encrypt. Reloaded on
+	// SIGHUP with the certificates.
+	GossipKeyFile string
+
+	// MaxConnections bounds the connections each listener holds open;
+	// default 1024. At start it must fit the file descriptor limit, with
+	// room for the WAL and storage.
+	MaxConnections int
+	// IdleTimeout closes a connection idle that long; default 5m.
+	IdleTimeout time.Duration
+	// Pprof serves /debug/pprof on the HTTP address.
+	Pprof bool
+}
+
+// peerTLS reports whether peer TLS is configured.
+func (c *Config) peerTLS() bool { return c.PeerCertFile != "" }
+
+// clientTLS reports whether the client listener speaks TLS.
+func (c *Config) clientTLS() bool { return c.CertFile != "" }
+
+// isLoopback says whether a listen address only takes connections from
+// this machine: an IP in 127.0.0.0/8 or ::1, or "localhost".
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // SnapshotDir is the default file:// snapshot store inside a data dir.
@@ -109,7 +164,10 @@ func (c *Config) Validate() error {
 	if c.GossipAddr == "" {
 		c.GossipAddr = "127.0.0.1:7101"
 	}
-	for name, a := range map[string]string{"grpc-addr": c.GRPCAddr, "gossip-addr": c.GossipAddr, "http-addr": c.HTTPAddr} {
+	if c.PeerAddr == "" {
+		c.PeerAddr = "127.0.0.1:7301"
+	}
+	for name, a := range map[string]string{"grpc-addr": c.GRPCAddr, "peer-addr": c.PeerAddr, "gossip-addr": c.GossipAddr, "http-addr": c.HTTPAddr} {
 		if a == "" {
 			continue
 		}
@@ -139,6 +197,29 @@ func (c *Config) Validate() error {
 	if c.SnapshotInterval < 0 || c.SnapshotKeep < 0 || c.SnapshotUploadRate < 0 {
 		return fmt.Errorf("%w: snapshot interval %v, keep %d and upload rate %d must not be negative", ErrConfig, c.SnapshotInterval, c.SnapshotKeep, c.SnapshotUploadRate)
 	}
+	if n := countSet(c.PeerCertFile, c.PeerKeyFile, c.PeerTrustedCAFile); n != 0 && n != 3 {
+		return fmt.Errorf("%w: peer TLS needs all of --peer-cert-file, --peer-key-file and --peer-trusted-ca-file", ErrConfig)
+	}
+	if !c.peerTLS() && !c.InsecurePeer && !isLoopback(c.PeerAddr) {
+		return fmt.Errorf("%w: --peer-addr %s is not a loopback address and peer TLS is not configured: any host that reaches it could act as a member. "+
+			"Give --peer-cert-file, --peer-key-file and --peer-trusted-ca-file (kvctl cert create-node makes them), or --insecure-peer to accept the risk",
+			ErrConfig, c.PeerAddr)
+	}
+	if countSet(c.CertFile, c.KeyFile) == 1 || (c.TrustedCAFile != "" && c.CertFile == "") {
+		return fmt.Errorf("%w: client TLS needs --cert-file and --key-file (and optionally --trusted-ca-file, which requires client certificates)", ErrConfig)
+	}
+	if c.MaxConnections == 0 {
+		c.MaxConnections = 1024
+	}
+	if c.MaxConnections < 16 {
+		return fmt.Errorf("%w: --max-connections %d: at least 16 (peers hold a few connections each)", ErrConfig, c.MaxConnections)
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = 5 * time.Minute
+	}
+	if c.IdleTimeout < 0 {
+		return fmt.Errorf("%w: --idle-timeout %v is negative", ErrConfig, c.IdleTimeout)
+	}
 	if c.ShutdownTimeout <= 0 {
 		c.ShutdownTimeout = 10 * time.Second
 	}
@@ -152,4 +233,14 @@ func (c *Config) Validate() error {
 		c.WALSegmentSize = 64 << 20
 	}
 	return nil
+}
+
+func countSet(vals ...string) int {
+	n := 0
+	for _, v := range vals {
+		if v != "" {
+			n++
+		}
+	}
+	return n
 }

@@ -21,6 +21,9 @@ var (
 	ErrDataDirLocked = errors.New("server: data dir is in use by another process")
 	ErrWrongCluster  = errors.New("server: data dir belongs to another cluster")
 	ErrNoBootstrap   = errors.New("server: empty data dir and no --initial-cluster")
+	// ErrNoIdentity: the data dir holds a WAL or materializations but no
+	// cluster.json.
+	ErrNoIdentity = errors.New("server: data dir has no identity file")
 	// ErrRestoreIncomplete: the data dir holds RestoreMarkerFile, left by
 	// a kvnode restore that did not finish.
 	ErrRestoreIncomplete = errors.New("server: data dir is an unfinished restore")
@@ -82,19 +85,25 @@ func (d *dataDir) unlock() {
 type identity struct {
 	NodeID string
 	Layout *topology.Layout
+	// RestoredFrom names the snapshot a restored data dir came from.
+	RestoredFrom string
 }
 
-// loadOrCreateIdentity returns the data dir's identity. An existing one
-// must match the node id and, when cfg names an initial cluster, that
-// cluster; a missing one is created from cfg's initial cluster. fresh
-// reports whether it was created now.
+// pending says whether the cluster id is still to be agreed (a new
+// cluster, or a restored data dir before its first start).
+func (id identity) pending() bool { return id.Layout.ClusterID == 0 }
+
+// loadIdentity returns the data dir's identity. An existing one must
+// match the node id and, when cfg names an initial cluster, that cluster;
+// a missing one is made from cfg's initial cluster, with its cluster id
+// still to be agreed (fresh), and is not written yet: see Start.
 //
 // A restored data dir (its identity says RestoredFrom) belongs to a
-// cluster whose id was derived from a restore token, not from
+// cluster whose digest comes from a restore token, not from
 // cfg.InitialClusterToken, so it also accepts an initial cluster with the
 // same members (ids, order and addresses) and partition count: the same
 // cluster except for the token.
-func (d *dataDir) loadOrCreateIdentity(cfg *Config) (id identity, fresh bool, err error) {
+func (d *dataDir) loadIdentity(cfg *Config) (id identity, fresh bool, err error) {
 	if _, err := os.Stat(filepath.Join(d.path, RestoreMarkerFile)); err == nil {
 		return identity{}, false, fmt.Errorf("%w: %s holds %s: a kvnode restore into it did not finish; delete the directory and run kvnode restore again",
 			ErrRestoreIncomplete, d.path, RestoreMarkerFile)
@@ -119,29 +128,41 @@ func (d *dataDir) loadOrCreateIdentity(cfg *Config) (id identity, fresh bool, er
 		if err := protojson.Unmarshal(data, &rec); err != nil {
 			return identity{}, false, fmt.Errorf("server: %s is damaged: %v (restore the file or wipe the data dir)", file, err)
 		}
-		l, err := topology.FromProto(rec.GetLayout())
+		l, err := topology.FromProtoPending(rec.GetLayout())
 		if err != nil {
 			return identity{}, false, fmt.Errorf("server: %s: %w", file, err)
+		}
+		if l.ClusterID == 0 && rec.GetRestoredFrom() == "" {
+			return identity{}, false, fmt.Errorf("server: %s: %w: no cluster id", file, topology.ErrBadLayout)
 		}
 		if rec.GetNodeId() != cfg.ID {
 			return identity{}, false, fmt.Errorf("%w: %s holds node %q, started as %q", ErrWrongCluster, d.path, rec.GetNodeId(), cfg.ID)
 		}
-		if want != nil && want.ClusterID != l.ClusterID {
+		if want != nil && !sameBootstrap(want, l) {
 			from := rec.GetRestoredFrom()
 			switch {
 			case from != "" && sameShape(want, l):
-				// A restored cluster: its id comes from the restore token.
+				// A restored cluster: its digest comes from the restore token.
 			case from != "":
-				return identity{}, false, fmt.Errorf("%w: %s was restored from snapshot %s as cluster %s with %d partitions and members %s, but --initial-cluster/--partitions describe another cluster; start it with the same --initial-cluster and --partitions %d, or without --initial-cluster",
-					ErrWrongCluster, d.path, from, topology.FormatClusterID(l.ClusterID), l.Partitions, describeMembers(l), l.Partitions)
+				return identity{}, false, fmt.Errorf("%w: %s was restored from snapshot %s as a cluster with %d partitions and members %s, but --initial-cluster/--partitions describe another cluster; start it with the same --initial-cluster and --partitions %d, or without --initial-cluster",
+					ErrWrongCluster, d.path, from, l.Partitions, describeMembers(l), l.Partitions)
 			default:
-				return identity{}, false, fmt.Errorf("%w: %s holds cluster %s, but --initial-cluster/--initial-cluster-token/--partitions describe cluster %s; refusing to join it",
-					ErrWrongCluster, d.path, topology.FormatClusterID(l.ClusterID), topology.FormatClusterID(want.ClusterID))
+				return identity{}, false, fmt.Errorf("%w: %s holds cluster %s (members %s, %d partitions), but --initial-cluster/--initial-cluster-token/--partitions describe another cluster; refusing to join it",
+					ErrWrongCluster, d.path, topology.FormatClusterID(l.ClusterID), describeMembers(l), l.Partitions)
 			}
 		}
-		return identity{NodeID: rec.GetNodeId(), Layout: l}, false, nil
+		return identity{NodeID: rec.GetNodeId(), Layout: l, RestoredFrom: rec.GetRestoredFrom()}, false, nil
 	case !errors.Is(err, os.ErrNotExist):
 		return identity{}, false, fmt.Errorf("server: read %s: %w", file, err)
+	}
+	// No identity: refuse a data dir that holds a node's data anyway
+	// (starting would bootstrap a new cluster over the old log).
+	for _, sub := range []string{walDir, MaterializeDir} {
+		if entries, err := os.ReadDir(filepath.Join(d.path, sub)); err == nil && len(entries) > 0 {
+			return identity{}, false, fmt.Errorf("%w: %s holds %s/ but no %s: the file that says which cluster and node this data belongs to is missing. "+
+				"Put back %s from a backup of this data dir; to rejoin as an empty node instead, move the data dir away (its data is then lost on this node)",
+				ErrNoIdentity, d.path, sub, identityFile, identityFile)
+		}
 	}
 	if want == nil {
 		return identity{}, false, fmt.Errorf("%w: %s holds no cluster; start with --initial-cluster to bootstrap a new one", ErrNoBootstrap, d.path)
@@ -149,10 +170,36 @@ func (d *dataDir) loadOrCreateIdentity(cfg *Config) (id identity, fresh bool, er
 	if _, ok := want.Member(cfg.ID); !ok {
 		return identity{}, false, fmt.Errorf("%w: node %q is not in --initial-cluster %q", ErrConfig, cfg.ID, cfg.InitialCluster)
 	}
-	if err := writeIdentity(d.path, cfg.ID, want, ""); err != nil {
-		return identity{}, false, err
-	}
+	want.ClusterID = 0 // agreed with the other members at start
 	return identity{NodeID: cfg.ID, Layout: want}, true, nil
+}
+
+// sameBootstrap says whether a layout l read from a data dir is the one
+// want (from the flags) describes: the same digest, or, for data dirs
+// written before digests, the same derived cluster id.
+func sameBootstrap(want, l *topology.Layout) bool {
+	if l.Digest != 0 {
+		return want.Digest == l.Digest
+	}
+	return want.Digest == l.ClusterID
+}
+
+// save writes the identity file crash-atomically.
+func (d *dataDir) save(id identity) error {
+	return writeIdentity(d.path, id.NodeID, id.Layout, id.RestoredFrom)
+}
+
+// removeFresh removes what a first start that failed wrote into the data
+// dir (identity, WAL, materializations), so that the corrected retry
+// starts from an empty data dir again.
+func (d *dataDir) removeFresh() error {
+	var errs []error
+	for _, p := range []string{identityFile, walDir, MaterializeDir, snapshotTmpDir} {
+		if err := os.RemoveAll(filepath.Join(d.path, p)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // sameShape says whether a and b have the same members (ids, raft ids and
@@ -167,7 +214,7 @@ func sameShape(a, b *topology.Layout) bool {
 func describeMembers(l *topology.Layout) string {
 	parts := make([]string, len(l.Members))
 	for i, m := range l.Members {
-		parts[i] = m.ID + "=" + m.GRPCAddr
+		parts[i] = m.ID + "=" + m.PeerAddr
 	}
 	return strings.Join(parts, ",")
 }
@@ -178,8 +225,9 @@ func describeMembers(l *topology.Layout) string {
 // names the snapshot the data dir was restored from ("<source cluster
 // hex>/<snapshot id>"); the node then also accepts an --initial-cluster
 // with the same members and partition count but another token (see
-// loadOrCreateIdentity). It refuses a data dir that already has an
-// identity, and a node that is not one of l's members.
+// loadIdentity), and l's cluster id may be 0: the restored cluster's
+// members agree on a new one at their first start. It refuses a data dir
+// that already has an identity, and a node that is not one of l's members.
 func WriteIdentity(dataDir, nodeID string, l *topology.Layout, restoredFrom string) error {
 	file := filepath.Join(dataDir, identityFile)
 	if _, err := os.Stat(file); err == nil {

@@ -42,7 +42,8 @@ var Version = "0.1.0-dev"
 
 // Addrs are the addresses a node actually bound.
 type Addrs struct {
-	GRPC   string
+	GRPC   string // client listener
+	Peer   string // peer listener
 	Gossip string
 	HTTP   string
 }
@@ -64,12 +65,15 @@ type Node struct {
 	transport  *rpc.Transport
 	pool       *rpc.Pool
 	disc       *discovery.Discovery
-	grpcSrv    *grpc.Server
+	grpcSrv    *grpc.Server // client listener
+	peerSrv    *grpc.Server // peer listener
 	httpSrv    *http.Server
 	health     *health.Server
 	reg        *prometheus.Registry
+	trust      *trust
 
 	grpcLis net.Listener
+	peerLis net.Listener
 	httpLis net.Listener
 	addrs   Addrs
 
@@ -85,7 +89,8 @@ type Node struct {
 
 // Start opens the data dir, replays the WAL and starts serving. It returns
 // once the node listens; Ready is closed when the node's groups all know
-// their leader and health reports SERVING.
+// their leader and health reports SERVING. A member's first start waits
+// for the cluster id (see bootstrap.go).
 func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -111,36 +116,76 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	}
 	cleanup = append(cleanup, n.dir.unlock)
 	var fresh bool
-	if n.id, fresh, err = n.dir.loadOrCreateIdentity(&n.cfg); err != nil {
+	if n.id, fresh, err = n.dir.loadIdentity(&n.cfg); err != nil {
 		return nil, err
+	}
+	if fresh {
+		// A first start that fails leaves an empty data dir behind, so
+		// that the corrected retry bootstraps again.
+		cleanup = append(cleanup, func() {
+			if rerr := n.dir.removeFresh(); rerr != nil {
+				n.log.Error("removing what the failed first start wrote", "data_dir", cfg.DataDir, "err", rerr)
+			}
+		})
 	}
 	n.layout = n.id.Layout
 	n.self, _ = n.layout.Member(cfg.ID)
 	if n.self.RaftID == 0 {
 		return nil, fmt.Errorf("%w: node %q is not a member of cluster %s", ErrConfig, cfg.ID, topology.FormatClusterID(n.layout.ClusterID))
 	}
+	if err := checkFileLimit(cfg.MaxConnections, len(n.layout.GroupsOf(n.self.RaftID))); err != nil {
+		return nil, err
+	}
+	if n.trust, err = loadTrust(&n.cfg, n.log); err != nil {
+		return nil, err
+	}
 
 	// Bind every port first so a busy one fails before anything else.
+	n.reg = prometheus.NewRegistry()
+	n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	connMetrics := newConnMetrics(n.reg)
 	if n.grpcLis, err = listen("grpc", cfg.GRPCAddr); err != nil {
 		return nil, err
 	}
 	cleanup = append(cleanup, func() { n.grpcLis.Close() })
+	if n.peerLis, err = listen("peer", cfg.PeerAddr); err != nil {
+		return nil, err
+	}
+	cleanup = append(cleanup, func() { n.peerLis.Close() })
 	if cfg.HTTPAddr != "" {
 		if n.httpLis, err = listen("http", cfg.HTTPAddr); err != nil {
 			return nil, err
 		}
 		cleanup = append(cleanup, func() { n.httpLis.Close() })
 	}
-	n.addrs.GRPC = n.grpcLis.Addr().String()
+	n.addrs.GRPC, n.addrs.Peer = n.grpcLis.Addr().String(), n.peerLis.Addr().String()
 	if n.httpLis != nil {
 		n.addrs.HTTP = n.httpLis.Addr().String()
 	}
+	n.grpcLis = rpc.LimitListener(n.grpcLis, cfg.MaxConnections, connMetrics.rejected("client"))
+	n.peerLis = rpc.LimitListener(n.peerLis, cfg.MaxConnections, connMetrics.rejected("peer"))
+	connMetrics.watch(n.reg, map[string]net.Listener{"client": n.grpcLis, "peer": n.peerLis})
+	if !cfg.clientTLS() && !isLoopback(n.addrs.GRPC) {
+		n.log.Warn("the client listener is not on loopback and speaks plaintext: anyone who reaches it reads and writes every key; give --cert-file/--key-file/--trusted-ca-file",
+			"grpc_addr", n.addrs.GRPC)
+	}
 
-	n.reg = prometheus.NewRegistry()
-	n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	limits := cfg.Limits
+	n.pool = rpc.NewPool(rpc.PoolConfig{MaxMsgSize: limits.MaxRequestSize(), TLS: n.trust.peerClient(), ClusterID: func() uint64 { return n.layout.ClusterID }})
+	cleanup = append(cleanup, n.pool.Close)
+	if n.id.pending() {
+		if err := n.settleClusterID(); err != nil {
+			return nil, err
+		}
+	}
+	if fresh || n.id.RestoredFrom != "" {
+		if err := n.dir.save(n.id); err != nil {
+			return nil, err
+		}
+	}
+
 	walMetrics := newWALMetrics(n.reg)
-
-	walOpts := wal.Options{SegmentSize: cfg.WALSegmentSize, Logger: n.log, OnSync: walMetrics.observe}
+	walOpts := wal.Options{SegmentSize: cfg.WALSegmentSize, Logger: n.log, OnSync: walMetrics.observe, NodeID: cfg.ID}
 	if failpoint.Enabled {
 		walOpts.Hooks.BeforeSync = func(string) error { return failpoint.Inject(failpoint.WALBeforeSync) }
 	}
@@ -163,11 +208,13 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 		groups = append(groups, raftstore.GroupConfig{ID: g, Peers: n.layout.Groups[g], SM: sm})
 	}
 
-	limits := cfg.Limits
-	n.pool = rpc.NewPool(limits.MaxRequestSize())
-	cleanup = append(cleanup, n.pool.Close)
 	n.transport = rpc.NewTransport(n.self.RaftID, n.layout.ClusterID, n.resolveRaftAddr, n.pool, limits.MaxRequestSize()/2, n.log)
 	cleanup = append(cleanup, n.transport.Close)
+	peerRejected := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "cutkv_peer_rejected_total",
+		Help: "Raft messages from peers dropped before they reached raft, by reason.",
+	}, []string{"reason"})
+	n.reg.MustRegister(peerRejected)
 	n.store, err = raftstore.Open(raftstore.Config{
 		RaftID:        n.self.RaftID,
 		Groups:        groups,
@@ -184,33 +231,42 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 		MaterializeBytes:    cfg.MaterializeBytes,
 		CatchUpEntries:      cfg.CatchUpEntries,
 		Fetch: func(ctx context.Context, from, group, index uint64, path string) error {
-			addr, ok := n.resolveRaftAddr(from)
+			m, ok := n.layout.MemberByRaftID(from)
 			if !ok {
-				return fmt.Errorf("server: no address for raft id %d", from)
+				return fmt.Errorf("server: no member with raft id %d", from)
 			}
-			return rpc.FetchMaterialization(ctx, n.pool, addr, n.layout.ClusterID, group, index, path)
+			return rpc.FetchMaterialization(ctx, n.pool, m.ID, n.peerAddr(m.ID), n.layout.ClusterID, group, index, path)
 		},
-		OnFatal: n.onFatal,
+		OnFatal:  n.onFatal,
+		Rejected: func(reason string) { peerRejected.WithLabelValues(reason).Inc() },
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: open raft groups from %s: %w", n.wal.Dir(), err)
 	}
 	n.transport.SetReceiver(n.store)
 
+	bg, cancel := context.WithCancel(context.Background())
+	n.bgCancel = cancel
+	cleanup = append(cleanup, cancel)
+	rn := &rpc.Node{
+		Self: n.self, Layout: n.layout, Store: n.store, Partitions: n.partitions, Pool: n.pool, Limits: limits,
+		PeerAddr: n.peerAddr, Members: n.members, LocalStatus: n.localStatus, Draining: n.draining.Load,
+		Clock: n.clock, Background: bg, Log: n.log,
+		Announce: func(v uint64) { n.disc.BroadcastKeyed("cut", rpc.EncodeCutGossip(v)) },
+	}
 	pokeCuts := make(chan struct{}, 1) // set before gossip can deliver anything
+	rn.SetCutPoke(pokeCuts)
 	n.disc, err = discovery.Start(discovery.Config{
 		OnMessage: func(msg []byte) {
-			if v, ok := rpc.DecodeCutGossip(msg); ok && n.clock.Raise(v) {
-				select {
-				case pokeCuts <- struct{}{}:
-				default:
-				}
+			if v, ok := rpc.DecodeCutGossip(msg); ok {
+				rn.LearnGossip(v)
 			}
 		},
 		BindAddr: cfg.GossipAddr,
 		Meta:     discovery.Meta{ID: cfg.ID, ClusterID: n.layout.ClusterID, GRPCAddr: n.addrs.GRPC, HTTPAddr: n.addrs.HTTP},
 		Join:     cfg.Join,
 		Logger:   n.log,
+		Keys:     n.trust.gossipKeys,
 	})
 	if err != nil {
 		return nil, err
@@ -218,25 +274,16 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	cleanup = append(cleanup, func() { n.disc.Close() })
 	n.addrs.Gossip = n.disc.Addr()
 
-	bg, cancel := context.WithCancel(context.Background())
-	n.bgCancel = cancel
-	cleanup = append(cleanup, cancel)
-	rn := &rpc.Node{
-		Self: n.self, Layout: n.layout, Store: n.store, Partitions: n.partitions, Pool: n.pool, Limits: limits,
-		Addr: n.memberAddr, Members: n.members, LocalStatus: n.localStatus, Draining: n.draining.Load,
-		Clock: n.clock, Background: bg,
-		Announce: func(v uint64) { n.disc.BroadcastKeyed("cut", rpc.EncodeCutGossip(v)) },
-	}
 	rn.Snapshots = &rpc.Snapshots{
 		DefaultStore: cfg.SnapshotStore,
 		DefaultDir:   filepath.Join(cfg.DataDir, SnapshotDir),
+		Allowed:      cfg.SnapshotStoreAllow,
 		TmpDir:       filepath.Join(cfg.DataDir, snapshotTmpDir),
 		UploadRate:   snapshot.NewRateLimit(cfg.SnapshotUploadRate),
 		Log:          n.log.With("component", "snapshot"),
 	}
 	_ = os.RemoveAll(rn.Snapshots.TmpDir) // full-snapshot builds of a previous run
 	cleanup = append(cleanup, rn.Snapshots.Close)
-	rn.SetCutPoke(pokeCuts)
 	if _, ok := n.store.Status(0); ok {
 		rn.Meta = n.meta
 	}
@@ -254,39 +301,54 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 		Help: "Finished transaction ids this node's replicas remember (against late prepares); dropped once the horizon passes their prepare time.",
 	}, func() float64 { return float64(n.FinishedTxnIDs()) }))
 	grpcMetrics := rpc.NewMetrics(n.reg)
-	n.grpcSrv = grpc.NewServer(append(rpc.ServerOptions(limits),
-		grpc.ChainUnaryInterceptor(n.inflight.interceptor(), grpcMetrics.UnaryInterceptor(), rpc.MarkerInterceptor(rn)))...)
-	kvpb.RegisterKVServer(n.grpcSrv, rpc.NewKVServer(rn))
-	kvpb.RegisterClusterServer(n.grpcSrv, rpc.NewClusterServer(rn))
-	raftSrv := rpc.NewRaftServer(n.layout.ClusterID, n.self.RaftID, n.store, n.log)
-	raftSrv.SetStore(n.store)
-	internalpb.RegisterRaftServer(n.grpcSrv, raftSrv)
-	internalpb.RegisterParticipantServer(n.grpcSrv, rpc.NewParticipantServer(rn))
-	internalpb.RegisterCutServiceServer(n.grpcSrv, rpc.NewCutServer(rn))
-	internalpb.RegisterSnapshotPartitionsServer(n.grpcSrv, rpc.NewSnapshotPartitionsServer(rn))
+	conns := rpc.ConnLimits{MaxConnections: cfg.MaxConnections, IdleTimeout: cfg.IdleTimeout}
+
+	// The client listener: KV, Cluster, health, reflection.
+	clientAuth := rpc.ClientAuth{RequireCerts: cfg.TrustedCAFile != ""}
+	n.grpcSrv = grpc.NewServer(append(rpc.ServerOptions(limits, conns), n.trust.clientServerOption(),
+		grpc.ChainUnaryInterceptor(n.inflight.interceptor(), grpcMetrics.UnaryInterceptor(), clientAuth.Unary(), rpc.MarkerInterceptor(rn)),
+		grpc.ChainStreamInterceptor(clientAuth.Stream()))...)
+	rpc.RegisterClientServices(n.grpcSrv, rn)
 	n.health = health.NewServer()
 	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	healthpb.RegisterHealthServer(n.grpcSrv, n.health)
 	reflection.Register(n.grpcSrv)
 
+	// The peer listener: members only.
+	peerAuth := rpc.PeerAuth{Layout: n.layout, RequireCerts: cfg.peerTLS()}
+	n.peerSrv = grpc.NewServer(append(rpc.ServerOptions(limits, conns), n.trust.peerServerOption(),
+		grpc.ChainUnaryInterceptor(n.inflight.interceptor(), grpcMetrics.UnaryInterceptor(), peerAuth.Unary(), rpc.MarkerInterceptor(rn)),
+		grpc.ChainStreamInterceptor(peerAuth.Stream()))...)
+	raftSrv := rpc.NewRaftServer(n.layout, n.self.RaftID, n.store, n.log)
+	raftSrv.SetStore(n.store)
+	rpc.RegisterPeerServices(n.peerSrv, rn, raftSrv)
+
 	n.store.Start()
-	go func() {
-		if err := n.grpcSrv.Serve(n.grpcLis); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
-			n.onFatal(fmt.Errorf("server: gRPC server on %s: %w", n.addrs.GRPC, err))
-		}
-	}()
+	for _, srv := range []struct {
+		s    *grpc.Server
+		l    net.Listener
+		name string
+	}{{n.grpcSrv, n.grpcLis, "client " + n.addrs.GRPC}, {n.peerSrv, n.peerLis, "peer " + n.addrs.Peer}} {
+		go func() {
+			if err := srv.s.Serve(srv.l); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+				n.onFatal(fmt.Errorf("server: gRPC server on %s: %w", srv.name, err))
+			}
+		}()
+	}
 	if n.httpLis != nil {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{}))
 		mux.HandleFunc("/healthz", n.serveHealthz)
-		mux.HandleFunc("/debug/pprof/", pprof.Index)
-		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		if cfg.Pprof {
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		}
 		n.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = n.httpSrv.Serve(n.httpLis) }()
 	}
-	n.bgWG.Add(6)
+	n.bgWG.Add(7)
 	go func() {
 		defer n.bgWG.Done()
 		n.store.RunMaterializer(bg)
@@ -306,11 +368,16 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	}()
 	go func() {
 		defer n.bgWG.Done()
+		rpc.RunGossipVersions(bg, rn)
+	}()
+	go func() {
+		defer n.bgWG.Done()
 		rpc.RunSnapshots(bg, rn, rpc.SnapshotSchedule{Interval: cfg.SnapshotInterval, Store: cfg.SnapshotStore, Keep: cfg.SnapshotKeep, Metrics: rpc.NewSnapshotMetrics(n.reg)})
 	}()
 	n.log.Info("node started", "cluster", topology.FormatClusterID(n.layout.ClusterID), "raft_id", n.self.RaftID,
-		"groups", len(groups), "new_cluster", fresh, "wal_records", n.wal.LastIndex(), "grpc", n.addrs.GRPC,
-		"gossip", n.addrs.Gossip, "http", n.addrs.HTTP)
+		"groups", len(groups), "new_cluster", fresh, "wal_records", n.wal.LastIndex(), "grpc", n.addrs.GRPC, "peer", n.addrs.Peer,
+		"gossip", n.addrs.Gossip, "http", n.addrs.HTTP, "peer_tls", cfg.peerTLS(), "client_tls", cfg.clientTLS(),
+		"client_certs", cfg.TrustedCAFile != "", "gossip_encrypted", len(n.trust.gossipKeys) > 0)
 	return n, nil
 }
 
@@ -416,33 +483,32 @@ func (n *Node) onFatal(err error) {
 	})
 }
 
-// resolveRaftAddr maps a raft id to the peer's current gRPC address.
-func (n *Node) resolveRaftAddr(raftID uint64) (string, bool) {
+// resolveRaftAddr maps a raft id to the member and its peer address.
+func (n *Node) resolveRaftAddr(raftID uint64) (string, string, bool) {
 	m, ok := n.layout.MemberByRaftID(raftID)
 	if !ok {
-		return "", false
+		return "", "", false
 	}
-	return n.memberAddr(m.ID), true
+	return m.ID, n.peerAddr(m.ID), true
 }
 
-// memberAddr prefers the address a member gossips over the bootstrap one.
-func (n *Node) memberAddr(id string) string {
-	if n.disc != nil {
-		if m, ok := n.disc.Member(id); ok && m.GRPCAddr != "" && m.State != discovery.StateLeft {
-			return m.GRPCAddr
-		}
-	}
+// peerAddr is a member's peer address: the one --initial-cluster named
+// (this node's own as bound, so that ":0" works in tests).
+func (n *Node) peerAddr(id string) string {
 	if id == n.self.ID {
-		return n.addrs.GRPC
+		return n.addrs.Peer
 	}
 	m, _ := n.layout.Member(id)
-	return m.GRPCAddr
+	return m.PeerAddr
 }
 
 func (n *Node) members() []*kvpb.Member {
 	var out []*kvpb.Member
 	for _, lm := range n.layout.Members {
-		pm := &kvpb.Member{Id: lm.ID, RaftId: lm.RaftID, GrpcAddr: lm.GRPCAddr, State: kvpb.MemberState_MEMBER_STATE_UNKNOWN}
+		pm := &kvpb.Member{Id: lm.ID, RaftId: lm.RaftID, PeerAddr: lm.PeerAddr, State: kvpb.MemberState_MEMBER_STATE_UNKNOWN}
+		if lm.ID == n.self.ID {
+			pm.GrpcAddr = n.addrs.GRPC
+		}
 		if m, ok := n.disc.Member(lm.ID); ok {
 			pm.GrpcAddr, pm.GossipAddr, pm.HttpAddr = m.GRPCAddr, m.GossipAddr, m.HTTPAddr
 			pm.SinceUnixMs = m.Since.UnixMilli()
@@ -517,6 +583,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 			n.log.Warn("drain timed out; closing remaining requests", "in_flight", n.inflight.count())
 		}
 		n.grpcSrv.Stop()
+		n.peerSrv.Stop()
 		leave := 2 * time.Second
 		if dl, ok := ctx.Deadline(); ok {
 			leave = max(min(leave, time.Until(dl)), 200*time.Millisecond)
@@ -534,6 +601,7 @@ func (n *Node) Shutdown(ctx context.Context) error {
 func (n *Node) Kill() {
 	n.stopOnce.Do(func() {
 		n.grpcSrv.Stop()
+		n.peerSrv.Stop()
 		_ = n.close()
 	})
 }
@@ -545,6 +613,7 @@ func (n *Node) close() error {
 		_ = n.httpSrv.Close()
 	}
 	n.grpcSrv.Stop()
+	n.peerSrv.Stop()
 	n.store.Stop()
 	n.transport.Close()
 	_ = n.disc.Close()

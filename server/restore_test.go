@@ -30,7 +30,6 @@ func TestRestoredClusterRuns(t *testing.T) {
 	f := restoretest.Build(t, restoretest.Options{Partitions: parts})
 	m := f.Snapshots[0]
 	base := t.TempDir()
-	var newCluster uint64
 	c := clustertest.Start(t, 3, clustertest.Options{Partitions: parts, Configure: func(i int, cfg *server.Config) {
 		dir := filepath.Join(base, cfg.ID)
 		res, err := restore.Run(context.Background(), restore.Options{
@@ -39,14 +38,17 @@ func TestRestoredClusterRuns(t *testing.T) {
 		if err != nil {
 			t.Fatalf("restore %s: %v", cfg.ID, err)
 		}
-		newCluster = res.ClusterID()
+		if res.Layout.ClusterID != 0 {
+			t.Fatalf("restore %s wrote cluster id %x; the members draw it at their first start", cfg.ID, res.Layout.ClusterID)
+		}
 		// The node starts with the usual flags: --initial-cluster and a
 		// token other than the restore's are accepted for a restored dir.
 		cfg.DataDir = dir
 	}})
+	newCluster := c.Node(0).ClusterID()
 	for i := 0; i < 3; i++ {
-		if got := c.Node(i).ClusterID(); got != newCluster || got == f.Cluster {
-			t.Fatalf("node %d runs cluster %x; restored %x from %x", i+1, got, newCluster, f.Cluster)
+		if got := c.Node(i).ClusterID(); got != newCluster || got == f.Cluster || got == 0 {
+			t.Fatalf("node %d runs cluster %x; n1 runs %x, restored from %x", i+1, got, newCluster, f.Cluster)
 		}
 	}
 	cl, err := client.New(ctxT(t, 10*time.Second), c.Endpoints()...)
@@ -163,7 +165,7 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func nodeConfig(dir, initial string, parts uint32, token string) server.Config {
 	return server.Config{
-		ID: "n1", DataDir: dir, GRPCAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0",
+		ID: "n1", DataDir: dir, GRPCAddr: "127.0.0.1:0", PeerAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0",
 		InitialCluster: initial, InitialClusterToken: token, Partitions: parts,
 		TickInterval: 20 * time.Millisecond, ShutdownTimeout: time.Second,
 	}
@@ -236,7 +238,8 @@ func TestRestoredIdentity(t *testing.T) {
 }
 
 // TestWriteIdentityAsBootstrap: WriteIdentity writes the file a node
-// bootstrapping the same cluster writes, byte for byte, but restored_from.
+// bootstrapping the same cluster writes, byte for byte, but restored_from
+// (given the cluster id the bootstrap drew).
 func TestWriteIdentityAsBootstrap(t *testing.T) {
 	const initial = "n1=127.0.0.1:7001"
 	dir := t.TempDir()
@@ -246,6 +249,7 @@ func TestWriteIdentityAsBootstrap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	id := n.ClusterID()
 	n.Kill()
 	boot, err := os.ReadFile(filepath.Join(dir, "cluster.json"))
 	if err != nil {
@@ -256,6 +260,7 @@ func TestWriteIdentityAsBootstrap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	l.ClusterID = id // random, drawn by the bootstrap
 	other := t.TempDir()
 	if err := server.WriteIdentity(other, "n1", l, ""); err != nil {
 		t.Fatal(err)

@@ -30,6 +30,17 @@ func fileStore(t *testing.T) (dir, u string) {
 	return dir, (&url.URL{Scheme: "file", Path: dir}).String()
 }
 
+// allowStore lets requests name store (--snapshot-store-allow), then
+// configures as next does.
+func allowStore(store string, next func(int, *server.Config)) func(int, *server.Config) {
+	return func(i int, cfg *server.Config) {
+		cfg.SnapshotStoreAllow = append(cfg.SnapshotStoreAllow, store)
+		if next != nil {
+			next(i, cfg)
+		}
+	}
+}
+
 // createSnapshot runs kvpb CreateSnapshot through node via and returns the
 // result and the progress messages seen.
 func createSnapshot(t *testing.T, c *clustertest.Cluster, via int, req *kvpb.CreateSnapshotRequest) (*kvpb.CreateSnapshotResult, []*kvpb.SnapshotProgress, error) {
@@ -95,8 +106,8 @@ func storePieces(t *testing.T, dir string, cluster uint64) []string {
 // incremental snapshot after writing X bytes uploads at most 1.5·X; every
 // snapshot checks; prune keeps the newest and leaves no unreferenced piece.
 func TestSnapshotsIncrementalFullAndPrune(t *testing.T) {
-	c := clustertest.Start(t, 3, clustertest.Options{Configure: smallCheckpoints})
 	dir, store := fileStore(t)
+	c := clustertest.Start(t, 3, clustertest.Options{Configure: allowStore(store, smallCheckpoints)})
 	cluster := c.Node(0).ClusterID()
 	writeMany(t, c, "a", 100)
 
@@ -204,8 +215,8 @@ func getSnapshot(t *testing.T, c *clustertest.Cluster, store, id string) *kvpb.S
 // TestSnapshotCheckNamesDamage flips a byte in a stored piece and removes
 // another: check fails naming each.
 func TestSnapshotCheckNamesDamage(t *testing.T) {
-	c := clustertest.Start(t, 3, clustertest.Options{Configure: smallCheckpoints})
 	dir, store := fileStore(t)
+	c := clustertest.Start(t, 3, clustertest.Options{Configure: allowStore(store, smallCheckpoints)})
 	writeMany(t, c, "a", 50)
 	s := mustSnapshot(t, c, 0, &kvpb.CreateSnapshotRequest{Store: store})
 	info := getSnapshot(t, c, store, s.GetSnapshot().GetId())
@@ -307,8 +318,8 @@ func TestAutomaticSnapshots(t *testing.T) {
 // node: with one node stopped, partitions it led move, and the replicas
 // left prepare and upload their parts.
 func TestSnapshotWithANodeDown(t *testing.T) {
-	c := clustertest.Start(t, 3, clustertest.Options{Configure: smallCheckpoints})
 	_, store := fileStore(t)
+	c := clustertest.Start(t, 3, clustertest.Options{Configure: allowStore(store, smallCheckpoints)})
 	writeMany(t, c, "a", 60)
 	mustSnapshot(t, c, 0, &kvpb.CreateSnapshotRequest{Store: store})
 	c.Stop(2)
@@ -336,10 +347,10 @@ func TestSnapshotWithANodeDown(t *testing.T) {
 // unpaced they take a fraction of that. The snapshots are whole.
 func TestSnapshotUploadRate(t *testing.T) {
 	const rate = 64 << 10
-	c := clustertest.Start(t, 1, clustertest.Options{Configure: func(i int, cfg *server.Config) {
-		cfg.SnapshotUploadRate = rate
-	}})
 	_, store := fileStore(t)
+	c := clustertest.Start(t, 1, clustertest.Options{Configure: allowStore(store, func(i int, cfg *server.Config) {
+		cfg.SnapshotUploadRate = rate
+	})})
 	const n, size = 50, 4 << 10
 	value := strings.Repeat("r", size)
 	for i := range n {

@@ -28,20 +28,48 @@ var ErrBadLayout = errors.New("topology: bad layout")
 type Member struct {
 	ID       string // e.g. "n1"
 	RaftID   uint64 // replica id in every raft group, 1..N in bootstrap order
-	GRPCAddr string // host:port
+	PeerAddr string // host:port of the member's peer listener
 }
 
 // Layout is the cluster's fixed shape: members, partition count and the
 // replicas of every group (group 0 = metadata, 1..Partitions = data).
 type Layout struct {
-	ClusterID  uint64
+	// ClusterID is random, agreed by the members at bootstrap (see
+	// package server); New sets it to Digest until then.
+	ClusterID uint64
+	// Digest is derived from what the cluster is bootstrapped from (the
+	// token, the members, the partition count): members started with the
+	// same settings compute the same one and agree on ClusterID only with
+	// each other. 0 for layouts written before it existed.
+	Digest     uint64
 	Partitions uint32
 	Members    []Member
 	// Groups[g] lists the raft ids holding group g.
 	Groups [][]uint64
 }
 
-// ParseInitialCluster parses "n1=127.0.0.1:7001,n2=127.0.0.1:7002" into
+// MaxMemberIDLen bounds a member id.
+const MaxMemberIDLen = 64
+
+// ValidMemberID reports whether id may name a member: 1 to MaxMemberIDLen
+// bytes of letters, digits, '.', '_' and '-' (it appears in certificates,
+// file names and logs).
+func ValidMemberID(id string) bool {
+	if id == "" || len(id) > MaxMemberIDLen {
+		return false
+	}
+	for _, c := range []byte(id) {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '.', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// ParseInitialCluster parses "n1=127.0.0.1:7301,n2=127.0.0.1:7302" (peer
+// addresses) into
 // members with raft ids 1..N in the order given.
 func ParseInitialCluster(s string) ([]Member, error) {
 	var ms []Member
@@ -55,6 +83,9 @@ func ParseInitialCluster(s string) ([]Member, error) {
 		if !ok || id == "" || addr == "" {
 			return nil, fmt.Errorf("%w: initial cluster entry %q is not id=host:port", ErrBadLayout, part)
 		}
+		if !ValidMemberID(id) {
+			return nil, fmt.Errorf("%w: initial cluster entry %q: a node id is 1-%d letters, digits, '.', '_' or '-'", ErrBadLayout, part, MaxMemberIDLen)
+		}
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			return nil, fmt.Errorf("%w: initial cluster entry %q: %v", ErrBadLayout, part, err)
 		}
@@ -62,7 +93,7 @@ func ParseInitialCluster(s string) ([]Member, error) {
 			return nil, fmt.Errorf("%w: node id %q appears twice in the initial cluster", ErrBadLayout, id)
 		}
 		seen[id] = true
-		ms = append(ms, Member{ID: id, RaftID: uint64(len(ms) + 1), GRPCAddr: addr})
+		ms = append(ms, Member{ID: id, RaftID: uint64(len(ms) + 1), PeerAddr: addr})
 	}
 	if len(ms) == 0 {
 		return nil, fmt.Errorf("%w: the initial cluster names no node", ErrBadLayout)
@@ -70,8 +101,9 @@ func ParseInitialCluster(s string) ([]Member, error) {
 	return ms, nil
 }
 
-// New lays out a new cluster. The cluster id is derived from the token,
-// the members and the partition count, so every node computes the same one.
+// New lays out a new cluster. Its Digest is derived from the token, the
+// members and the partition count, so every node computes the same one;
+// ClusterID starts equal to it, until the members agree on a random one.
 func New(token string, members []Member, partitions uint32) (*Layout, error) {
 	if partitions == 0 || partitions > MaxPartitions {
 		return nil, fmt.Errorf("%w: partition count %d not in 1..%d", ErrBadLayout, partitions, MaxPartitions)
@@ -83,12 +115,13 @@ func New(token string, members []Member, partitions uint32) (*Layout, error) {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "cutkv|%s|%d", token, partitions)
 	for _, m := range members {
-		fmt.Fprintf(h, "|%s=%s", m.ID, m.GRPCAddr)
+		fmt.Fprintf(h, "|%s=%s", m.ID, m.PeerAddr)
 	}
-	l.ClusterID = h.Sum64()
-	if l.ClusterID == 0 {
-		l.ClusterID = 1
+	l.Digest = h.Sum64()
+	if l.Digest == 0 {
+		l.Digest = 1
 	}
+	l.ClusterID = l.Digest
 	n := len(members)
 	r := min(n, MaxReplicas)
 	l.Groups = make([][]uint64, partitions+1)
@@ -141,9 +174,9 @@ func (l *Layout) PartitionOf(key []byte) uint64 { return PartitionOf(key, l.Part
 
 // Proto converts the layout into its raft-record form.
 func (l *Layout) Proto() *internalpb.ClusterLayout {
-	pl := &internalpb.ClusterLayout{ClusterId: l.ClusterID, Partitions: l.Partitions}
+	pl := &internalpb.ClusterLayout{ClusterId: l.ClusterID, Partitions: l.Partitions, Digest: l.Digest}
 	for _, m := range l.Members {
-		pl.Members = append(pl.Members, &internalpb.MemberInfo{Id: m.ID, RaftId: m.RaftID, GrpcAddr: m.GRPCAddr})
+		pl.Members = append(pl.Members, &internalpb.MemberInfo{Id: m.ID, RaftId: m.RaftID, PeerAddr: m.PeerAddr})
 	}
 	for _, reps := range l.Groups {
 		pl.Groups = append(pl.Groups, &internalpb.Replicas{RaftIds: append([]uint64(nil), reps...)})
@@ -151,27 +184,73 @@ func (l *Layout) Proto() *internalpb.ClusterLayout {
 	return pl
 }
 
-// FromProto converts and validates a layout read from disk or raft.
+// FromProto converts and validates a layout read from disk or raft: it
+// refuses a layout without a cluster id. See FromProtoPending.
 func FromProto(pl *internalpb.ClusterLayout) (*Layout, error) {
+	l, err := FromProtoPending(pl)
+	if err == nil && l.ClusterID == 0 {
+		err = fmt.Errorf("%w: no cluster id", ErrBadLayout)
+	}
+	return l, err
+}
+
+// FromProtoPending is FromProto for a layout whose cluster id may still
+// be 0 (a restored data dir before its first start). Every field is
+// checked: member ids valid and unique, raft ids 1..N in order, peer
+// addresses host:port, every group's replicas distinct members.
+func FromProtoPending(pl *internalpb.ClusterLayout) (*Layout, error) {
 	if pl == nil {
 		return nil, fmt.Errorf("%w: missing", ErrBadLayout)
 	}
-	l := &Layout{ClusterID: pl.GetClusterId(), Partitions: pl.GetPartitions()}
-	for _, m := range pl.GetMembers() {
-		l.Members = append(l.Members, Member{ID: m.GetId(), RaftID: m.GetRaftId(), GRPCAddr: m.GetGrpcAddr()})
+	l := &Layout{ClusterID: pl.GetClusterId(), Digest: pl.GetDigest(), Partitions: pl.GetPartitions()}
+	if l.Partitions == 0 || l.Partitions > MaxPartitions || len(pl.GetMembers()) == 0 || len(pl.GetGroups()) != int(l.Partitions)+1 {
+		return nil, fmt.Errorf("%w: cluster %s with %d partitions, %d members, %d groups",
+			ErrBadLayout, FormatClusterID(l.ClusterID), l.Partitions, len(pl.GetMembers()), len(pl.GetGroups()))
 	}
-	for _, g := range pl.GetGroups() {
-		l.Groups = append(l.Groups, append([]uint64(nil), g.GetRaftIds()...))
+	ids := map[string]bool{}
+	for i, m := range pl.GetMembers() {
+		addr := m.GetPeerAddr()
+		if addr == "" {
+			addr = m.GetLegacyAddr()
+		}
+		if !ValidMemberID(m.GetId()) || ids[m.GetId()] || m.GetRaftId() != uint64(i+1) {
+			return nil, fmt.Errorf("%w: member %d (%q, raft id %d) is not a unique valid id with raft id %d", ErrBadLayout, i, m.GetId(), m.GetRaftId(), i+1)
+		}
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			return nil, fmt.Errorf("%w: member %s: peer address %q: %v", ErrBadLayout, m.GetId(), addr, err)
+		}
+		ids[m.GetId()] = true
+		l.Members = append(l.Members, Member{ID: m.GetId(), RaftID: m.GetRaftId(), PeerAddr: addr})
 	}
-	if l.ClusterID == 0 || l.Partitions == 0 || len(l.Members) == 0 || len(l.Groups) != int(l.Partitions)+1 {
-		return nil, fmt.Errorf("%w: cluster %d with %d partitions, %d members, %d groups",
-			ErrBadLayout, l.ClusterID, l.Partitions, len(l.Members), len(l.Groups))
+	for g, reps := range pl.GetGroups() {
+		seen := map[uint64]bool{}
+		if len(reps.GetRaftIds()) == 0 || len(reps.GetRaftIds()) > MaxReplicas {
+			return nil, fmt.Errorf("%w: group %d has %d replicas", ErrBadLayout, g, len(reps.GetRaftIds()))
+		}
+		for _, r := range reps.GetRaftIds() {
+			if r == 0 || r > uint64(len(l.Members)) || seen[r] {
+				return nil, fmt.Errorf("%w: group %d names raft id %d twice or outside 1..%d", ErrBadLayout, g, r, len(l.Members))
+			}
+			seen[r] = true
+		}
+		l.Groups = append(l.Groups, append([]uint64(nil), reps.GetRaftIds()...))
 	}
 	return l, nil
 }
 
-// FormatClusterID renders a cluster id the way logs and files show it.
-func FormatClusterID(id uint64) string { return strconv.FormatUint(id, 16) }
+// FormatClusterID renders a cluster id the way logs, files, JSON and
+// snapshot stores show it: 16 hex digits.
+func FormatClusterID(id uint64) string { return fmt.Sprintf("%016x", id) }
+
+// ParseClusterID reads an id written by FormatClusterID (leading zeros
+// may be left out).
+func ParseClusterID(s string) (uint64, error) {
+	id, err := strconv.ParseUint(s, 16, 64)
+	if err != nil || id == 0 || len(s) > 16 {
+		return 0, fmt.Errorf("%w: cluster id %q is not 1-16 hex digits", ErrBadLayout, s)
+	}
+	return id, nil
+}
 
 // SortedMemberIDs returns the member ids in order.
 func (l *Layout) SortedMemberIDs() []string {

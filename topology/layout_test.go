@@ -10,7 +10,7 @@ func TestParseInitialCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ms) != 3 || ms[2].ID != "n3" || ms[2].RaftID != 3 || ms[1].GRPCAddr != "127.0.0.1:7002" {
+	if len(ms) != 3 || ms[2].ID != "n3" || ms[2].RaftID != 3 || ms[1].PeerAddr != "127.0.0.1:7002" {
 		t.Fatalf("parsed %+v", ms)
 	}
 	for _, bad := range []string{"", "n1", "n1=", "=1.2.3.4:1", "n1=nohostport", "n1=a:1,n1=b:2"} {
@@ -24,7 +24,7 @@ func TestLayoutPlacement(t *testing.T) {
 	for _, n := range []int{1, 2, 3, 5} {
 		var ms []Member
 		for i := 1; i <= n; i++ {
-			ms = append(ms, Member{ID: "n" + string(rune('0'+i)), RaftID: uint64(i), GRPCAddr: "h:1"})
+			ms = append(ms, Member{ID: "n" + string(rune('0'+i)), RaftID: uint64(i), PeerAddr: "h:1"})
 		}
 		l, err := New("tok", ms, 16)
 		if err != nil {

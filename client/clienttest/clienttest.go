@@ -85,7 +85,7 @@ type Options struct {
 // Cluster is a fake cluster. Its methods are safe for concurrent use.
 type Cluster struct {
 	Partitions uint32
-	ClusterID  uint64
+	ClusterID  string // hex, as replies carry it
 	MaxTxnOps  int
 	Nodes      []*Node
 
@@ -116,7 +116,7 @@ func NewCluster(tb testing.TB, opts Options) *Cluster {
 	}
 	c := &Cluster{
 		Partitions: opts.Partitions,
-		ClusterID:  opts.ClusterID,
+		ClusterID:  fmt.Sprintf("%016x", opts.ClusterID),
 		MaxTxnOps:  opts.MaxTxnOps,
 		requests:   make(map[string][]proto.Message),
 		data:       make(map[string]*kvpb.KeyValue),

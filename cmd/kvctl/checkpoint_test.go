@@ -99,7 +99,7 @@ func TestCheckpoint(t *testing.T) {
 	}
 
 	r := fakeCtl(t, []*adminFake{f}, "-o", "json", "checkpoint")
-	want(t, r, 0, `{"header":{"cluster_id":3079,"member_id":"n1","raft_term":0,"cut_version":7},"groups":[`+
+	want(t, r, 0, `{"header":{"cluster_id":"0000000000000c07","member_id":"n1","raft_term":0,"cut_version":7},"groups":[`+
 		`{"node":"n1","group":0,"materialized_index":120},{"node":"n1","group":1,"materialized_index":4031},{"node":"n1","group":2,"materialized_index":880},`+
 		`{"node":"n2","group":0,"materialized_index":120},{"node":"n2","group":1,"materialized_index":4030},{"node":"n2","group":2,"materialized_index":880}]}`+"\n")
 
@@ -162,7 +162,7 @@ func TestCheckpointRetries(t *testing.T) {
 
 func TestStatusCheckpointColumns(t *testing.T) {
 	f := startAdminFake(t)
-	f.setStatus(&kvpb.StatusResponse{Header: fakeHeader, ClusterId: 3079, Partitions: 2,
+	f.setStatus(&kvpb.StatusResponse{Header: fakeHeader, ClusterId: "0000000000000c07", Partitions: 2,
 		Groups: []*kvpb.PartitionStatus{
 			{Id: 0, Leader: "n1", Term: 3, CommitIndex: 120, AppliedIndex: 120, Replicas: []string{"n1", "n2"}, ReportedBy: "n1",
 				MaterializedIndex: 118, Materializations: 2, WalTailEntries: 2, WalTailBytes: 312},

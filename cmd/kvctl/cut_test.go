@@ -50,7 +50,7 @@ func startAdminFake(t *testing.T) *adminFake {
 	return f
 }
 
-var fakeHeader = &kvpb.ResponseHeader{ClusterId: 3079, MemberId: "n1", CutVersion: 7}
+var fakeHeader = &kvpb.ResponseHeader{ClusterId: "0000000000000c07", MemberId: "n1", CutVersion: 7}
 
 // onCreateCut sets what CreateCut does.
 func (f *adminFake) onCreateCut(fn func(ctx context.Context) (*kvpb.CreateCutResponse, error)) {
@@ -321,7 +321,7 @@ func TestCutCreate(t *testing.T) {
 	}
 	r = fakeCtl(t, []*adminFake{f}, "-o", "json", "cut", "create")
 	decode(t, r, &js)
-	if r.code != 0 || js.Header.MemberID != "n1" || js.Header.ClusterID != 3079 || js.Cut.Version != 12 || js.Cut.State != "completed" ||
+	if r.code != 0 || js.Header.MemberID != "n1" || js.Header.ClusterID != "0000000000000c07" || js.Cut.Version != 12 || js.Cut.State != "completed" ||
 		js.Cut.StartedUnixMs != 1735812000123 || js.Cut.FinishedUnixMs != 1735812000158 || len(js.Cut.Partitions) != 2 ||
 		js.Cut.Partitions[1] != (jsonCutPartition{Partition: 2, Pos: 880, FinishIndex: 882, Aborted: 3}) {
 		t.Errorf("cut create json: exit %d, %+v", r.code, js)
@@ -407,7 +407,7 @@ func TestCutListShow(t *testing.T) {
 	}
 	f.setCuts()
 	want(t, fakeCtl(t, []*adminFake{f}, "-o", "json", "cut", "list"), 0,
-		`{"header":{"cluster_id":3079,"member_id":"n1","raft_term":0,"cut_version":7},"cuts":[]}`+"\n")
+		`{"header":{"cluster_id":"0000000000000c07","member_id":"n1","raft_term":0,"cut_version":7},"cuts":[]}`+"\n")
 	f.setCuts(runningCut, failedCut, completedCut)
 
 	// show prints what create prints, whatever the cut's state.

@@ -12,7 +12,7 @@ import (
 // base64, so binary keys and values survive.
 
 type jsonHeader struct {
-	ClusterID  uint64 `json:"cluster_id"`
+	ClusterID  string `json:"cluster_id"`
 	MemberID   string `json:"member_id"`
 	RaftTerm   uint64 `json:"raft_term"`
 	CutVersion uint64 `json:"cut_version"`
@@ -152,7 +152,7 @@ type jsonNode struct {
 
 type jsonStatus struct {
 	Header     jsonHeader  `json:"header"`
-	ClusterID  uint64      `json:"cluster_id"`
+	ClusterID  string      `json:"cluster_id"`
 	Partitions uint32      `json:"partitions"`
 	Groups     []jsonGroup `json:"groups"`
 	Nodes      []jsonNode  `json:"nodes"`

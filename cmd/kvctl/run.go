@@ -20,16 +20,20 @@ const (
 	exitUsage           = 2
 	exitUnavailable     = 3
 	exitUnknown         = 4
-	exitConflict        = 5 // txn: kept conflicting until the deadline
-	exitCutFailed       = 6 // cut create: the cluster recorded the cut as failed
-	exitCheckFailed     = 7 // check: replicas diverge or could not be checked
-	exitCheckpoint      = 8 // checkpoint: some group was not materialized, or some node not asked
-	exitSnapshotDamaged = 9 // snapshot check: a piece is missing or corrupt, or a chain does not reach the cut
+	exitConflict        = 5  // txn: kept conflicting until the deadline
+	exitCutFailed       = 6  // cut create: the cluster recorded the cut as failed
+	exitCheckFailed     = 7  // check: replicas diverge or could not be checked
+	exitCheckpoint      = 8  // checkpoint: some group was not materialized, or some node not asked
+	exitSnapshotDamaged = 9  // snapshot check: a piece is missing or corrupt, or a chain does not reach the cut
+	exitDenied          = 10 // the cluster refused this client's certificate (none, or a role too low)
 )
 
 const (
 	defaultEndpoints = "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003"
 	envEndpoints     = "CUTKV_ENDPOINTS"
+	envCACert        = "CUTKV_CACERT"
+	envCert          = "CUTKV_CERT"
+	envKey           = "CUTKV_KEY"
 )
 
 // run is the whole program: it parses args, runs the command, prints to
@@ -62,6 +66,9 @@ type globals struct {
 	timeout     time.Duration
 	dialTimeout time.Duration
 	maxTxnOps   int // txn --max-ops; 0: the client's default
+	cacert      string
+	cert        string
+	key         string
 
 	getenv func(string) string
 	stdin  io.Reader
@@ -91,9 +98,12 @@ func newRootCmd(g *globals) *cobra.Command {
 		Long: `kvctl reads and writes keys of a cutkv cluster and shows its state.
 
 Endpoints come from --endpoints, else from $` + envEndpoints + `, else ` + defaultEndpoints + `.
+TLS: --cacert (the cluster CA; $` + envCACert + `) makes kvctl speak TLS; --cert and --key
+($` + envCert + `, $` + envKey + `) present a client certificate, whose role (read, write, admin)
+the cluster checks.
 Exit codes: 0 ok, 1 not found (or other error), 2 usage, 3 cluster unavailable, 4 write outcome unknown,
 5 transaction kept conflicting (not applied), 6 cut failed, 7 replicas diverge or could not be checked,
-8 checkpoint incomplete, 9 snapshot damaged.`,
+8 checkpoint incomplete, 9 snapshot damaged, 10 permission denied.`,
 		Args:          cobra.NoArgs,
 		SilenceErrors: true,
 		SilenceUsage:  true,
@@ -108,6 +118,9 @@ Exit codes: 0 ok, 1 not found (or other error), 2 usage, 3 cluster unavailable, 
 	f.StringVarP(&g.output, "output", "o", "text", "output format: text or json")
 	f.DurationVar(&g.timeout, "timeout", 5*time.Second, "time limit for the whole command, retries included")
 	f.DurationVar(&g.dialTimeout, "dial-timeout", 2*time.Second, "time limit for reaching a first node, and for connecting to any node")
+	f.StringVar(&g.cacert, "cacert", "", "CA certificate the servers' certificates chain to: connect with TLS ($"+envCACert+")")
+	f.StringVar(&g.cert, "cert", "", "client certificate, whose role the cluster checks ($"+envCert+")")
+	f.StringVar(&g.key, "key", "", "key of --cert ($"+envKey+")")
 	root.AddCommand(newPutCmd(g), newGetCmd(g), newDelCmd(g), newScanCmd(g), newTxnCmd(g), newMembersCmd(g), newStatusCmd(g),
 		newCutCmd(g), newCheckCmd(g), newCheckpointCmd(g), newSnapshotCmd(g), newCertCmd(g))
 	return root
@@ -133,6 +146,29 @@ func (g *globals) endpointList(cmd *cobra.Command) []string {
 
 func (g *globals) json() bool { return g.output == "json" }
 
+// tlsFiles resolves --cacert, --cert and --key (each flag wins over its
+// environment variable); nil when none is set: plaintext.
+func (g *globals) tlsFiles(cmd *cobra.Command) (*client.TLSFiles, error) {
+	pick := func(flag, v, env string) string {
+		if !cmd.Flags().Changed(flag) {
+			if e := strings.TrimSpace(g.getenv(env)); e != "" {
+				return e
+			}
+		}
+		return v
+	}
+	t := &client.TLSFiles{CACert: pick("cacert", g.cacert, envCACert), Cert: pick("cert", g.cert, envCert), Key: pick("key", g.key, envKey)}
+	switch {
+	case t.CACert == "" && t.Cert == "" && t.Key == "":
+		return nil, nil
+	case t.CACert == "":
+		return nil, usagef("--cert and --key need --cacert (the CA the cluster's certificates come from; $%s)", envCACert)
+	case (t.Cert == "") != (t.Key == ""):
+		return nil, usagef("--cert and --key go together ($%s, $%s)", envCert, envKey)
+	}
+	return t, nil
+}
+
 // withClient checks the global flags, connects and runs fn under the
 // command's time limit. Errors from fn are run errors.
 func (g *globals) withClient(cmd *cobra.Command, fn func(ctx context.Context, c *client.Client) error) error {
@@ -145,7 +181,11 @@ func (g *globals) withClient(cmd *cobra.Command, fn func(ctx context.Context, c 
 	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
 	defer cancel()
-	c, err := client.NewWithConfig(ctx, client.Config{Endpoints: eps, DialTimeout: g.dialTimeout, MaxTxnOps: g.maxTxnOps})
+	tls, err := g.tlsFiles(cmd)
+	if err != nil {
+		return err
+	}
+	c, err := client.NewWithConfig(ctx, client.Config{Endpoints: eps, DialTimeout: g.dialTimeout, MaxTxnOps: g.maxTxnOps, TLS: tls})
 	if err != nil {
 		return &runError{err}
 	}
@@ -218,6 +258,8 @@ func describe(err error, cmd *cobra.Command, g *globals) (int, string) {
 			return exitNotFound, fmt.Sprintf("key %s not found", client.QuoteKey(oe.Key))
 		}
 		return exitNotFound, "not found"
+	case errors.Is(err, client.ErrPermissionDenied):
+		return exitDenied, fmt.Sprintf("%v\nUse a client certificate whose role allows this command (--cert/--key or $%s/$%s; kvctl cert create-client NAME --role admin|write|read makes one).", err, envCert, envKey)
 	case errors.Is(err, client.ErrInvalidArgument) && isTxn(cmd):
 		return exitUsage, fmt.Sprintf("%v\nA transaction has at most --max-ops compares and ops per branch; a branch writes a key at most once and reads no key it writes; keys are 1 to %d bytes, values at most %d bytes.", err, client.MaxKeySize, client.MaxValueSize)
 	case errors.Is(err, client.ErrInvalidArgument):

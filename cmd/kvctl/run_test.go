@@ -80,7 +80,7 @@ func TestJSON(t *testing.T) {
 	r := on(t, cl, "-o", "json", "put", "k", "v")
 	decode(t, r, &put)
 	leader := cl.Leader([]byte("k")).ID
-	if put.Header["member_id"] != leader || put.Header["cut_version"] != float64(5) || put.Header["cluster_id"] != float64(cl.ClusterID) {
+	if put.Header["member_id"] != leader || put.Header["cut_version"] != float64(5) || put.Header["cluster_id"] != cl.ClusterID {
 		t.Errorf("put header = %v", put.Header)
 	}
 	if _, ok := put.Header["raft_term"]; !ok {
@@ -89,7 +89,7 @@ func TestJSON(t *testing.T) {
 
 	var get struct {
 		Header struct {
-			ClusterID  uint64 `json:"cluster_id"`
+			ClusterID  string `json:"cluster_id"`
 			MemberID   string `json:"member_id"`
 			RaftTerm   uint64 `json:"raft_term"`
 			CutVersion uint64 `json:"cut_version"`
@@ -266,7 +266,7 @@ func TestStatus(t *testing.T) {
 
 	var js struct {
 		Header     map[string]any `json:"header"`
-		ClusterID  uint64         `json:"cluster_id"`
+		ClusterID  string         `json:"cluster_id"`
 		Partitions uint32         `json:"partitions"`
 		Groups     []struct {
 			ID           uint64   `json:"id"`

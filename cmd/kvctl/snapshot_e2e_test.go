@@ -9,13 +9,17 @@ import (
 	"time"
 
 	"github.com/cutkv/cutkv/internal/clustertest"
+	"github.com/cutkv/cutkv/server"
 )
 
 // TestSnapshotsAgainstRealCluster runs every snapshot command against
 // in-process nodes and a file:// store.
 func TestSnapshotsAgainstRealCluster(t *testing.T) {
-	c := clustertest.Start(t, 3, clustertest.Options{Partitions: 2})
+	// A store other than the nodes' own, which they allow requests to name.
 	store := (&url.URL{Scheme: "file", Path: filepath.ToSlash(t.TempDir())}).String()
+	c := clustertest.Start(t, 3, clustertest.Options{Partitions: 2, Configure: func(i int, cfg *server.Config) {
+		cfg.SnapshotStoreAllow = []string{store}
+	}})
 	ctl := func(args ...string) result {
 		t.Helper()
 		return kvctl(t, nil, "", append([]string{"--endpoints=" + strings.Join(c.Endpoints(), ","), "--timeout=1m"}, args...)...)

@@ -371,14 +371,14 @@ cut-00000000000000000042  42   2025-01-02T11:00:00Z  2           4        1.0 Mi
 	}
 	r := snapCtl(t, f, "-o", "json", "snapshot", "list")
 	decode(t, r, &list)
-	if r.code != 0 || list.Header.ClusterID != 3079 || list.Store != "file:///var/lib/cutkv/n1/snapshots" || len(list.Snapshots) != 2 ||
+	if r.code != 0 || list.Header.ClusterID != "0000000000000c07" || list.Store != "file:///var/lib/cutkv/n1/snapshots" || len(list.Snapshots) != 2 ||
 		list.Snapshots[1].ID != snap42.Id || list.Snapshots[1].TimeUnixMs != 1735815600999 || list.Snapshots[1].TotalBytes != 1<<20+6144 ||
 		list.Snapshots[1].Objects != 4 || list.Snapshots[1].KeyHash != "fnv1a64" || list.Snapshots[1].Partitions != nil {
 		t.Errorf("list json: exit %d, %s", r.code, r.stdout)
 	}
 	f.set(func(f *snapshotFake) { f.snapshots, f.store = nil, "" })
 	want(t, snapCtl(t, f, "-o", "json", "snapshot", "list"), 0,
-		`{"header":{"cluster_id":3079,"member_id":"n1","raft_term":0,"cut_version":7},"snapshots":[],"store":""}`+"\n")
+		`{"header":{"cluster_id":"0000000000000c07","member_id":"n1","raft_term":0,"cut_version":7},"snapshots":[],"store":""}`+"\n")
 	want(t, snapCtl(t, f, "snapshot", "list"), 0, "ID  CUT  TIME  PARTITIONS  OBJECTS  SIZE\n")
 	f.set(func(f *snapshotFake) { f.snapshots = []*kvpb.SnapshotInfo{snap41, snap42} })
 
@@ -437,7 +437,7 @@ func TestSnapshotCheck(t *testing.T) {
 	})
 	want(t, snapCtl(t, f, "snapshot", "check", snap42.Id), 0, "snapshot cut-00000000000000000042 ok: 4 objects, 1054720 bytes verified\n")
 	want(t, snapCtl(t, f, "-o", "json", "snapshot", "check", snap42.Id), 0,
-		`{"header":{"cluster_id":3079,"member_id":"n1","raft_term":0,"cut_version":7},"ok":true,"objects":4,"bytes":1054720}`+"\n")
+		`{"header":{"cluster_id":"0000000000000c07","member_id":"n1","raft_term":0,"cut_version":7},"ok":true,"objects":4,"bytes":1054720}`+"\n")
 
 	// A damaged piece: exit 9, naming the partition, the piece and why,
 	// once, though the node's error (a snapshot.CheckError) says where too.
@@ -518,7 +518,7 @@ removed 1 stale lock
   uploading/cut-00000000000000000040.json
 `)
 	want(t, snapCtl(t, f, "-o", "json", "snapshot", "delete", snap41.Id), 0,
-		`{"header":{"cluster_id":3079,"member_id":"n1","raft_term":0,"cut_version":7},"deleted_snapshots":["cut-00000000000000000041"],`+
+		`{"header":{"cluster_id":"0000000000000c07","member_id":"n1","raft_term":0,"cut_version":7},"deleted_snapshots":["cut-00000000000000000041"],`+
 			`"deleted_pieces":["g0001-00000000000000000901-00000000000000001000.log","p0002-00000000000000000500.mat"],"reserved":[],`+
 			`"stale_locks":["uploading/cut-00000000000000000040.json"]}`+"\n")
 	reqs := f.Requests()

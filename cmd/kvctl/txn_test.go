@@ -183,7 +183,7 @@ func TestTxnJSON(t *testing.T) {
 	cl.Put([]byte("log/1"), []byte("a"))
 	var out struct {
 		Header struct {
-			ClusterID  uint64 `json:"cluster_id"`
+			ClusterID  string `json:"cluster_id"`
 			MemberID   string `json:"member_id"`
 			CutVersion uint64 `json:"cut_version"`
 		} `json:"header"`

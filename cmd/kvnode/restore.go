@@ -199,14 +199,14 @@ func printSummary(w io.Writer, res *restore.Result, f *restoreFlags) {
 	fmt.Fprintf(w, "restored snapshot %s (cut %d, %s) of cluster %016x\n",
 		res.SnapshotID, res.CutVersion, res.SnapshotTime.UTC().Format(time.RFC3339), res.SourceCluster)
 	fmt.Fprintf(w, "  data dir:    %s (node %s, groups %s)\n", res.DataDir, res.NodeID, strings.Join(groups, " "))
-	fmt.Fprintf(w, "  new cluster: %s, %d partitions, %d members\n",
-		topology.FormatClusterID(res.ClusterID()), res.Layout.Partitions, len(res.Layout.Members))
+	fmt.Fprintf(w, "  new cluster: %d partitions, %d members (its id is drawn when its first member, %s, starts)\n",
+		res.Layout.Partitions, len(res.Layout.Members), res.Layout.Members[0].ID)
 	fmt.Fprintf(w, "  keys:        %d in this node's partitions\n", res.Keys)
 	fmt.Fprintf(w, "  read:        %d bytes (and %d to check the snapshot), took %v\n",
 		res.BytesRead, res.BytesChecked, res.Duration.Round(time.Millisecond))
 	fmt.Fprintf(w, "Restore every member of --initial-cluster the same way, then start each node, e.g. this one:\n")
-	fmt.Fprintf(w, "  kvnode --id %s --data-dir %s --grpc-addr %s --initial-cluster %s --partitions %d\n",
-		res.NodeID, res.DataDir, self.GRPCAddr, f.initial, res.Layout.Partitions)
+	fmt.Fprintf(w, "  kvnode --id %s --data-dir %s --peer-addr %s --initial-cluster %s --partitions %d\n",
+		res.NodeID, res.DataDir, self.PeerAddr, f.initial, res.Layout.Partitions)
 	fmt.Fprintf(w, "  (with its usual --gossip-addr, --http-addr and --join flags; no --initial-cluster-token is needed)\n")
 }
 

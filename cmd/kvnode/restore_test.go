@@ -73,7 +73,7 @@ func TestRestoreCommand(t *testing.T) {
 		fmt.Sprintf("of cluster %016x", f.Cluster),
 		"node n2, groups 0 1 2 3 4",
 		"4 partitions, 2 members",
-		"kvnode --id n2 --data-dir " + dir + " --grpc-addr 127.0.0.1:7002 --initial-cluster " + initial + " --partitions 4",
+		"kvnode --id n2 --data-dir " + dir + " --peer-addr 127.0.0.1:7002 --initial-cluster " + initial + " --partitions 4",
 	} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("summary lacks %q:\n%s", want, stdout)

@@ -20,10 +20,19 @@ import (
 
 const usageHead = `kvnode runs one node of a cutkv cluster.
 
-Bootstrap a new 3-node cluster (run once per node, same --initial-cluster):
-  kvnode --id n1 --data-dir data/n1 --grpc-addr 127.0.0.1:7001 --gossip-addr 127.0.0.1:7101 \
-         --http-addr 127.0.0.1:7201 --join 127.0.0.1:7102,127.0.0.1:7103 \
-         --initial-cluster n1=127.0.0.1:7001,n2=127.0.0.1:7002,n3=127.0.0.1:7003
+Bootstrap a new 3-node cluster (run once per node, same --initial-cluster,
+which names the peer addresses; the first member listed draws the cluster id,
+so the others finish starting once it runs):
+  kvnode --id n1 --data-dir data/n1 --grpc-addr 127.0.0.1:7001 --peer-addr 127.0.0.1:7301 \
+         --gossip-addr 127.0.0.1:7101 --http-addr 127.0.0.1:7201 --join 127.0.0.1:7102,127.0.0.1:7103 \
+         --initial-cluster n1=127.0.0.1:7301,n2=127.0.0.1:7302,n3=127.0.0.1:7303
+
+With TLS (certificates from kvctl cert create-ca/create-node/create-client):
+  ... --peer-cert-file certs/n1.crt --peer-key-file certs/n1.key --peer-trusted-ca-file certs/ca.crt \
+      --cert-file certs/n1.crt --key-file certs/n1.key --trusted-ca-file certs/ca.crt \
+      --gossip-key-file certs/gossip.key
+SIGHUP reloads certificates and gossip keys (certificate files are also
+picked up when they change).
 
 Restart a node with existing data: the same command; bootstrap flags are
 then optional and, when given, must describe the same cluster.
@@ -32,7 +41,7 @@ Restore a snapshot from the blob store into a new cluster's data dirs
 (once per member, before starting the nodes; see kvnode restore --help):
   kvnode restore --store file:///backups/cutkv --list
   kvnode restore --store file:///backups/cutkv --snapshot ID --id n1 --data-dir data/n1 \
-         --initial-cluster n1=127.0.0.1:7001,n2=127.0.0.1:7002,n3=127.0.0.1:7003
+         --initial-cluster n1=127.0.0.1:7301,n2=127.0.0.1:7302,n3=127.0.0.1:7303
 
 Every flag can also come from a YAML file given with --config (keys are
 the flag names, e.g. "grpc-addr: 127.0.0.1:7001"); flags on the command
@@ -56,6 +65,7 @@ type flags struct {
 	maxValue   int
 	maxTxnOps  int
 	partitions uint
+	storeAllow string
 }
 
 func newFlags(stderr io.Writer) *flags {
@@ -69,12 +79,24 @@ func newFlags(stderr io.Writer) *flags {
 	fs.StringVar(&f.configFile, "config", "", "YAML config file; keys are flag names; command-line flags win")
 	fs.StringVar(&f.cfg.ID, "id", "", "node id, e.g. n1 (required); must appear in --initial-cluster")
 	fs.StringVar(&f.cfg.DataDir, "data-dir", "", "data directory: WAL, cluster identity, lock (default data/<id>)")
-	fs.StringVar(&f.cfg.GRPCAddr, "grpc-addr", "127.0.0.1:7001", "gRPC listen address host:port for clients and peers (port 0 picks one)")
+	fs.StringVar(&f.cfg.GRPCAddr, "grpc-addr", "127.0.0.1:7001", "client listen address host:port: KV, Cluster, health, reflection (port 0 picks one)")
+	fs.StringVar(&f.cfg.PeerAddr, "peer-addr", "127.0.0.1:7301", "peer listen address host:port: raft, 2PC, cuts, snapshots; what --initial-cluster names (port 0 picks one)")
+	fs.StringVar(&f.cfg.PeerCertFile, "peer-cert-file", "", "this node's certificate for the peer listener and for dialing peers (mutual TLS; its identity must be --id)")
+	fs.StringVar(&f.cfg.PeerKeyFile, "peer-key-file", "", "key of --peer-cert-file")
+	fs.StringVar(&f.cfg.PeerTrustedCAFile, "peer-trusted-ca-file", "", "the cluster CA: every member's certificate must chain to it")
+	fs.BoolVar(&f.cfg.InsecurePeer, "insecure-peer", false, "allow a non-loopback --peer-addr without peer TLS (anyone who reaches it can act as a member)")
+	fs.StringVar(&f.cfg.CertFile, "cert-file", "", "server certificate of the client listener (TLS)")
+	fs.StringVar(&f.cfg.KeyFile, "key-file", "", "key of --cert-file")
+	fs.StringVar(&f.cfg.TrustedCAFile, "trusted-ca-file", "", "CA of client certificates: requires one, whose role (read, write, admin) is checked on every call")
+	fs.StringVar(&f.cfg.GossipKeyFile, "gossip-key-file", "", "gossip encryption keys, one base64 key (16, 24 or 32 bytes) a line; the first encrypts")
+	fs.IntVar(&f.cfg.MaxConnections, "max-connections", 1024, "most connections each listener holds open; more are closed at once")
+	fs.DurationVar(&f.cfg.IdleTimeout, "idle-timeout", 5*time.Minute, "close a connection with no call in flight for this long")
+	fs.BoolVar(&f.cfg.Pprof, "pprof", false, "serve /debug/pprof on --http-addr")
 	fs.StringVar(&f.cfg.GossipAddr, "gossip-addr", "127.0.0.1:7101", "memberlist gossip listen address host:port, TCP and UDP (port 0 picks one)")
-	fs.StringVar(&f.cfg.HTTPAddr, "http-addr", "127.0.0.1:7201", "HTTP address for /metrics, /healthz and /debug/pprof; empty disables")
+	fs.StringVar(&f.cfg.HTTPAddr, "http-addr", "127.0.0.1:7201", "HTTP address for /metrics, /healthz (and /debug/pprof with --pprof); empty disables")
 	fs.StringVar(&f.join, "join", "", "comma-separated gossip addresses of other nodes to join")
-	fs.StringVar(&f.cfg.InitialCluster, "initial-cluster", "", "bootstrap a new cluster: id=grpc-host:port,... (ignored when it matches existing data; refused when it does not)")
-	fs.StringVar(&f.cfg.InitialClusterToken, "initial-cluster-token", "cutkv", "token that makes the new cluster's id unique")
+	fs.StringVar(&f.cfg.InitialCluster, "initial-cluster", "", "bootstrap a new cluster: id=peer-host:port,... (ignored when it matches existing data; refused when it does not)")
+	fs.StringVar(&f.cfg.InitialClusterToken, "initial-cluster-token", "cutkv", "token that tells this cluster's members from another's bootstrapped with the same --initial-cluster")
 	fs.UintVar(&f.partitions, "partitions", 16, "number of data partitions, fixed at bootstrap")
 	fs.IntVar(&f.maxKey, "max-key-size", 4<<10, "largest key accepted, bytes")
 	fs.IntVar(&f.maxValue, "max-value-size", 1<<20, "largest value accepted, bytes")
@@ -87,7 +109,8 @@ func newFlags(stderr io.Writer) *flags {
 	fs.Int64Var(&f.cfg.MaterializeBytes, "materialize-bytes", 64<<20, "materialize a partition whose WAL tail (log after its last materialization) passed this many bytes")
 	fs.DurationVar(&f.cfg.CutInterval, "cut-interval", 0, "take a consistent cut this often (0: only on kvctl cut create)")
 	fs.DurationVar(&f.cfg.CutTimeout, "cut-timeout", 10*time.Second, "fail a cut not finished in every partition within this time")
-	fs.StringVar(&f.cfg.SnapshotStore, "snapshot-store", "", "snapshot store URL (file:///dir, s3://bucket?region=...) for requests that name none and for automatic snapshots (default file:// + <data-dir>/snapshots)")
+	fs.StringVar(&f.cfg.SnapshotStore, "snapshot-store", "", "snapshot store URL (file:///dir, s3://bucket?region=...) for snapshots; set the same on every node (default file:// + <data-dir>/snapshots)")
+	fs.StringVar(&f.storeAllow, "snapshot-store-allow", "", "comma-separated other store URLs a snapshot request (kvctl --store) may name; any other is refused")
 	fs.DurationVar(&f.cfg.SnapshotInterval, "snapshot-interval", 0, "take a snapshot of a new cut this often while this node leads group 0 (0: only on kvctl snapshot create)")
 	fs.IntVar(&f.cfg.SnapshotKeep, "snapshot-keep", 0, "prune automatic snapshots beyond the newest this many (0: keep all)")
 	fs.Int64Var(&f.cfg.SnapshotUploadRate, "snapshot-upload-rate", 0, "most bytes per second this node uploads to snapshot stores, and reads and writes building full snapshots, all together (0: no limit)")
@@ -115,6 +138,11 @@ func (f *flags) parse(args []string) error {
 			if a = strings.TrimSpace(a); a != "" {
 				f.cfg.Join = append(f.cfg.Join, a)
 			}
+		}
+	}
+	for _, a := range strings.Split(f.storeAllow, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			f.cfg.SnapshotStoreAllow = append(f.cfg.SnapshotStoreAllow, a)
 		}
 	}
 	f.cfg.Partitions = uint32(f.partitions)
@@ -213,6 +241,9 @@ func run(args []string, stdout, stderr io.Writer, signals <-chan os.Signal) int 
 		defer signal.Stop(ch)
 		signals = ch
 	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	n, err := server.Start(f.cfg, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvnode: %v\n", err)
@@ -223,8 +254,10 @@ func run(args []string, stdout, stderr io.Writer, signals <-chan os.Signal) int 
 	for {
 		select {
 		case <-ready:
-			fmt.Fprintf(stdout, "ready id=%s grpc=%s gossip=%s http=%s\n", f.cfg.ID, a.GRPC, a.Gossip, a.HTTP)
+			fmt.Fprintf(stdout, "ready id=%s grpc=%s gossip=%s http=%s peer=%s\n", f.cfg.ID, a.GRPC, a.Gossip, a.HTTP, a.Peer)
 			ready = nil
+		case <-hup:
+			_ = n.Reload() // logs what failed; the node keeps what it had
 		case err := <-n.Fatal():
 			fmt.Fprintf(stderr, "kvnode: fatal: %v\n", err)
 			n.Kill()

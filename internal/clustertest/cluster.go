@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -61,15 +62,24 @@ func Start(t testing.TB, n int, opts Options) *Cluster {
 	c := &Cluster{t: t, opts: opts, conns: map[string]*grpc.ClientConn{}}
 	base := t.TempDir()
 	grpcAddrs := make([]string, n)
+	peerAddrs := make([]string, n)
 	gossipAddrs := make([]string, n)
 	for i := 0; i < n; i++ {
 		grpcAddrs[i] = FreeAddr(t)
+		peerAddrs[i] = FreeAddr(t)
 		gossipAddrs[i] = FreeAddr(t)
 	}
 	var initial []string
 	for i := 0; i < n; i++ {
-		initial = append(initial, fmt.Sprintf("n%d=%s", i+1, grpcAddrs[i]))
+		initial = append(initial, fmt.Sprintf("n%d=%s", i+1, peerAddrs[i]))
 	}
+	// One snapshot store for the whole cluster, as a real deployment
+	// configures: every node uploads its partitions there.
+	storeDir := filepath.Join(base, "snapshots")
+	if err := os.MkdirAll(storeDir, 0o750); err != nil {
+		t.Fatal(err)
+	}
+	store := (&url.URL{Scheme: "file", Path: storeDir}).String()
 	for i := 0; i < n; i++ {
 		var join []string
 		for j := 0; j < n; j++ {
@@ -81,7 +91,9 @@ func Start(t testing.TB, n int, opts Options) *Cluster {
 			ID:                  fmt.Sprintf("n%d", i+1),
 			DataDir:             filepath.Join(base, fmt.Sprintf("n%d", i+1)),
 			GRPCAddr:            grpcAddrs[i],
+			PeerAddr:            peerAddrs[i],
 			GossipAddr:          gossipAddrs[i],
+			SnapshotStore:       store,
 			Join:                join,
 			InitialCluster:      strings.Join(initial, ","),
 			InitialClusterToken: "test",

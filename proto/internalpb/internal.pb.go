@@ -2451,6 +2451,11 @@ func (*HashOp) Descriptor() ([]byte, []int) {
 type CutAllocateOp struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	StartedUnixMs int64                  `protobuf:"varint,1,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
+	// The new cut's version is above this too: the highest version the
+	// proposer knows of in any partition's log (its own clock, and what
+	// partition leaders reported). A cluster whose logs once took a bogus
+	// version from a client thus allocates above it and heals.
+	Floor         uint64 `protobuf:"varint,2,opt,name=floor,proto3" json:"floor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2488,6 +2493,13 @@ func (*CutAllocateOp) Descriptor() ([]byte, []int) {
 func (x *CutAllocateOp) GetStartedUnixMs() int64 {
 	if x != nil {
 		return x.StartedUnixMs
+	}
+	return 0
+}
+
+func (x *CutAllocateOp) GetFloor() uint64 {
+	if x != nil {
+		return x.Floor
 	}
 	return 0
 }
@@ -2605,9 +2617,92 @@ func (x *StartCutRequest) GetCutVersion() uint64 {
 	return 0
 }
 
+type AllocatedCutRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AllocatedCutRequest) Reset() {
+	*x = AllocatedCutRequest{}
+	mi := &file_internalpb_internal_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllocatedCutRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllocatedCutRequest) ProtoMessage() {}
+
+func (x *AllocatedCutRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllocatedCutRequest.ProtoReflect.Descriptor instead.
+func (*AllocatedCutRequest) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{40}
+}
+
+type AllocatedCutResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       uint64                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AllocatedCutResponse) Reset() {
+	*x = AllocatedCutResponse{}
+	mi := &file_internalpb_internal_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AllocatedCutResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AllocatedCutResponse) ProtoMessage() {}
+
+func (x *AllocatedCutResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AllocatedCutResponse.ProtoReflect.Descriptor instead.
+func (*AllocatedCutResponse) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *AllocatedCutResponse) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 type StartCutResponse struct {
-	state    protoimpl.MessageState `protogen:"open.v1"`
-	Finished bool                   `protobuf:"varint,1,opt,name=finished,proto3" json:"finished,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The partition already started a newer cut (this one can no longer
+	// finish there): its version, which the next allocation goes above.
+	OvertakenBy uint64 `protobuf:"varint,5,opt,name=overtaken_by,json=overtakenBy,proto3" json:"overtaken_by,omitempty"`
+	Finished    bool   `protobuf:"varint,1,opt,name=finished,proto3" json:"finished,omitempty"`
 	// Set when finished: where the cut fell and how the active set ended.
 	Finish        *CutFinishOp `protobuf:"bytes,2,opt,name=finish,proto3" json:"finish,omitempty"`
 	FinishIndex   uint64       `protobuf:"varint,3,opt,name=finish_index,json=finishIndex,proto3" json:"finish_index,omitempty"`
@@ -2618,7 +2713,7 @@ type StartCutResponse struct {
 
 func (x *StartCutResponse) Reset() {
 	*x = StartCutResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[40]
+	mi := &file_internalpb_internal_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2630,7 +2725,7 @@ func (x *StartCutResponse) String() string {
 func (*StartCutResponse) ProtoMessage() {}
 
 func (x *StartCutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[40]
+	mi := &file_internalpb_internal_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2643,7 +2738,14 @@ func (x *StartCutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartCutResponse.ProtoReflect.Descriptor instead.
 func (*StartCutResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{40}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *StartCutResponse) GetOvertakenBy() uint64 {
+	if x != nil {
+		return x.OvertakenBy
+	}
+	return 0
 }
 
 func (x *StartCutResponse) GetFinished() bool {
@@ -2685,7 +2787,7 @@ type PartitionHashRequest struct {
 
 func (x *PartitionHashRequest) Reset() {
 	*x = PartitionHashRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[41]
+	mi := &file_internalpb_internal_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2697,7 +2799,7 @@ func (x *PartitionHashRequest) String() string {
 func (*PartitionHashRequest) ProtoMessage() {}
 
 func (x *PartitionHashRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[41]
+	mi := &file_internalpb_internal_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2710,7 +2812,7 @@ func (x *PartitionHashRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionHashRequest.ProtoReflect.Descriptor instead.
 func (*PartitionHashRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{41}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *PartitionHashRequest) GetPartition() uint64 {
@@ -2745,7 +2847,7 @@ type PartitionHashResponse struct {
 
 func (x *PartitionHashResponse) Reset() {
 	*x = PartitionHashResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[42]
+	mi := &file_internalpb_internal_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2757,7 +2859,7 @@ func (x *PartitionHashResponse) String() string {
 func (*PartitionHashResponse) ProtoMessage() {}
 
 func (x *PartitionHashResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[42]
+	mi := &file_internalpb_internal_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2770,7 +2872,7 @@ func (x *PartitionHashResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionHashResponse.ProtoReflect.Descriptor instead.
 func (*PartitionHashResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{42}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *PartitionHashResponse) GetIndex() uint64 {
@@ -2804,7 +2906,7 @@ type PutOp struct {
 
 func (x *PutOp) Reset() {
 	*x = PutOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[43]
+	mi := &file_internalpb_internal_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2816,7 +2918,7 @@ func (x *PutOp) String() string {
 func (*PutOp) ProtoMessage() {}
 
 func (x *PutOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[43]
+	mi := &file_internalpb_internal_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2829,7 +2931,7 @@ func (x *PutOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutOp.ProtoReflect.Descriptor instead.
 func (*PutOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{43}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *PutOp) GetKey() []byte {
@@ -2855,7 +2957,7 @@ type DeleteOp struct {
 
 func (x *DeleteOp) Reset() {
 	*x = DeleteOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[44]
+	mi := &file_internalpb_internal_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2867,7 +2969,7 @@ func (x *DeleteOp) String() string {
 func (*DeleteOp) ProtoMessage() {}
 
 func (x *DeleteOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[44]
+	mi := &file_internalpb_internal_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2880,7 +2982,7 @@ func (x *DeleteOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteOp.ProtoReflect.Descriptor instead.
 func (*DeleteOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{44}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *DeleteOp) GetKey() []byte {
@@ -2898,7 +3000,7 @@ type NoopOp struct {
 
 func (x *NoopOp) Reset() {
 	*x = NoopOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[45]
+	mi := &file_internalpb_internal_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2910,7 +3012,7 @@ func (x *NoopOp) String() string {
 func (*NoopOp) ProtoMessage() {}
 
 func (x *NoopOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[45]
+	mi := &file_internalpb_internal_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2923,7 +3025,7 @@ func (x *NoopOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoopOp.ProtoReflect.Descriptor instead.
 func (*NoopOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{45}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{47}
 }
 
 // BootstrapOp is the first entry of group 0: the cluster's fixed layout.
@@ -2936,7 +3038,7 @@ type BootstrapOp struct {
 
 func (x *BootstrapOp) Reset() {
 	*x = BootstrapOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[46]
+	mi := &file_internalpb_internal_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2948,7 +3050,7 @@ func (x *BootstrapOp) String() string {
 func (*BootstrapOp) ProtoMessage() {}
 
 func (x *BootstrapOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[46]
+	mi := &file_internalpb_internal_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2961,7 +3063,7 @@ func (x *BootstrapOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BootstrapOp.ProtoReflect.Descriptor instead.
 func (*BootstrapOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{46}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *BootstrapOp) GetLayout() *ClusterLayout {
@@ -2972,17 +3074,21 @@ func (x *BootstrapOp) GetLayout() *ClusterLayout {
 }
 
 type MemberInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	RaftId        uint64                 `protobuf:"varint,2,opt,name=raft_id,json=raftId,proto3" json:"raft_id,omitempty"`
-	GrpcAddr      string                 `protobuf:"bytes,3,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Id     string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	RaftId uint64                 `protobuf:"varint,2,opt,name=raft_id,json=raftId,proto3" json:"raft_id,omitempty"`
+	// Written by versions before the peer listener, when one address served
+	// clients and peers: read as the peer address when peer_addr is empty.
+	LegacyAddr string `protobuf:"bytes,3,opt,name=legacy_addr,json=grpcAddr,proto3" json:"legacy_addr,omitempty"`
+	// The member's peer address (--peer-addr), as --initial-cluster names it.
+	PeerAddr      string `protobuf:"bytes,4,opt,name=peer_addr,json=peerAddr,proto3" json:"peer_addr,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *MemberInfo) Reset() {
 	*x = MemberInfo{}
-	mi := &file_internalpb_internal_proto_msgTypes[47]
+	mi := &file_internalpb_internal_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2994,7 +3100,7 @@ func (x *MemberInfo) String() string {
 func (*MemberInfo) ProtoMessage() {}
 
 func (x *MemberInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[47]
+	mi := &file_internalpb_internal_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3007,7 +3113,7 @@ func (x *MemberInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberInfo.ProtoReflect.Descriptor instead.
 func (*MemberInfo) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{47}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *MemberInfo) GetId() string {
@@ -3024,27 +3130,40 @@ func (x *MemberInfo) GetRaftId() uint64 {
 	return 0
 }
 
-func (x *MemberInfo) GetGrpcAddr() string {
+func (x *MemberInfo) GetLegacyAddr() string {
 	if x != nil {
-		return x.GrpcAddr
+		return x.LegacyAddr
+	}
+	return ""
+}
+
+func (x *MemberInfo) GetPeerAddr() string {
+	if x != nil {
+		return x.PeerAddr
 	}
 	return ""
 }
 
 type ClusterLayout struct {
-	state      protoimpl.MessageState `protogen:"open.v1"`
-	ClusterId  uint64                 `protobuf:"varint,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
-	Partitions uint32                 `protobuf:"varint,2,opt,name=partitions,proto3" json:"partitions,omitempty"`
-	Members    []*MemberInfo          `protobuf:"bytes,3,rep,name=members,proto3" json:"members,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Random, fixed when the cluster was bootstrapped (or restored); 0 in a
+	// restored data dir until its first start agrees on one.
+	ClusterId  uint64        `protobuf:"varint,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	Partitions uint32        `protobuf:"varint,2,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	Members    []*MemberInfo `protobuf:"bytes,3,rep,name=members,proto3" json:"members,omitempty"`
 	// replicas[g] lists the raft ids holding group g (index 0 = group 0).
-	Groups        []*Replicas `protobuf:"bytes,4,rep,name=groups,proto3" json:"groups,omitempty"`
+	Groups []*Replicas `protobuf:"bytes,4,rep,name=groups,proto3" json:"groups,omitempty"`
+	// Hash of what the cluster was bootstrapped from (token or restore
+	// token, members, partition count): members agree on cluster_id only
+	// with a node whose digest is the same. 0 in data dirs written before.
+	Digest        uint64 `protobuf:"varint,5,opt,name=digest,proto3" json:"digest,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ClusterLayout) Reset() {
 	*x = ClusterLayout{}
-	mi := &file_internalpb_internal_proto_msgTypes[48]
+	mi := &file_internalpb_internal_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3056,7 +3175,7 @@ func (x *ClusterLayout) String() string {
 func (*ClusterLayout) ProtoMessage() {}
 
 func (x *ClusterLayout) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[48]
+	mi := &file_internalpb_internal_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3069,7 +3188,7 @@ func (x *ClusterLayout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterLayout.ProtoReflect.Descriptor instead.
 func (*ClusterLayout) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{48}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ClusterLayout) GetClusterId() uint64 {
@@ -3100,6 +3219,13 @@ func (x *ClusterLayout) GetGroups() []*Replicas {
 	return nil
 }
 
+func (x *ClusterLayout) GetDigest() uint64 {
+	if x != nil {
+		return x.Digest
+	}
+	return 0
+}
+
 type Replicas struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RaftIds       []uint64               `protobuf:"varint,1,rep,packed,name=raft_ids,json=raftIds,proto3" json:"raft_ids,omitempty"`
@@ -3109,7 +3235,7 @@ type Replicas struct {
 
 func (x *Replicas) Reset() {
 	*x = Replicas{}
-	mi := &file_internalpb_internal_proto_msgTypes[49]
+	mi := &file_internalpb_internal_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3121,7 +3247,7 @@ func (x *Replicas) String() string {
 func (*Replicas) ProtoMessage() {}
 
 func (x *Replicas) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[49]
+	mi := &file_internalpb_internal_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3134,7 +3260,7 @@ func (x *Replicas) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replicas.ProtoReflect.Descriptor instead.
 func (*Replicas) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{49}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Replicas) GetRaftIds() []uint64 {
@@ -3157,7 +3283,7 @@ type MetaImage struct {
 
 func (x *MetaImage) Reset() {
 	*x = MetaImage{}
-	mi := &file_internalpb_internal_proto_msgTypes[50]
+	mi := &file_internalpb_internal_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3169,7 +3295,7 @@ func (x *MetaImage) String() string {
 func (*MetaImage) ProtoMessage() {}
 
 func (x *MetaImage) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[50]
+	mi := &file_internalpb_internal_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3182,7 +3308,7 @@ func (x *MetaImage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaImage.ProtoReflect.Descriptor instead.
 func (*MetaImage) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{50}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *MetaImage) GetApplied() uint64 {
@@ -3213,6 +3339,104 @@ func (x *MetaImage) GetLastCut() uint64 {
 	return 0
 }
 
+type ClusterIDRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// ClusterLayout.digest of the asking member: only a member bootstrapped
+	// from the same settings answers.
+	Digest        uint64 `protobuf:"varint,1,opt,name=digest,proto3" json:"digest,omitempty"`
+	Member        string `protobuf:"bytes,2,opt,name=member,proto3" json:"member,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterIDRequest) Reset() {
+	*x = ClusterIDRequest{}
+	mi := &file_internalpb_internal_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterIDRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterIDRequest) ProtoMessage() {}
+
+func (x *ClusterIDRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterIDRequest.ProtoReflect.Descriptor instead.
+func (*ClusterIDRequest) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *ClusterIDRequest) GetDigest() uint64 {
+	if x != nil {
+		return x.Digest
+	}
+	return 0
+}
+
+func (x *ClusterIDRequest) GetMember() string {
+	if x != nil {
+		return x.Member
+	}
+	return ""
+}
+
+type ClusterIDResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId     uint64                 `protobuf:"varint,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterIDResponse) Reset() {
+	*x = ClusterIDResponse{}
+	mi := &file_internalpb_internal_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterIDResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterIDResponse) ProtoMessage() {}
+
+func (x *ClusterIDResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterIDResponse.ProtoReflect.Descriptor instead.
+func (*ClusterIDResponse) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *ClusterIDResponse) GetClusterId() uint64 {
+	if x != nil {
+		return x.ClusterId
+	}
+	return 0
+}
+
 // NodeIdentity is what a node's data dir remembers (cluster.json).
 type NodeIdentity struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -3228,7 +3452,7 @@ type NodeIdentity struct {
 
 func (x *NodeIdentity) Reset() {
 	*x = NodeIdentity{}
-	mi := &file_internalpb_internal_proto_msgTypes[51]
+	mi := &file_internalpb_internal_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3240,7 +3464,7 @@ func (x *NodeIdentity) String() string {
 func (*NodeIdentity) ProtoMessage() {}
 
 func (x *NodeIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[51]
+	mi := &file_internalpb_internal_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3253,7 +3477,7 @@ func (x *NodeIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeIdentity.ProtoReflect.Descriptor instead.
 func (*NodeIdentity) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{51}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *NodeIdentity) GetNodeId() string {
@@ -3456,9 +3680,10 @@ const file_internalpb_internal_proto_rawDesc = "" +
 	"\x06before\x18\x03 \x03(\v2\x19.cutkv.internal.v1.CutTxnR\x06before\x12/\n" +
 	"\x05after\x18\x04 \x03(\v2\x19.cutkv.internal.v1.CutTxnR\x05after\x12\x18\n" +
 	"\aaborted\x18\x05 \x03(\fR\aaborted\"\b\n" +
-	"\x06HashOp\"7\n" +
+	"\x06HashOp\"M\n" +
 	"\rCutAllocateOp\x12&\n" +
-	"\x0fstarted_unix_ms\x18\x01 \x01(\x03R\rstartedUnixMs\"5\n" +
+	"\x0fstarted_unix_ms\x18\x01 \x01(\x03R\rstartedUnixMs\x12\x14\n" +
+	"\x05floor\x18\x02 \x01(\x04R\x05floor\"5\n" +
 	"\vCutRecordOp\x12&\n" +
 	"\x03cut\x18\x01 \x01(\v2\x14.cutkv.kv.v1.CutInfoR\x03cut\"\x83\x01\n" +
 	"\x0fStartCutRequest\x12\x1c\n" +
@@ -3466,8 +3691,12 @@ const file_internalpb_internal_proto_rawDesc = "" +
 	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x17\n" +
 	"\await_ms\x18\x03 \x01(\rR\x06waitMs\x12\x1f\n" +
 	"\vcut_version\x18\x04 \x01(\x04R\n" +
-	"cutVersion\"\xaa\x01\n" +
-	"\x10StartCutResponse\x12\x1a\n" +
+	"cutVersion\"\x15\n" +
+	"\x13AllocatedCutRequest\"0\n" +
+	"\x14AllocatedCutResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x04R\aversion\"\xcd\x01\n" +
+	"\x10StartCutResponse\x12!\n" +
+	"\fovertaken_by\x18\x05 \x01(\x04R\vovertakenBy\x12\x1a\n" +
 	"\bfinished\x18\x01 \x01(\bR\bfinished\x126\n" +
 	"\x06finish\x18\x02 \x01(\v2\x1e.cutkv.internal.v1.CutFinishOpR\x06finish\x12!\n" +
 	"\ffinish_index\x18\x03 \x01(\x04R\vfinishIndex\x12\x1f\n" +
@@ -3488,12 +3717,13 @@ const file_internalpb_internal_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\fR\x03key\"\b\n" +
 	"\x06NoopOp\"G\n" +
 	"\vBootstrapOp\x128\n" +
-	"\x06layout\x18\x01 \x01(\v2 .cutkv.internal.v1.ClusterLayoutR\x06layout\"R\n" +
+	"\x06layout\x18\x01 \x01(\v2 .cutkv.internal.v1.ClusterLayoutR\x06layout\"q\n" +
 	"\n" +
 	"MemberInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
-	"\araft_id\x18\x02 \x01(\x04R\x06raftId\x12\x1b\n" +
-	"\tgrpc_addr\x18\x03 \x01(\tR\bgrpcAddr\"\xbc\x01\n" +
+	"\araft_id\x18\x02 \x01(\x04R\x06raftId\x12\x1d\n" +
+	"\vlegacy_addr\x18\x03 \x01(\tR\bgrpcAddr\x12\x1b\n" +
+	"\tpeer_addr\x18\x04 \x01(\tR\bpeerAddr\"\xd4\x01\n" +
 	"\rClusterLayout\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12\x1e\n" +
@@ -3501,14 +3731,21 @@ const file_internalpb_internal_proto_rawDesc = "" +
 	"partitions\x18\x02 \x01(\rR\n" +
 	"partitions\x127\n" +
 	"\amembers\x18\x03 \x03(\v2\x1d.cutkv.internal.v1.MemberInfoR\amembers\x123\n" +
-	"\x06groups\x18\x04 \x03(\v2\x1b.cutkv.internal.v1.ReplicasR\x06groups\"%\n" +
+	"\x06groups\x18\x04 \x03(\v2\x1b.cutkv.internal.v1.ReplicasR\x06groups\x12\x16\n" +
+	"\x06digest\x18\x05 \x01(\x04R\x06digest\"%\n" +
 	"\bReplicas\x12\x19\n" +
 	"\braft_ids\x18\x01 \x03(\x04R\araftIds\"\xa4\x01\n" +
 	"\tMetaImage\x12\x18\n" +
 	"\aapplied\x18\x01 \x01(\x04R\aapplied\x128\n" +
 	"\x06layout\x18\x02 \x01(\v2 .cutkv.internal.v1.ClusterLayoutR\x06layout\x12(\n" +
 	"\x04cuts\x18\x03 \x03(\v2\x14.cutkv.kv.v1.CutInfoR\x04cuts\x12\x19\n" +
-	"\blast_cut\x18\x04 \x01(\x04R\alastCut\"\x86\x01\n" +
+	"\blast_cut\x18\x04 \x01(\x04R\alastCut\"B\n" +
+	"\x10ClusterIDRequest\x12\x16\n" +
+	"\x06digest\x18\x01 \x01(\x04R\x06digest\x12\x16\n" +
+	"\x06member\x18\x02 \x01(\tR\x06member\"2\n" +
+	"\x11ClusterIDResponse\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x01 \x01(\x04R\tclusterId\"\x86\x01\n" +
 	"\fNodeIdentity\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x128\n" +
 	"\x06layout\x18\x02 \x01(\v2 .cutkv.internal.v1.ClusterLayoutR\x06layout\x12#\n" +
@@ -3525,11 +3762,14 @@ const file_internalpb_internal_proto_rawDesc = "" +
 	"\aPrepare\x12!.cutkv.internal.v1.PrepareRequest\x1a\".cutkv.internal.v1.PrepareResponse\x12M\n" +
 	"\x06Finish\x12 .cutkv.internal.v1.FinishRequest\x1a!.cutkv.internal.v1.FinishResponse\x12M\n" +
 	"\x06Decide\x12 .cutkv.internal.v1.DecideRequest\x1a!.cutkv.internal.v1.DecideResponse\x12M\n" +
-	"\x06Forget\x12 .cutkv.internal.v1.ForgetRequest\x1a!.cutkv.internal.v1.ForgetResponse2\xc5\x01\n" +
+	"\x06Forget\x12 .cutkv.internal.v1.ForgetRequest\x1a!.cutkv.internal.v1.ForgetResponse2\xa6\x02\n" +
 	"\n" +
-	"CutService\x12S\n" +
+	"CutService\x12_\n" +
+	"\fAllocatedCut\x12&.cutkv.internal.v1.AllocatedCutRequest\x1a'.cutkv.internal.v1.AllocatedCutResponse\x12S\n" +
 	"\bStartCut\x12\".cutkv.internal.v1.StartCutRequest\x1a#.cutkv.internal.v1.StartCutResponse\x12b\n" +
-	"\rPartitionHash\x12'.cutkv.internal.v1.PartitionHashRequest\x1a(.cutkv.internal.v1.PartitionHashResponseB)Z'github.com/cutkv/cutkv/proto/internalpbb\x06proto3"
+	"\rPartitionHash\x12'.cutkv.internal.v1.PartitionHashRequest\x1a(.cutkv.internal.v1.PartitionHashResponse2c\n" +
+	"\tBootstrap\x12V\n" +
+	"\tClusterID\x12#.cutkv.internal.v1.ClusterIDRequest\x1a$.cutkv.internal.v1.ClusterIDResponseB)Z'github.com/cutkv/cutkv/proto/internalpbb\x06proto3"
 
 var (
 	file_internalpb_internal_proto_rawDescOnce sync.Once
@@ -3543,7 +3783,7 @@ func file_internalpb_internal_proto_rawDescGZIP() []byte {
 	return file_internalpb_internal_proto_rawDescData
 }
 
-var file_internalpb_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_internalpb_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
 var file_internalpb_internal_proto_goTypes = []any{
 	(*RaftBatch)(nil),                   // 0: cutkv.internal.v1.RaftBatch
 	(*GroupMessage)(nil),                // 1: cutkv.internal.v1.GroupMessage
@@ -3585,32 +3825,36 @@ var file_internalpb_internal_proto_goTypes = []any{
 	(*CutAllocateOp)(nil),               // 37: cutkv.internal.v1.CutAllocateOp
 	(*CutRecordOp)(nil),                 // 38: cutkv.internal.v1.CutRecordOp
 	(*StartCutRequest)(nil),             // 39: cutkv.internal.v1.StartCutRequest
-	(*StartCutResponse)(nil),            // 40: cutkv.internal.v1.StartCutResponse
-	(*PartitionHashRequest)(nil),        // 41: cutkv.internal.v1.PartitionHashRequest
-	(*PartitionHashResponse)(nil),       // 42: cutkv.internal.v1.PartitionHashResponse
-	(*PutOp)(nil),                       // 43: cutkv.internal.v1.PutOp
-	(*DeleteOp)(nil),                    // 44: cutkv.internal.v1.DeleteOp
-	(*NoopOp)(nil),                      // 45: cutkv.internal.v1.NoopOp
-	(*BootstrapOp)(nil),                 // 46: cutkv.internal.v1.BootstrapOp
-	(*MemberInfo)(nil),                  // 47: cutkv.internal.v1.MemberInfo
-	(*ClusterLayout)(nil),               // 48: cutkv.internal.v1.ClusterLayout
-	(*Replicas)(nil),                    // 49: cutkv.internal.v1.Replicas
-	(*MetaImage)(nil),                   // 50: cutkv.internal.v1.MetaImage
-	(*NodeIdentity)(nil),                // 51: cutkv.internal.v1.NodeIdentity
-	(*kvpb.Compare)(nil),                // 52: cutkv.kv.v1.Compare
-	(*kvpb.RequestOp)(nil),              // 53: cutkv.kv.v1.RequestOp
-	(*kvpb.ResponseOp)(nil),             // 54: cutkv.kv.v1.ResponseOp
-	(*kvpb.CutInfo)(nil),                // 55: cutkv.kv.v1.CutInfo
+	(*AllocatedCutRequest)(nil),         // 40: cutkv.internal.v1.AllocatedCutRequest
+	(*AllocatedCutResponse)(nil),        // 41: cutkv.internal.v1.AllocatedCutResponse
+	(*StartCutResponse)(nil),            // 42: cutkv.internal.v1.StartCutResponse
+	(*PartitionHashRequest)(nil),        // 43: cutkv.internal.v1.PartitionHashRequest
+	(*PartitionHashResponse)(nil),       // 44: cutkv.internal.v1.PartitionHashResponse
+	(*PutOp)(nil),                       // 45: cutkv.internal.v1.PutOp
+	(*DeleteOp)(nil),                    // 46: cutkv.internal.v1.DeleteOp
+	(*NoopOp)(nil),                      // 47: cutkv.internal.v1.NoopOp
+	(*BootstrapOp)(nil),                 // 48: cutkv.internal.v1.BootstrapOp
+	(*MemberInfo)(nil),                  // 49: cutkv.internal.v1.MemberInfo
+	(*ClusterLayout)(nil),               // 50: cutkv.internal.v1.ClusterLayout
+	(*Replicas)(nil),                    // 51: cutkv.internal.v1.Replicas
+	(*MetaImage)(nil),                   // 52: cutkv.internal.v1.MetaImage
+	(*ClusterIDRequest)(nil),            // 53: cutkv.internal.v1.ClusterIDRequest
+	(*ClusterIDResponse)(nil),           // 54: cutkv.internal.v1.ClusterIDResponse
+	(*NodeIdentity)(nil),                // 55: cutkv.internal.v1.NodeIdentity
+	(*kvpb.Compare)(nil),                // 56: cutkv.kv.v1.Compare
+	(*kvpb.RequestOp)(nil),              // 57: cutkv.kv.v1.RequestOp
+	(*kvpb.ResponseOp)(nil),             // 58: cutkv.kv.v1.ResponseOp
+	(*kvpb.CutInfo)(nil),                // 59: cutkv.kv.v1.CutInfo
 }
 var file_internalpb_internal_proto_depIdxs = []int32{
 	1,  // 0: cutkv.internal.v1.RaftBatch.messages:type_name -> cutkv.internal.v1.GroupMessage
 	5,  // 1: cutkv.internal.v1.UploadSnapshotRequest.pieces:type_name -> cutkv.internal.v1.LogRange
 	7,  // 2: cutkv.internal.v1.UploadSnapshotResponse.objects:type_name -> cutkv.internal.v1.UploadedObject
 	14, // 3: cutkv.internal.v1.MaterializeResponse.groups:type_name -> cutkv.internal.v1.GroupMaterialized
-	43, // 4: cutkv.internal.v1.Command.put:type_name -> cutkv.internal.v1.PutOp
-	44, // 5: cutkv.internal.v1.Command.delete:type_name -> cutkv.internal.v1.DeleteOp
-	46, // 6: cutkv.internal.v1.Command.bootstrap:type_name -> cutkv.internal.v1.BootstrapOp
-	45, // 7: cutkv.internal.v1.Command.noop:type_name -> cutkv.internal.v1.NoopOp
+	45, // 4: cutkv.internal.v1.Command.put:type_name -> cutkv.internal.v1.PutOp
+	46, // 5: cutkv.internal.v1.Command.delete:type_name -> cutkv.internal.v1.DeleteOp
+	48, // 6: cutkv.internal.v1.Command.bootstrap:type_name -> cutkv.internal.v1.BootstrapOp
+	47, // 7: cutkv.internal.v1.Command.noop:type_name -> cutkv.internal.v1.NoopOp
 	19, // 8: cutkv.internal.v1.Command.txn_prepare:type_name -> cutkv.internal.v1.TxnPrepareOp
 	20, // 9: cutkv.internal.v1.Command.txn_finish:type_name -> cutkv.internal.v1.TxnFinishOp
 	22, // 10: cutkv.internal.v1.Command.txn_decide:type_name -> cutkv.internal.v1.TxnDecideOp
@@ -3622,28 +3866,28 @@ var file_internalpb_internal_proto_depIdxs = []int32{
 	38, // 16: cutkv.internal.v1.Command.cut_record:type_name -> cutkv.internal.v1.CutRecordOp
 	23, // 17: cutkv.internal.v1.Command.txn_forget:type_name -> cutkv.internal.v1.TxnForgetOp
 	21, // 18: cutkv.internal.v1.Command.txn_horizon:type_name -> cutkv.internal.v1.TxnHorizonOp
-	52, // 19: cutkv.internal.v1.TxnShare.compares:type_name -> cutkv.kv.v1.Compare
-	53, // 20: cutkv.internal.v1.TxnShare.success:type_name -> cutkv.kv.v1.RequestOp
-	53, // 21: cutkv.internal.v1.TxnShare.failure:type_name -> cutkv.kv.v1.RequestOp
+	56, // 19: cutkv.internal.v1.TxnShare.compares:type_name -> cutkv.kv.v1.Compare
+	57, // 20: cutkv.internal.v1.TxnShare.success:type_name -> cutkv.kv.v1.RequestOp
+	57, // 21: cutkv.internal.v1.TxnShare.failure:type_name -> cutkv.kv.v1.RequestOp
 	18, // 22: cutkv.internal.v1.TxnPrepareOp.share:type_name -> cutkv.internal.v1.TxnShare
 	18, // 23: cutkv.internal.v1.TxnOnePhaseOp.share:type_name -> cutkv.internal.v1.TxnShare
 	23, // 24: cutkv.internal.v1.ForgetRequest.op:type_name -> cutkv.internal.v1.TxnForgetOp
 	19, // 25: cutkv.internal.v1.PrepareRequest.op:type_name -> cutkv.internal.v1.TxnPrepareOp
-	54, // 26: cutkv.internal.v1.PrepareResponse.success_reads:type_name -> cutkv.kv.v1.ResponseOp
-	54, // 27: cutkv.internal.v1.PrepareResponse.failure_reads:type_name -> cutkv.kv.v1.ResponseOp
+	58, // 26: cutkv.internal.v1.PrepareResponse.success_reads:type_name -> cutkv.kv.v1.ResponseOp
+	58, // 27: cutkv.internal.v1.PrepareResponse.failure_reads:type_name -> cutkv.kv.v1.ResponseOp
 	20, // 28: cutkv.internal.v1.FinishRequest.op:type_name -> cutkv.internal.v1.TxnFinishOp
 	22, // 29: cutkv.internal.v1.DecideRequest.op:type_name -> cutkv.internal.v1.TxnDecideOp
 	22, // 30: cutkv.internal.v1.DecideResponse.recorded:type_name -> cutkv.internal.v1.TxnDecideOp
 	34, // 31: cutkv.internal.v1.CutFinishOp.before:type_name -> cutkv.internal.v1.CutTxn
 	34, // 32: cutkv.internal.v1.CutFinishOp.after:type_name -> cutkv.internal.v1.CutTxn
-	55, // 33: cutkv.internal.v1.CutRecordOp.cut:type_name -> cutkv.kv.v1.CutInfo
+	59, // 33: cutkv.internal.v1.CutRecordOp.cut:type_name -> cutkv.kv.v1.CutInfo
 	35, // 34: cutkv.internal.v1.StartCutResponse.finish:type_name -> cutkv.internal.v1.CutFinishOp
-	48, // 35: cutkv.internal.v1.BootstrapOp.layout:type_name -> cutkv.internal.v1.ClusterLayout
-	47, // 36: cutkv.internal.v1.ClusterLayout.members:type_name -> cutkv.internal.v1.MemberInfo
-	49, // 37: cutkv.internal.v1.ClusterLayout.groups:type_name -> cutkv.internal.v1.Replicas
-	48, // 38: cutkv.internal.v1.MetaImage.layout:type_name -> cutkv.internal.v1.ClusterLayout
-	55, // 39: cutkv.internal.v1.MetaImage.cuts:type_name -> cutkv.kv.v1.CutInfo
-	48, // 40: cutkv.internal.v1.NodeIdentity.layout:type_name -> cutkv.internal.v1.ClusterLayout
+	50, // 35: cutkv.internal.v1.BootstrapOp.layout:type_name -> cutkv.internal.v1.ClusterLayout
+	49, // 36: cutkv.internal.v1.ClusterLayout.members:type_name -> cutkv.internal.v1.MemberInfo
+	51, // 37: cutkv.internal.v1.ClusterLayout.groups:type_name -> cutkv.internal.v1.Replicas
+	50, // 38: cutkv.internal.v1.MetaImage.layout:type_name -> cutkv.internal.v1.ClusterLayout
+	59, // 39: cutkv.internal.v1.MetaImage.cuts:type_name -> cutkv.kv.v1.CutInfo
+	50, // 40: cutkv.internal.v1.NodeIdentity.layout:type_name -> cutkv.internal.v1.ClusterLayout
 	3,  // 41: cutkv.internal.v1.SnapshotPartitions.PrepareSnapshot:input_type -> cutkv.internal.v1.PrepareSnapshotRequest
 	6,  // 42: cutkv.internal.v1.SnapshotPartitions.UploadSnapshot:input_type -> cutkv.internal.v1.UploadSnapshotRequest
 	9,  // 43: cutkv.internal.v1.SnapshotPartitions.ReleaseSnapshot:input_type -> cutkv.internal.v1.ReleaseSnapshotRequest
@@ -3654,22 +3898,26 @@ var file_internalpb_internal_proto_depIdxs = []int32{
 	29, // 48: cutkv.internal.v1.Participant.Finish:input_type -> cutkv.internal.v1.FinishRequest
 	31, // 49: cutkv.internal.v1.Participant.Decide:input_type -> cutkv.internal.v1.DecideRequest
 	25, // 50: cutkv.internal.v1.Participant.Forget:input_type -> cutkv.internal.v1.ForgetRequest
-	39, // 51: cutkv.internal.v1.CutService.StartCut:input_type -> cutkv.internal.v1.StartCutRequest
-	41, // 52: cutkv.internal.v1.CutService.PartitionHash:input_type -> cutkv.internal.v1.PartitionHashRequest
-	4,  // 53: cutkv.internal.v1.SnapshotPartitions.PrepareSnapshot:output_type -> cutkv.internal.v1.PrepareSnapshotResponse
-	8,  // 54: cutkv.internal.v1.SnapshotPartitions.UploadSnapshot:output_type -> cutkv.internal.v1.UploadSnapshotResponse
-	10, // 55: cutkv.internal.v1.SnapshotPartitions.ReleaseSnapshot:output_type -> cutkv.internal.v1.ReleaseSnapshotResponse
-	2,  // 56: cutkv.internal.v1.Raft.Send:output_type -> cutkv.internal.v1.RaftAck
-	12, // 57: cutkv.internal.v1.Raft.FetchMaterialization:output_type -> cutkv.internal.v1.FileChunk
-	15, // 58: cutkv.internal.v1.Raft.Materialize:output_type -> cutkv.internal.v1.MaterializeResponse
-	28, // 59: cutkv.internal.v1.Participant.Prepare:output_type -> cutkv.internal.v1.PrepareResponse
-	30, // 60: cutkv.internal.v1.Participant.Finish:output_type -> cutkv.internal.v1.FinishResponse
-	32, // 61: cutkv.internal.v1.Participant.Decide:output_type -> cutkv.internal.v1.DecideResponse
-	26, // 62: cutkv.internal.v1.Participant.Forget:output_type -> cutkv.internal.v1.ForgetResponse
-	40, // 63: cutkv.internal.v1.CutService.StartCut:output_type -> cutkv.internal.v1.StartCutResponse
-	42, // 64: cutkv.internal.v1.CutService.PartitionHash:output_type -> cutkv.internal.v1.PartitionHashResponse
-	53, // [53:65] is the sub-list for method output_type
-	41, // [41:53] is the sub-list for method input_type
+	40, // 51: cutkv.internal.v1.CutService.AllocatedCut:input_type -> cutkv.internal.v1.AllocatedCutRequest
+	39, // 52: cutkv.internal.v1.CutService.StartCut:input_type -> cutkv.internal.v1.StartCutRequest
+	43, // 53: cutkv.internal.v1.CutService.PartitionHash:input_type -> cutkv.internal.v1.PartitionHashRequest
+	53, // 54: cutkv.internal.v1.Bootstrap.ClusterID:input_type -> cutkv.internal.v1.ClusterIDRequest
+	4,  // 55: cutkv.internal.v1.SnapshotPartitions.PrepareSnapshot:output_type -> cutkv.internal.v1.PrepareSnapshotResponse
+	8,  // 56: cutkv.internal.v1.SnapshotPartitions.UploadSnapshot:output_type -> cutkv.internal.v1.UploadSnapshotResponse
+	10, // 57: cutkv.internal.v1.SnapshotPartitions.ReleaseSnapshot:output_type -> cutkv.internal.v1.ReleaseSnapshotResponse
+	2,  // 58: cutkv.internal.v1.Raft.Send:output_type -> cutkv.internal.v1.RaftAck
+	12, // 59: cutkv.internal.v1.Raft.FetchMaterialization:output_type -> cutkv.internal.v1.FileChunk
+	15, // 60: cutkv.internal.v1.Raft.Materialize:output_type -> cutkv.internal.v1.MaterializeResponse
+	28, // 61: cutkv.internal.v1.Participant.Prepare:output_type -> cutkv.internal.v1.PrepareResponse
+	30, // 62: cutkv.internal.v1.Participant.Finish:output_type -> cutkv.internal.v1.FinishResponse
+	32, // 63: cutkv.internal.v1.Participant.Decide:output_type -> cutkv.internal.v1.DecideResponse
+	26, // 64: cutkv.internal.v1.Participant.Forget:output_type -> cutkv.internal.v1.ForgetResponse
+	41, // 65: cutkv.internal.v1.CutService.AllocatedCut:output_type -> cutkv.internal.v1.AllocatedCutResponse
+	42, // 66: cutkv.internal.v1.CutService.StartCut:output_type -> cutkv.internal.v1.StartCutResponse
+	44, // 67: cutkv.internal.v1.CutService.PartitionHash:output_type -> cutkv.internal.v1.PartitionHashResponse
+	54, // 68: cutkv.internal.v1.Bootstrap.ClusterID:output_type -> cutkv.internal.v1.ClusterIDResponse
+	55, // [55:69] is the sub-list for method output_type
+	41, // [41:55] is the sub-list for method input_type
 	41, // [41:41] is the sub-list for extension type_name
 	41, // [41:41] is the sub-list for extension extendee
 	0,  // [0:41] is the sub-list for field type_name
@@ -3703,9 +3951,9 @@ func file_internalpb_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internalpb_internal_proto_rawDesc), len(file_internalpb_internal_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   52,
+			NumMessages:   56,
 			NumExtensions: 0,
-			NumServices:   4,
+			NumServices:   5,
 		},
 		GoTypes:           file_internalpb_internal_proto_goTypes,
 		DependencyIndexes: file_internalpb_internal_proto_depIdxs,

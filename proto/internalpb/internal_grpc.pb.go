@@ -628,6 +628,7 @@ var Participant_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
+	CutService_AllocatedCut_FullMethodName  = "/cutkv.internal.v1.CutService/AllocatedCut"
 	CutService_StartCut_FullMethodName      = "/cutkv.internal.v1.CutService/StartCut"
 	CutService_PartitionHash_FullMethodName = "/cutkv.internal.v1.CutService/PartitionHash"
 )
@@ -638,6 +639,11 @@ const (
 //
 // CutService drives cuts node to node.
 type CutServiceClient interface {
+	// AllocatedCut answers, on group 0's leader after a linearizable read,
+	// the highest cut version group 0 has allocated: a node checks a
+	// client's or peer's version above its own known against it
+	// (DESIGN.md, consistent cut rule 8).
+	AllocatedCut(ctx context.Context, in *AllocatedCutRequest, opts ...grpc.CallOption) (*AllocatedCutResponse, error)
 	// StartCut raises the partition leader's known version to version and
 	// waits (up to wait_ms) until the partition has committed
 	// CutFinish(version).
@@ -653,6 +659,16 @@ type cutServiceClient struct {
 
 func NewCutServiceClient(cc grpc.ClientConnInterface) CutServiceClient {
 	return &cutServiceClient{cc}
+}
+
+func (c *cutServiceClient) AllocatedCut(ctx context.Context, in *AllocatedCutRequest, opts ...grpc.CallOption) (*AllocatedCutResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(AllocatedCutResponse)
+	err := c.cc.Invoke(ctx, CutService_AllocatedCut_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func (c *cutServiceClient) StartCut(ctx context.Context, in *StartCutRequest, opts ...grpc.CallOption) (*StartCutResponse, error) {
@@ -681,6 +697,11 @@ func (c *cutServiceClient) PartitionHash(ctx context.Context, in *PartitionHashR
 //
 // CutService drives cuts node to node.
 type CutServiceServer interface {
+	// AllocatedCut answers, on group 0's leader after a linearizable read,
+	// the highest cut version group 0 has allocated: a node checks a
+	// client's or peer's version above its own known against it
+	// (DESIGN.md, consistent cut rule 8).
+	AllocatedCut(context.Context, *AllocatedCutRequest) (*AllocatedCutResponse, error)
 	// StartCut raises the partition leader's known version to version and
 	// waits (up to wait_ms) until the partition has committed
 	// CutFinish(version).
@@ -698,6 +719,9 @@ type CutServiceServer interface {
 // pointer dereference when methods are called.
 type UnimplementedCutServiceServer struct{}
 
+func (UnimplementedCutServiceServer) AllocatedCut(context.Context, *AllocatedCutRequest) (*AllocatedCutResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AllocatedCut not implemented")
+}
 func (UnimplementedCutServiceServer) StartCut(context.Context, *StartCutRequest) (*StartCutResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method StartCut not implemented")
 }
@@ -723,6 +747,24 @@ func RegisterCutServiceServer(s grpc.ServiceRegistrar, srv CutServiceServer) {
 		t.testEmbeddedByValue()
 	}
 	s.RegisterService(&CutService_ServiceDesc, srv)
+}
+
+func _CutService_AllocatedCut_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(AllocatedCutRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CutServiceServer).AllocatedCut(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CutService_AllocatedCut_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CutServiceServer).AllocatedCut(ctx, req.(*AllocatedCutRequest))
+	}
+	return interceptor(ctx, in, info, handler)
 }
 
 func _CutService_StartCut_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
@@ -769,12 +811,128 @@ var CutService_ServiceDesc = grpc.ServiceDesc{
 	HandlerType: (*CutServiceServer)(nil),
 	Methods: []grpc.MethodDesc{
 		{
+			MethodName: "AllocatedCut",
+			Handler:    _CutService_AllocatedCut_Handler,
+		},
+		{
 			MethodName: "StartCut",
 			Handler:    _CutService_StartCut_Handler,
 		},
 		{
 			MethodName: "PartitionHash",
 			Handler:    _CutService_PartitionHash_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "internalpb/internal.proto",
+}
+
+const (
+	Bootstrap_ClusterID_FullMethodName = "/cutkv.internal.v1.Bootstrap/ClusterID"
+)
+
+// BootstrapClient is the client API for Bootstrap service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Bootstrap is how a new member learns the cluster id (ClusterLayout.
+// cluster_id) at its first start: the first member of the layout picks a
+// random id, the others ask any member that has one. Served on the peer
+// listener; the only peer call that carries no cluster id.
+type BootstrapClient interface {
+	ClusterID(ctx context.Context, in *ClusterIDRequest, opts ...grpc.CallOption) (*ClusterIDResponse, error)
+}
+
+type bootstrapClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewBootstrapClient(cc grpc.ClientConnInterface) BootstrapClient {
+	return &bootstrapClient{cc}
+}
+
+func (c *bootstrapClient) ClusterID(ctx context.Context, in *ClusterIDRequest, opts ...grpc.CallOption) (*ClusterIDResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ClusterIDResponse)
+	err := c.cc.Invoke(ctx, Bootstrap_ClusterID_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// BootstrapServer is the server API for Bootstrap service.
+// All implementations must embed UnimplementedBootstrapServer
+// for forward compatibility.
+//
+// Bootstrap is how a new member learns the cluster id (ClusterLayout.
+// cluster_id) at its first start: the first member of the layout picks a
+// random id, the others ask any member that has one. Served on the peer
+// listener; the only peer call that carries no cluster id.
+type BootstrapServer interface {
+	ClusterID(context.Context, *ClusterIDRequest) (*ClusterIDResponse, error)
+	mustEmbedUnimplementedBootstrapServer()
+}
+
+// UnimplementedBootstrapServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedBootstrapServer struct{}
+
+func (UnimplementedBootstrapServer) ClusterID(context.Context, *ClusterIDRequest) (*ClusterIDResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ClusterID not implemented")
+}
+func (UnimplementedBootstrapServer) mustEmbedUnimplementedBootstrapServer() {}
+func (UnimplementedBootstrapServer) testEmbeddedByValue()                   {}
+
+// UnsafeBootstrapServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to BootstrapServer will
+// result in compilation errors.
+type UnsafeBootstrapServer interface {
+	mustEmbedUnimplementedBootstrapServer()
+}
+
+func RegisterBootstrapServer(s grpc.ServiceRegistrar, srv BootstrapServer) {
+	// If the following call panics, it indicates UnimplementedBootstrapServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Bootstrap_ServiceDesc, srv)
+}
+
+func _Bootstrap_ClusterID_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ClusterIDRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(BootstrapServer).ClusterID(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Bootstrap_ClusterID_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(BootstrapServer).ClusterID(ctx, req.(*ClusterIDRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Bootstrap_ServiceDesc is the grpc.ServiceDesc for Bootstrap service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Bootstrap_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "cutkv.internal.v1.Bootstrap",
+	HandlerType: (*BootstrapServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "ClusterID",
+			Handler:    _Bootstrap_ClusterID_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

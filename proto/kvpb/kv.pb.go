@@ -279,8 +279,10 @@ func (x *RequestHeader) GetCutVersion() uint64 {
 
 // ResponseHeader rides on every reply.
 type ResponseHeader struct {
-	state     protoimpl.MessageState `protogen:"open.v1"`
-	ClusterId uint64                 `protobuf:"varint,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The cluster's id as 16 hex digits (random, fixed when the cluster was
+	// bootstrapped or restored).
+	ClusterId string `protobuf:"bytes,5,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	// Node id of the member that served the request (after any forwarding).
 	MemberId string `protobuf:"bytes,2,opt,name=member_id,json=memberId,proto3" json:"member_id,omitempty"`
 	// Raft term of the partition that served the request, 0 when several did.
@@ -321,11 +323,11 @@ func (*ResponseHeader) Descriptor() ([]byte, []int) {
 	return file_kvpb_kv_proto_rawDescGZIP(), []int{1}
 }
 
-func (x *ResponseHeader) GetClusterId() uint64 {
+func (x *ResponseHeader) GetClusterId() string {
 	if x != nil {
 		return x.ClusterId
 	}
-	return 0
+	return ""
 }
 
 func (x *ResponseHeader) GetMemberId() string {
@@ -1272,12 +1274,15 @@ type TxnRequest struct {
 	Compare []*Compare             `protobuf:"bytes,2,rep,name=compare,proto3" json:"compare,omitempty"`
 	Success []*RequestOp           `protobuf:"bytes,3,rep,name=success,proto3" json:"success,omitempty"`
 	Failure []*RequestOp           `protobuf:"bytes,4,rep,name=failure,proto3" json:"failure,omitempty"`
-	// Identifies the attempt (16 random bytes; the server makes one if
-	// empty). An attempt is applied at most once.
+	// Must be empty: transaction ids are the server's (a fresh one per
+	// request), so an id used before can never report success for writes
+	// that did not apply. A non-empty id is refused (InvalidArgument).
 	TxnId []byte `protobuf:"bytes,5,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
 	// Wait-die priority: the Unix nanoseconds of the transaction's first
 	// attempt; older transactions wait for locks, younger ones abort. 0 means
-	// now.
+	// now. Accepted within the last minute (and up to a second ahead, for
+	// clock skew); anything else is refused (InvalidArgument), so no client
+	// can win every conflict by claiming to be the oldest.
 	Priority      int64 `protobuf:"varint,6,opt,name=priority,proto3" json:"priority,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1421,13 +1426,17 @@ type Member struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// Raft replica id of the node (the same in every group).
-	RaftId     uint64      `protobuf:"varint,2,opt,name=raft_id,json=raftId,proto3" json:"raft_id,omitempty"`
+	RaftId uint64 `protobuf:"varint,2,opt,name=raft_id,json=raftId,proto3" json:"raft_id,omitempty"`
+	// The client address (--grpc-addr) as the member gossips it; empty
+	// until gossip has heard from it.
 	GrpcAddr   string      `protobuf:"bytes,3,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
 	GossipAddr string      `protobuf:"bytes,4,opt,name=gossip_addr,json=gossipAddr,proto3" json:"gossip_addr,omitempty"`
 	HttpAddr   string      `protobuf:"bytes,5,opt,name=http_addr,json=httpAddr,proto3" json:"http_addr,omitempty"`
 	State      MemberState `protobuf:"varint,6,opt,name=state,proto3,enum=cutkv.kv.v1.MemberState" json:"state,omitempty"`
 	// Unix milliseconds when the member entered its state, 0 if never seen.
-	SinceUnixMs   int64 `protobuf:"varint,7,opt,name=since_unix_ms,json=sinceUnixMs,proto3" json:"since_unix_ms,omitempty"`
+	SinceUnixMs int64 `protobuf:"varint,7,opt,name=since_unix_ms,json=sinceUnixMs,proto3" json:"since_unix_ms,omitempty"`
+	// The peer address (--peer-addr, as in --initial-cluster).
+	PeerAddr      string `protobuf:"bytes,8,opt,name=peer_addr,json=peerAddr,proto3" json:"peer_addr,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1509,6 +1518,13 @@ func (x *Member) GetSinceUnixMs() int64 {
 		return x.SinceUnixMs
 	}
 	return 0
+}
+
+func (x *Member) GetPeerAddr() string {
+	if x != nil {
+		return x.PeerAddr
+	}
+	return ""
 }
 
 type MembersRequest struct {
@@ -1912,10 +1928,11 @@ func (x *StatusRequest) GetLocalOnly() bool {
 }
 
 type StatusResponse struct {
-	state      protoimpl.MessageState `protogen:"open.v1"`
-	Header     *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
-	ClusterId  uint64                 `protobuf:"varint,2,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
-	Partitions uint32                 `protobuf:"varint,3,opt,name=partitions,proto3" json:"partitions,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Header *ResponseHeader        `protobuf:"bytes,1,opt,name=header,proto3" json:"header,omitempty"`
+	// 16 hex digits, as in ResponseHeader.
+	ClusterId  string `protobuf:"bytes,6,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	Partitions uint32 `protobuf:"varint,3,opt,name=partitions,proto3" json:"partitions,omitempty"`
 	// One row per group, group 0 (metadata) first.
 	Groups        []*PartitionStatus `protobuf:"bytes,4,rep,name=groups,proto3" json:"groups,omitempty"`
 	Nodes         []*NodeStatus      `protobuf:"bytes,5,rep,name=nodes,proto3" json:"nodes,omitempty"`
@@ -1960,11 +1977,11 @@ func (x *StatusResponse) GetHeader() *ResponseHeader {
 	return nil
 }
 
-func (x *StatusResponse) GetClusterId() uint64 {
+func (x *StatusResponse) GetClusterId() string {
 	if x != nil {
 		return x.ClusterId
 	}
-	return 0
+	return ""
 }
 
 func (x *StatusResponse) GetPartitions() uint32 {
@@ -4192,14 +4209,14 @@ const file_kvpb_kv_proto_rawDesc = "" +
 	"\rkvpb/kv.proto\x12\vcutkv.kv.v1\"0\n" +
 	"\rRequestHeader\x12\x1f\n" +
 	"\vcut_version\x18\x01 \x01(\x04R\n" +
-	"cutVersion\"\x8a\x01\n" +
+	"cutVersion\"\x90\x01\n" +
 	"\x0eResponseHeader\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12\x1b\n" +
+	"cluster_id\x18\x05 \x01(\tR\tclusterId\x12\x1b\n" +
 	"\tmember_id\x18\x02 \x01(\tR\bmemberId\x12\x1b\n" +
 	"\traft_term\x18\x03 \x01(\x04R\braftTerm\x12\x1f\n" +
 	"\vcut_version\x18\x04 \x01(\x04R\n" +
-	"cutVersion\"\x8c\x01\n" +
+	"cutVersionJ\x04\b\x01\x10\x02\"\x8c\x01\n" +
 	"\bKeyValue\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\fR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x18\n" +
@@ -4281,7 +4298,7 @@ const file_kvpb_kv_proto_rawDesc = "" +
 	"\vTxnResponse\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.cutkv.kv.v1.ResponseHeaderR\x06header\x12\x1c\n" +
 	"\tsucceeded\x18\x02 \x01(\bR\tsucceeded\x125\n" +
-	"\tresponses\x18\x03 \x03(\v2\x17.cutkv.kv.v1.ResponseOpR\tresponses\"\xe0\x01\n" +
+	"\tresponses\x18\x03 \x03(\v2\x17.cutkv.kv.v1.ResponseOpR\tresponses\"\xfd\x01\n" +
 	"\x06Member\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x17\n" +
 	"\araft_id\x18\x02 \x01(\x04R\x06raftId\x12\x1b\n" +
@@ -4290,7 +4307,8 @@ const file_kvpb_kv_proto_rawDesc = "" +
 	"gossipAddr\x12\x1b\n" +
 	"\thttp_addr\x18\x05 \x01(\tR\bhttpAddr\x12.\n" +
 	"\x05state\x18\x06 \x01(\x0e2\x18.cutkv.kv.v1.MemberStateR\x05state\x12\"\n" +
-	"\rsince_unix_ms\x18\a \x01(\x03R\vsinceUnixMs\"D\n" +
+	"\rsince_unix_ms\x18\a \x01(\x03R\vsinceUnixMs\x12\x1b\n" +
+	"\tpeer_addr\x18\b \x01(\tR\bpeerAddr\"D\n" +
 	"\x0eMembersRequest\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.cutkv.kv.v1.RequestHeaderR\x06header\"u\n" +
 	"\x0fMembersResponse\x123\n" +
@@ -4325,16 +4343,16 @@ const file_kvpb_kv_proto_rawDesc = "" +
 	"\rStatusRequest\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.cutkv.kv.v1.RequestHeaderR\x06header\x12\x1d\n" +
 	"\n" +
-	"local_only\x18\x02 \x01(\bR\tlocalOnly\"\xe9\x01\n" +
+	"local_only\x18\x02 \x01(\bR\tlocalOnly\"\xef\x01\n" +
 	"\x0eStatusResponse\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.cutkv.kv.v1.ResponseHeaderR\x06header\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x02 \x01(\x04R\tclusterId\x12\x1e\n" +
+	"cluster_id\x18\x06 \x01(\tR\tclusterId\x12\x1e\n" +
 	"\n" +
 	"partitions\x18\x03 \x01(\rR\n" +
 	"partitions\x124\n" +
 	"\x06groups\x18\x04 \x03(\v2\x1c.cutkv.kv.v1.PartitionStatusR\x06groups\x12-\n" +
-	"\x05nodes\x18\x05 \x03(\v2\x17.cutkv.kv.v1.NodeStatusR\x05nodes\"D\n" +
+	"\x05nodes\x18\x05 \x03(\v2\x17.cutkv.kv.v1.NodeStatusR\x05nodesJ\x04\b\x02\x10\x03\"D\n" +
 	"\x0eRoutingRequest\x122\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.cutkv.kv.v1.RequestHeaderR\x06header\"\xc3\x01\n" +
 	"\x0fRoutingResponse\x123\n" +

@@ -209,18 +209,17 @@ func sendTwoKeyTxn(kv kvpb.KVClient, k1, k2, v1, v2 string) error {
 	_, err := kv.Txn(ctx, &kvpb.TxnRequest{
 		Compare:  []*kvpb.Compare{versionIs(k1, 1), versionIs(k2, 1)},
 		Success:  []*kvpb.RequestOp{putOp(k1, []byte(v1)), putOp(k2, []byte(v2))},
-		TxnId:    newTxnID(),
 		Priority: time.Now().UnixNano(),
 	})
 	return err
 }
 
-// attempt sends req once, through kvs[i%len(kvs)], with a fresh txn_id.
+// attempt sends req once, through kvs[i%len(kvs)] (the server gives it a
+// fresh txn_id).
 // It fails the test on an answer other than committed or not applied, and
 // reports whether the attempt committed and whether a lock refused it.
 func attempt(t *testing.T, kvs []kvpb.KVClient, i int, req *kvpb.TxnRequest) (resp *kvpb.TxnResponse, committed, aborted bool, err error) {
 	t.Helper()
-	req.TxnId = newTxnID()
 	ctx, cancel := context.WithTimeout(context.Background(), attemptTimeout)
 	resp, err = kvs[i%len(kvs)].Txn(ctx, req)
 	cancel()

@@ -2,7 +2,6 @@ package bank
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
@@ -303,12 +302,6 @@ func (b *Bank) noteUnknown(why string) {
 	b.unknownWhy[why]++
 }
 
-func newTxnID() []byte {
-	id := make([]byte, 16)
-	_, _ = rand.Read(id)
-	return id
-}
-
 func (b *Bank) multiPartition(req *kvpb.TxnRequest) bool {
 	parts := map[uint64]bool{}
 	add := func(k []byte) { parts[topology.PartitionOf(k, b.Partitions)] = true }
@@ -338,18 +331,19 @@ func stopped(stop <-chan struct{}) bool {
 }
 
 // commit runs one logical transaction by the server's contract: every
-// attempt has a fresh txn_id and the priority of the first; an attempt
+// attempt is a new transaction (the server assigns its id) with the
+// priority of the first (no older than the server accepts); an attempt
 // that was definitely not applied is retried (with backoff) until it
 // commits, until patience runs out or until stop is closed; an unknown
 // outcome is never resent. A Committed result carries the response.
 func (b *Bank) commit(rng *mrand.Rand, stop <-chan struct{}, giveUp time.Time, req *kvpb.TxnRequest) (*kvpb.TxnResponse, Outcome) {
-	req.Priority = time.Now().UnixNano()
+	first := time.Now().UnixNano()
 	multi := b.multiPartition(req)
 	for attempt := 0; ; attempt++ {
 		wait := time.Duration(0)
 		i, ok := b.r.pick(rng)
 		if ok {
-			req.TxnId = newTxnID()
+			req.Priority = max(first, time.Now().Add(-50*time.Second).UnixNano())
 			if multi {
 				b.r.multi[i].Add(1)
 			}

@@ -47,27 +47,27 @@ func runKvnodeToExit(t testing.TB, args ...string) (code int, output string) {
 
 // single is one single-node cluster's worth of flags.
 type single struct {
-	dir                string
-	grpc, gossip, http string
+	dir                      string
+	grpc, peer, gossip, http string
 }
 
 func newSingle(t testing.TB) single {
 	t.Helper()
 	return single{
 		dir:  filepath.Join(t.TempDir(), "n1"),
-		grpc: FreeAddr(t), gossip: FreeAddr(t), http: FreeAddr(t),
+		grpc: FreeAddr(t), peer: FreeAddr(t), gossip: FreeAddr(t), http: FreeAddr(t),
 	}
 }
 
 func (s single) flags(extra ...string) []string {
 	return append([]string{
-		"--id", "n1", "--data-dir", s.dir, "--grpc-addr", s.grpc, "--gossip-addr", s.gossip, "--http-addr", s.http,
+		"--id", "n1", "--data-dir", s.dir, "--grpc-addr", s.grpc, "--peer-addr", s.peer, "--gossip-addr", s.gossip, "--http-addr", s.http,
 		"--partitions", "2", "--raft-tick", "50ms",
 	}, extra...)
 }
 
 func (s single) boot(extra ...string) []string {
-	return s.flags(append([]string{"--initial-cluster", "n1=" + s.grpc}, extra...)...)
+	return s.flags(append([]string{"--initial-cluster", "n1=" + s.peer}, extra...)...)
 }
 
 // startReady starts kvnode with args and waits for its ready line.
@@ -117,6 +117,7 @@ func TestKvnodeConfigFile(t *testing.T) {
 id: n1
 data-dir: %s
 grpc-addr: %s
+peer-addr: %s
 gossip-addr: %s
 http-addr: %s
 initial-cluster: n1=%s
@@ -125,12 +126,12 @@ partitions: 3
 raft-tick: 50ms
 shutdown-timeout: 7s
 join: []
-`, s.dir, fileGRPC, s.gossip, s.http, flagGRPC)
+`, s.dir, fileGRPC, s.peer, s.gossip, s.http, s.peer)
 	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	p := startReady(t, "n1", "--config", cfg, "--grpc-addr", flagGRPC)
-	want := fmt.Sprintf("ready id=n1 grpc=%s gossip=%s http=%s", flagGRPC, s.gossip, s.http)
+	want := fmt.Sprintf("ready id=n1 grpc=%s gossip=%s http=%s peer=%s", flagGRPC, s.gossip, s.http, s.peer)
 	if p.readyLine != want {
 		t.Errorf("ready line %q, want %q (addresses from the file, gRPC from the flag)", p.readyLine, want)
 	}

@@ -323,6 +323,7 @@ type Node struct {
 	ID      string
 	DataDir string
 	GRPC    string
+	Peer    string
 	Gossip  string
 	HTTP    string
 
@@ -367,12 +368,12 @@ func NewCluster(t testing.TB, spec Spec) *Cluster {
 	for i := 0; i < spec.Nodes; i++ {
 		n := &Node{
 			t: t, ID: fmt.Sprintf("n%d", i+1),
-			GRPC: FreeAddr(t), Gossip: FreeAddr(t), HTTP: FreeAddr(t),
+			GRPC: FreeAddr(t), Peer: FreeAddr(t), Gossip: FreeAddr(t), HTTP: FreeAddr(t),
 			Bin: spec.Bin, Bootstrap: true,
 		}
 		n.DataDir = filepath.Join(base, n.ID)
 		n.logPath = filepath.Join(base, n.ID+".stderr")
-		initial = append(initial, n.ID+"="+n.GRPC)
+		initial = append(initial, n.ID+"="+n.Peer)
 		c.Nodes = append(c.Nodes, n)
 	}
 	for _, n := range c.Nodes {
@@ -384,7 +385,7 @@ func NewCluster(t testing.TB, spec Spec) *Cluster {
 		}
 		n.Flags = []string{
 			"--id", n.ID, "--data-dir", n.DataDir,
-			"--grpc-addr", n.GRPC, "--gossip-addr", n.Gossip, "--http-addr", n.HTTP,
+			"--grpc-addr", n.GRPC, "--peer-addr", n.Peer, "--gossip-addr", n.Gossip, "--http-addr", n.HTTP,
 			"--join", strings.Join(join, ","),
 			"--raft-tick", spec.Tick.String(),
 			"--shutdown-timeout", spec.ShutdownTimeout.String(),

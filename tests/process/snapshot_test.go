@@ -104,7 +104,7 @@ func TestKvctlSnapshotsAndRestore(t *testing.T) {
 
 	s := newSingle(t)
 	restoreArgs := []string{"restore", "--store", store, "--snapshot", id, "--id", "n1", "--data-dir", s.dir,
-		"--initial-cluster", "n1=" + s.grpc}
+		"--initial-cluster", "n1=" + s.peer}
 	if code, out := runKvnodeToExit(t, restoreArgs...); code != 1 || !strings.Contains(out, piece) {
 		t.Fatalf("restore of a damaged snapshot: exit %d, want 1 naming %s; output:\n%s", code, piece, out)
 	}
@@ -118,7 +118,7 @@ func TestKvctlSnapshotsAndRestore(t *testing.T) {
 	if code, out := runKvnodeToExit(t, restoreArgs...); code != 0 {
 		t.Fatalf("restore: exit %d; output:\n%s", code, out)
 	}
-	p := startReady(t, "restored", "--id", "n1", "--data-dir", s.dir, "--grpc-addr", s.grpc, "--gossip-addr", s.gossip,
+	p := startReady(t, "restored", "--id", "n1", "--data-dir", s.dir, "--grpc-addr", s.grpc, "--peer-addr", s.peer, "--gossip-addr", s.gossip,
 		"--http-addr", s.http, "--raft-tick", "50ms")
 	defer p.signal(os.Interrupt)
 	for k, v := range want {

@@ -1,0 +1,139 @@
+package rpc
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/cutkv/cutkv/proto/internalpb"
+	"github.com/cutkv/cutkv/raftstore"
+)
+
+// Cut versions that arrive from outside — a client's request header, a
+// peer's request or reply, a gossip broadcast — raise this node's known
+// version only once group 0 is known to have allocated them (DESIGN.md,
+// consistent cut rule 8): a version at or below known is taken at once;
+// one above it costs a linearizable read of group 0's highest allocated
+// version (one read at a time per node; what it returns is remembered),
+// and is refused above that, never clamped. Every entry a node proposes
+// carries its known version, so a bogus version let in once would stay
+// in the logs and fail every later cut.
+
+// allocatedWait bounds the read of group 0's allocated version.
+const allocatedWait = 2 * time.Second
+
+// versionGate remembers group 0's highest allocated version as last read.
+type versionGate struct {
+	mu        sync.Mutex    // one read of group 0 at a time
+	allocated atomic.Uint64 // highest allocated version read so far
+	gossip    atomic.Uint64 // highest version gossip announced
+	once      sync.Once
+	gossipc   chan struct{} // see wake
+}
+
+// wake is the channel that wakes RunGossipVersions.
+func (g *versionGate) wake() chan struct{} {
+	g.once.Do(func() { g.gossipc = make(chan struct{}, 1) })
+	return g.gossipc
+}
+
+// admitVersion raises the clock to v, a version named by field of a
+// request or reply from outside, if group 0 allocated it. It is
+// ErrInvalidArgument when group 0 allocated no such version, and
+// ErrUnconfirmed when group 0 cannot say.
+func (n *Node) admitVersion(ctx context.Context, field string, v uint64) error {
+	if v <= n.Clock.Load() {
+		return nil
+	}
+	g := &n.versions
+	if v > g.allocated.Load() {
+		g.mu.Lock()
+		// A read finished while this one waited may have answered it.
+		if v > g.allocated.Load() {
+			max, err := n.readAllocated(ctx)
+			if err != nil {
+				g.mu.Unlock()
+				return fmt.Errorf("%w: %s %d is above this node's known version %d and group 0 could not confirm it: %v",
+					ErrUnconfirmed, field, v, n.Clock.Load(), err)
+			}
+			if max > g.allocated.Load() {
+				g.allocated.Store(max)
+			}
+		}
+		g.mu.Unlock()
+		if max := g.allocated.Load(); v > max {
+			return fmt.Errorf("%w: %s %d was never allocated (group 0's highest cut version is %d)", ErrInvalidArgument, field, v, max)
+		}
+	}
+	if n.Clock.Raise(v) {
+		n.PokeCuts()
+	}
+	return nil
+}
+
+// readAllocated asks group 0's leader for the highest allocated version.
+func (n *Node) readAllocated(ctx context.Context) (uint64, error) {
+	ctx, cancel := context.WithTimeout(ctx, allocatedWait)
+	defer cancel()
+	r, err := callLeader(ctx, n, 0, func(cc *grpc.ClientConn, cctx context.Context) (*internalpb.AllocatedCutResponse, error) {
+		if cc == nil {
+			return NewCutServer(n).AllocatedCut(cctx, &internalpb.AllocatedCutRequest{})
+		}
+		return internalpb.NewCutServiceClient(cc).AllocatedCut(cctx, &internalpb.AllocatedCutRequest{})
+	})
+	return r.GetVersion(), err
+}
+
+// AllocatedCut answers group 0's highest allocated version, read
+// linearizably on its leader.
+func (s *CutServer) AllocatedCut(ctx context.Context, _ *internalpb.AllocatedCutRequest) (*internalpb.AllocatedCutResponse, error) {
+	n := s.n
+	if n.Meta == nil {
+		return nil, toStatus(&raftstore.NotLeaderError{Group: 0}, "")
+	}
+	if st, ok := n.Store.Status(0); !ok || !st.IsLeader {
+		return nil, toStatus(&raftstore.NotLeaderError{Group: 0, Leader: st.Leader}, n.leaderHintOf(0))
+	}
+	if err := n.Store.ReadIndex(ctx, 0); err != nil {
+		return nil, toStatus(err, n.leaderHintOf(0))
+	}
+	return &internalpb.AllocatedCutResponse{Version: n.Meta.LastCut()}, nil
+}
+
+// LearnGossip takes a version announced by gossip. It never blocks (it is
+// called from memberlist's delivery): the highest version announced is
+// admitted in the background by RunGossipVersions.
+func (n *Node) LearnGossip(v uint64) {
+	g := &n.versions
+	for {
+		cur := g.gossip.Load()
+		if v <= cur || g.gossip.CompareAndSwap(cur, v) {
+			break
+		}
+	}
+	if v > n.Clock.Load() {
+		select {
+		case g.wake() <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// RunGossipVersions admits, until ctx ends, the versions LearnGossip took.
+func RunGossipVersions(ctx context.Context, n *Node) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-n.versions.wake():
+		}
+		v := n.versions.gossip.Load()
+		if err := n.admitVersion(ctx, "gossiped cut version", v); err != nil {
+			n.logger().Warn("cut version from gossip refused", "version", v, "err", err)
+		}
+	}
+}
