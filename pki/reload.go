@@ -125,6 +125,7 @@ type Reloader struct {
 	files Files
 	log   *slog.Logger
 	now   func() time.Time // the clock of the change check and of expiry logs; tests set it
+	check func(*x509.Certificate) error
 
 	cur       atomic.Pointer[material]
 	nextCheck atomic.Int64 // UnixNano before which a handshake does not stat the files
@@ -142,13 +143,21 @@ type Reloader struct {
 // unusable now and a warning when it soon will be; so is a certificate
 // that does not chain to the CA file. log nil logs nothing.
 func NewReloader(f Files, log *slog.Logger) (*Reloader, error) {
+	return NewCheckedReloader(f, nil, log)
+}
+
+// NewCheckedReloader is NewReloader with check run on the leaf of every
+// load of f.Cert, the first and each reload: an error fails the load,
+// and the Reloader keeps what it had. The server uses it to refuse a
+// node certificate that names another node.
+func NewCheckedReloader(f Files, check func(leaf *x509.Certificate) error, log *slog.Logger) (*Reloader, error) {
 	if err := f.validate(); err != nil {
 		return nil, err
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	r := &Reloader{files: f, log: log, now: time.Now}
+	r := &Reloader{files: f, log: log, now: time.Now, check: check}
 	if err := r.Reload(); err != nil {
 		return nil, err
 	}
@@ -171,7 +180,7 @@ func (r *Reloader) Reload() error {
 // next check. REQUIRES: r.mu held.
 func (r *Reloader) loadLocked(st stamps) error {
 	r.seen = st
-	m, err := loadMaterial(r.files)
+	m, err := loadMaterial(r.files, r.check)
 	if err != nil {
 		return err
 	}
@@ -206,7 +215,7 @@ func (r *Reloader) maybeReload() {
 func (r *Reloader) Leaf() *x509.Certificate { return r.cur.Load().leaf }
 
 // loadMaterial reads and checks the files of f.
-func loadMaterial(f Files) (*material, error) {
+func loadMaterial(f Files, check func(*x509.Certificate) error) (*material, error) {
 	m := &material{}
 	if f.Cert != "" {
 		cert, err := loadKeyPair(f.Cert, f.Key)
@@ -214,6 +223,11 @@ func loadMaterial(f Files) (*material, error) {
 			return nil, err
 		}
 		m.cert, m.leaf = cert, cert.Leaf
+		if check != nil {
+			if err := check(cert.Leaf); err != nil {
+				return nil, fmt.Errorf("pki: certificate file %s: %w", f.Cert, err)
+			}
+		}
 	}
 	if f.CA != "" {
 		data, err := os.ReadFile(f.CA)

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -539,4 +540,41 @@ func TestConcurrentReloads(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// TestCheckedReloader: the check runs on the first load and on every
+// reload; a refused reload keeps the certificate loaded before.
+func TestCheckedReloader(t *testing.T) {
+	dir := t.TempDir()
+	ca := mustCA(t, dir)
+	n1 := mustNode(t, dir, dir, "n1", "localhost")
+	only := func(want string) func(*x509.Certificate) error {
+		return func(leaf *x509.Certificate) error {
+			if id, _ := NodeID(leaf); id != want {
+				return fmt.Errorf("names %q, not %q", id, want)
+			}
+			return nil
+		}
+	}
+	if _, err := NewCheckedReloader(Files{Cert: n1.Cert, Key: n1.Key, CA: ca.CA}, only("n2"), nil); err == nil || !strings.Contains(err.Error(), `"n1"`) {
+		t.Fatalf("first load of n1's certificate for n2: %v, want refused", err)
+	}
+	r, err := NewCheckedReloader(Files{Cert: n1.Cert, Key: n1.Key, CA: ca.CA}, only("n1"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := r.Leaf().SerialNumber
+	other := mustNode(t, t.TempDir(), dir, "n2", "localhost")
+	for _, f := range [][2]string{{other.Cert, n1.Cert}, {other.Key, n1.Key}} {
+		b, _ := os.ReadFile(f[0])
+		if err := os.WriteFile(f[1], b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Reload(); err == nil || !strings.Contains(err.Error(), `"n2"`) {
+		t.Fatalf("reload of n2's certificate: %v, want refused", err)
+	}
+	if r.Leaf().SerialNumber.Cmp(before) != 0 {
+		t.Fatal("a refused reload replaced the certificate")
+	}
 }

@@ -9,8 +9,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	grpcpeer "google.golang.org/grpc/peer"
+	"google.golang.org/grpc/reflection"
 	"google.golang.org/grpc/status"
 
 	"github.com/cutkv/cutkv/pki"
@@ -396,11 +398,13 @@ func (f forwardConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, metho
 	return f.cc.NewStream(ctx, desc, forwardMethod(method), opts...)
 }
 
-// RegisterClientServices registers on s what clients use: KV, Cluster.
-// (Health and reflection are registered by the server.)
-func RegisterClientServices(s grpc.ServiceRegistrar, n *Node) {
+// RegisterClientServices registers on s everything the client listener
+// serves: KV, Cluster, the health service hs, and server reflection.
+func RegisterClientServices(s *grpc.Server, n *Node, hs healthpb.HealthServer) {
 	kvpb.RegisterKVServer(s, NewKVServer(n))
 	kvpb.RegisterClusterServer(s, NewClusterServer(n))
+	healthpb.RegisterHealthServer(s, hs)
+	reflection.Register(s)
 }
 
 // RegisterPeerServices registers on s the node-to-node services and the

@@ -252,7 +252,9 @@ func (s *RaftServer) Send(stream internalpb.Raft_SendServer) error {
 			}
 		}
 		if err := s.recv.Receive(b.GetFrom(), b.GetMessages()); err != nil {
-			return toStatus(fmt.Errorf("%w: %v", ErrInvalidArgument, err), "")
+			// The store takes nothing any more (stopped, or stopped
+			// serving); what it refuses it drops and counts itself.
+			return status.Errorf(codes.Unavailable, "cutkv: raft messages not taken: %v", err)
 		}
 	}
 }

@@ -346,11 +346,11 @@ func TestTransportRefusedStreamsDoNotLeak(t *testing.T) {
 	}
 }
 
-// TestTransportReceiverError checks that a batch the receiver rejects ends
-// the stream with InvalidArgument.
+// TestTransportReceiverError checks that a batch the receiver cannot take
+// (it stopped) ends the stream with Unavailable.
 func TestTransportReceiverError(t *testing.T) {
 	b := startNode(t, 2, testCluster)
-	b.recv.err = errors.New("malformed message")
+	b.recv.err = errors.New("stopped")
 	conn, err := grpc.NewClient(b.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
@@ -365,8 +365,8 @@ func TestTransportReceiverError(t *testing.T) {
 	if err := stream.Send(&internalpb.RaftBatch{ClusterId: testCluster, From: 1, To: 2, Messages: seqMsg(1, 8)}); err != nil && err != io.EOF {
 		t.Fatal(err)
 	}
-	if _, err := stream.CloseAndRecv(); status.Code(err) != codes.InvalidArgument {
-		t.Fatalf("stream ended with %v, want InvalidArgument", err)
+	if _, err := stream.CloseAndRecv(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("stream ended with %v, want Unavailable", err)
 	}
 	// A clean end of stream is acknowledged.
 	b.recv.err = nil

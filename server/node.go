@@ -21,7 +21,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/reflection"
 
 	"github.com/cutkv/cutkv/cut"
 	"github.com/cutkv/cutkv/discovery"
@@ -215,6 +214,9 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 		Help: "Raft messages from peers dropped before they reached raft, by reason.",
 	}, []string{"reason"})
 	n.reg.MustRegister(peerRejected)
+	for _, r := range raftstore.RejectReasons() {
+		peerRejected.WithLabelValues(r) // every reason shows, at 0
+	}
 	n.store, err = raftstore.Open(raftstore.Config{
 		RaftID:        n.self.RaftID,
 		Groups:        groups,
@@ -308,11 +310,9 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	n.grpcSrv = grpc.NewServer(append(rpc.ServerOptions(limits, conns), n.trust.clientServerOption(),
 		grpc.ChainUnaryInterceptor(n.inflight.interceptor(), grpcMetrics.UnaryInterceptor(), clientAuth.Unary(), rpc.MarkerInterceptor(rn)),
 		grpc.ChainStreamInterceptor(clientAuth.Stream()))...)
-	rpc.RegisterClientServices(n.grpcSrv, rn)
 	n.health = health.NewServer()
 	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
-	healthpb.RegisterHealthServer(n.grpcSrv, n.health)
-	reflection.Register(n.grpcSrv)
+	rpc.RegisterClientServices(n.grpcSrv, rn, n.health)
 
 	// The peer listener: members only.
 	peerAuth := rpc.PeerAuth{Layout: n.layout, RequireCerts: cfg.peerTLS()}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -35,13 +36,16 @@ func loadTrust(cfg *Config, log *slog.Logger) (*trust, error) {
 	t := &trust{gossipFile: cfg.GossipKeyFile}
 	var err error
 	if cfg.peerTLS() {
-		f := pki.Files{Cert: cfg.PeerCertFile, Key: cfg.PeerKeyFile, CA: cfg.PeerTrustedCAFile}
-		if t.peer, err = pki.NewReloader(f, log.With("tls", "peer")); err != nil {
-			return nil, fmt.Errorf("%w: peer TLS: %w", ErrConfig, err)
+		// Every load, the first and each reload, must name this node.
+		check := func(leaf *x509.Certificate) error {
+			if id, ok := pki.NodeID(leaf); !ok || id != cfg.ID {
+				return fmt.Errorf("it names node %q, this node is %q (make one with: kvctl cert create-node %s --hosts ...)", id, cfg.ID, cfg.ID)
+			}
+			return nil
 		}
-		if id, ok := pki.NodeID(t.peer.Leaf()); !ok || id != cfg.ID {
-			return nil, fmt.Errorf("%w: --peer-cert-file %s names node %q, this node is %q (make one with: kvctl cert create-node %s --hosts ...)",
-				ErrConfig, cfg.PeerCertFile, id, cfg.ID, cfg.ID)
+		f := pki.Files{Cert: cfg.PeerCertFile, Key: cfg.PeerKeyFile, CA: cfg.PeerTrustedCAFile}
+		if t.peer, err = pki.NewCheckedReloader(f, check, log.With("tls", "peer")); err != nil {
+			return nil, fmt.Errorf("%w: peer TLS: %w", ErrConfig, err)
 		}
 	}
 	if cfg.clientTLS() {

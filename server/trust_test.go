@@ -765,3 +765,51 @@ func TestTLSPeers(t *testing.T) {
 		t.Fatalf("Put through the TLS client: %v", err)
 	}
 }
+
+// TestTLSReload: new certificate files are served after a reload
+// (kvnode calls Node.Reload on SIGHUP) without a restart; a reloaded peer
+// certificate that names another node is refused and the old one kept.
+func TestTLSReload(t *testing.T) {
+	p := newPKI(t)
+	c := secureCluster(t, 1, p)
+	n := c.Node(0)
+	servedSerial := func(addr string, f pki.Files) string {
+		t.Helper()
+		r, err := pki.NewReloader(f, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn, err := tls.Dial("tcp", addr, r.ClientConfig())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		return conn.ConnectionState().PeerCertificates[0].SerialNumber.String()
+	}
+	admin := p.client("admin", pki.RoleAdmin)
+	before := servedSerial(n.Addrs().GRPC, admin)
+	if _, err := pki.CreateNode(p.dir, p.dir, "n1", []string{"127.0.0.1"}, pki.Options{ValidFor: time.Hour, Force: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Reload(); err != nil {
+		t.Fatalf("reload: %v", err)
+	}
+	if after := servedSerial(n.Addrs().GRPC, admin); after == before {
+		t.Fatalf("the client listener serves serial %s after the reload, as before", after)
+	}
+	peerBefore := servedSerial(n.Addrs().Peer, p.node("n9"))
+	// n1's files now hold a certificate of node n2: refused at reload.
+	other := p.node("n2")
+	for _, f := range [][2]string{{other.Cert, filepath.Join(p.dir, "n1.crt")}, {other.Key, filepath.Join(p.dir, "n1.key")}} {
+		b, _ := os.ReadFile(f[0])
+		if err := os.WriteFile(f[1], b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := n.Reload(); err == nil || !strings.Contains(err.Error(), `"n2"`) {
+		t.Fatalf("reload of another node's certificate: %v, want refused", err)
+	}
+	if got := servedSerial(n.Addrs().Peer, p.node("n8")); got != peerBefore {
+		t.Fatalf("the peer listener serves %s after a refused reload, %s before", got, peerBefore)
+	}
+}
