@@ -52,8 +52,11 @@ func stateFromPB(s kvpb.MemberState) MemberState {
 type Member struct {
 	ID string
 	// RaftID is the node's raft replica id (the same in every group).
-	RaftID     uint64
+	RaftID uint64
+	// GRPCAddr is the member's client address (empty until gossip heard
+	// from it); PeerAddr its peer address, as --initial-cluster names it.
 	GRPCAddr   string
+	PeerAddr   string
 	GossipAddr string
 	HTTPAddr   string
 	State      MemberState
@@ -80,6 +83,7 @@ func (c *Client) Members(ctx context.Context, opts ...Option) ([]Member, error) 
 			ID:         m.GetId(),
 			RaftID:     m.GetRaftId(),
 			GRPCAddr:   m.GetGrpcAddr(),
+			PeerAddr:   m.GetPeerAddr(),
 			GossipAddr: m.GetGossipAddr(),
 			HTTPAddr:   m.GetHttpAddr(),
 			State:      stateFromPB(m.GetState()),

@@ -50,6 +50,14 @@ func (n *Node) admitVersion(ctx context.Context, field string, v uint64) error {
 		return nil
 	}
 	g := &n.versions
+	if n.Meta != nil {
+		// This node's replica of group 0 lags its leader, but whatever
+		// it applied was allocated: most versions are admitted here,
+		// without a read, once the allocation reached this replica.
+		if last := n.Meta.LastCut(); last > g.allocated.Load() {
+			g.allocated.Store(last)
+		}
+	}
 	if v > g.allocated.Load() {
 		g.mu.Lock()
 		// A read finished while this one waited may have answered it.

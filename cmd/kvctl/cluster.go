@@ -32,7 +32,7 @@ func newMembersCmd(g *globals) *cobra.Command {
 				if g.json() {
 					j := jsonMembers{Header: toJSONHeader(h), Members: []jsonMember{}}
 					for _, m := range ms {
-						jm := jsonMember{ID: m.ID, RaftID: m.RaftID, GRPCAddr: m.GRPCAddr, GossipAddr: m.GossipAddr, HTTPAddr: m.HTTPAddr, State: m.State.String()}
+						jm := jsonMember{ID: m.ID, RaftID: m.RaftID, GRPCAddr: m.GRPCAddr, PeerAddr: m.PeerAddr, GossipAddr: m.GossipAddr, HTTPAddr: m.HTTPAddr, State: m.State.String()}
 						if !m.Since.IsZero() {
 							jm.SinceUnixMs = m.Since.UnixMilli()
 						}
@@ -41,13 +41,13 @@ func newMembersCmd(g *globals) *cobra.Command {
 					return writeJSON(out, j)
 				}
 				tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tSTATE\tGRPC\tGOSSIP\tHTTP\tSINCE")
+				fmt.Fprintln(tw, "ID\tSTATE\tGRPC\tPEER\tGOSSIP\tHTTP\tSINCE")
 				for _, m := range ms {
 					since := "-"
 					if !m.Since.IsZero() {
 						since = m.Since.UTC().Format(time.RFC3339)
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.State, dash(m.GRPCAddr), dash(m.GossipAddr), dash(m.HTTPAddr), since)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.ID, m.State, dash(m.GRPCAddr), dash(m.PeerAddr), dash(m.GossipAddr), dash(m.HTTPAddr), since)
 				}
 				return tw.Flush()
 			})

@@ -111,6 +111,7 @@ type jsonMember struct {
 	ID          string `json:"id"`
 	RaftID      uint64 `json:"raft_id"`
 	GRPCAddr    string `json:"grpc_addr"`
+	PeerAddr    string `json:"peer_addr"`
 	GossipAddr  string `json:"gossip_addr"`
 	HTTPAddr    string `json:"http_addr"`
 	State       string `json:"state"`

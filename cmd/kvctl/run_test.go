@@ -218,10 +218,10 @@ func TestMembers(t *testing.T) {
 		t.Fatalf("members: %+v", r)
 	}
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
-	if len(lines) != 4 || strings.Join(strings.Fields(lines[0]), " ") != "ID STATE GRPC GOSSIP HTTP SINCE" {
+	if len(lines) != 4 || strings.Join(strings.Fields(lines[0]), " ") != "ID STATE GRPC PEER GOSSIP HTTP SINCE" {
 		t.Fatalf("members table:\n%s", r.stdout)
 	}
-	if f := strings.Fields(lines[1]); len(f) != 6 || f[0] != "n1" || f[1] != "alive" || f[2] != cl.Nodes[0].Addr || f[5] != "2023-11-14T22:13:20Z" {
+	if f := strings.Fields(lines[1]); len(f) != 7 || f[0] != "n1" || f[1] != "alive" || f[2] != cl.Nodes[0].Addr || f[6] != "2023-11-14T22:13:20Z" {
 		t.Errorf("row %q", lines[1])
 	}
 	var js struct {

@@ -125,7 +125,7 @@ func TestKvctlCuts(t *testing.T) {
 			t.Errorf("cut %d partition row %d: %+v; want partitions in order, pos > 0, finish_index >= pos", cut.Version, i, p)
 		}
 	}
-	if created.Header.ClusterID == 0 || created.Header.MemberID == "" {
+	if len(created.Header.ClusterID) != 16 || created.Header.MemberID == "" {
 		t.Errorf("cut create header: %+v", created.Header)
 	}
 

@@ -17,7 +17,7 @@ import (
 // kvctl's own types.
 type (
 	jHeader struct {
-		ClusterID  uint64 `json:"cluster_id"`
+		ClusterID  string `json:"cluster_id"`
 		MemberID   string `json:"member_id"`
 		RaftTerm   uint64 `json:"raft_term"`
 		CutVersion uint64 `json:"cut_version"`
@@ -43,6 +43,7 @@ type (
 		ID          string `json:"id"`
 		RaftID      uint64 `json:"raft_id"`
 		GRPCAddr    string `json:"grpc_addr"`
+		PeerAddr    string `json:"peer_addr"`
 		GossipAddr  string `json:"gossip_addr"`
 		HTTPAddr    string `json:"http_addr"`
 		State       string `json:"state"`
@@ -80,7 +81,7 @@ type (
 	}
 	jStatus struct {
 		Header     jHeader  `json:"header"`
-		ClusterID  uint64   `json:"cluster_id"`
+		ClusterID  string   `json:"cluster_id"`
 		Partitions uint32   `json:"partitions"`
 		Groups     []jGroup `json:"groups"`
 		Nodes      []jNode  `json:"nodes"`
@@ -91,7 +92,7 @@ type (
 var (
 	headerFields = []string{"cluster_id", "cut_version", "member_id", "raft_term"}
 	kvFields     = []string{"create_index", "key", "mod_index", "value", "version"}
-	memberFields = []string{"gossip_addr", "grpc_addr", "http_addr", "id", "raft_id", "since_unix_ms", "state"}
+	memberFields = []string{"gossip_addr", "grpc_addr", "http_addr", "id", "peer_addr", "raft_id", "since_unix_ms", "state"}
 	groupFields  = []string{"applied_index", "commit_index", "id", "keys", "leader", "materializations", "materialized_index", "replicas", "reported_by", "term", "wal_tail_bytes", "wal_tail_entries"}
 	nodeFields   = []string{"disk_free_bytes", "disk_total_bytes", "id", "serving", "version", "wal_bytes", "wal_first_index", "wal_last_index"}
 )
@@ -251,7 +252,7 @@ func TestKvctl(t *testing.T) {
 		raw := decodeJSON(t, r, &put)
 		checkFields(t, "put", mustMarshal(t, raw), []string{"header"})
 		checkFields(t, "put.header", raw["header"], headerFields)
-		if put.Header.ClusterID == 0 || !slices.Contains([]string{"n1", "n2", "n3"}, put.Header.MemberID) || put.Header.RaftTerm == 0 {
+		if len(put.Header.ClusterID) != 16 || !slices.Contains([]string{"n1", "n2", "n3"}, put.Header.MemberID) || put.Header.RaftTerm == 0 {
 			t.Errorf("put header %+v: want a cluster id, a member id and a raft term", put.Header)
 		}
 		clusterID := put.Header.ClusterID
@@ -273,7 +274,7 @@ func TestKvctl(t *testing.T) {
 			t.Errorf("get after one put: version %d create %d mod %d; want 1, n, n", kv.Version, kv.CreateIndex, kv.ModIndex)
 		}
 		if get.Header.ClusterID != clusterID || get.Header.RaftTerm == 0 {
-			t.Errorf("get header %+v: want cluster %d and a raft term", get.Header, clusterID)
+			t.Errorf("get header %+v: want cluster %s and a raft term", get.Header, clusterID)
 		}
 
 		// A second write bumps version and mod_index, not create_index.
@@ -402,8 +403,8 @@ func TestKvctl(t *testing.T) {
 		checkFields(t, "status", mustMarshal(t, raw), []string{"cluster_id", "groups", "header", "nodes", "partitions"})
 		checkArrayFields(t, "status.groups", raw["groups"], groupFields)
 		checkArrayFields(t, "status.nodes", raw["nodes"], nodeFields)
-		if st.Partitions != 4 || len(st.Groups) != 5 || len(st.Nodes) != 3 || st.ClusterID == 0 || st.ClusterID != st.Header.ClusterID {
-			t.Fatalf("status: %d partitions, %d groups, %d nodes, cluster %d (header %d); want 4, 5, 3", st.Partitions, len(st.Groups), len(st.Nodes), st.ClusterID, st.Header.ClusterID)
+		if st.Partitions != 4 || len(st.Groups) != 5 || len(st.Nodes) != 3 || len(st.ClusterID) != 16 || st.ClusterID != st.Header.ClusterID {
+			t.Fatalf("status: %d partitions, %d groups, %d nodes, cluster %q (header %q); want 4, 5, 3 and 16 hex digits", st.Partitions, len(st.Groups), len(st.Nodes), st.ClusterID, st.Header.ClusterID)
 		}
 		var keysStored uint64
 		for i, g := range st.Groups {
@@ -441,8 +442,8 @@ func TestKvctl(t *testing.T) {
 	}
 	for i, m := range ms.Members {
 		n := c.Nodes[i]
-		if m.ID != n.ID || m.State != "alive" || m.RaftID == 0 || m.GRPCAddr != n.GRPC || m.GossipAddr != n.Gossip || m.HTTPAddr != n.HTTP || m.SinceUnixMs <= 0 {
-			t.Errorf("member %d: %+v; want %s alive at %s/%s/%s", i, m, n.ID, n.GRPC, n.Gossip, n.HTTP)
+		if m.ID != n.ID || m.State != "alive" || m.RaftID == 0 || m.GRPCAddr != n.GRPC || m.PeerAddr != n.Peer || m.GossipAddr != n.Gossip || m.HTTPAddr != n.HTTP || m.SinceUnixMs <= 0 {
+			t.Errorf("member %d: %+v; want %s alive at %s/%s/%s/%s", i, m, n.ID, n.GRPC, n.Peer, n.Gossip, n.HTTP)
 		}
 	}
 

@@ -57,6 +57,7 @@ func TestSnapshotsUnderBankLoadRestore(t *testing.T) {
 		// verifier.
 		cfg.MaterializeInterval = 3 * time.Second
 		cfg.WALSegmentSize = 1 << 30
+		cfg.SnapshotStore = store
 	}})
 	r, err := bank.NewRouter(c.Endpoints())
 	if err != nil {
@@ -97,6 +98,9 @@ func TestSnapshotsUnderBankLoadRestore(t *testing.T) {
 	waitLoad()
 	loadStopped = true
 	var up, reused, pieces uint64
+	if len(taken) == 0 {
+		t.Fatalf("no snapshot taken; failures: %v", failures)
+	}
 	for _, s := range taken[1:] {
 		up += s.GetBytesUploaded()
 		reused += uint64(s.GetPiecesReused())
