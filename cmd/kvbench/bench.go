@@ -420,7 +420,7 @@ func benchmark(ctx context.Context, cfg *Config, stderr io.Writer) (*Result, err
 		before = append(before, s)
 	}
 
-	conns, err := connectAll(ctx, drv, cfg.Endpoints, cfg.Conns, ConnectOptions{DialTimeout: cfg.DialTimeout})
+	conns, err := connectAll(ctx, drv, cfg.Endpoints, cfg.Conns, cfg.connectOptions())
 	if err != nil {
 		return nil, err
 	}
@@ -443,7 +443,7 @@ func benchmark(ctx context.Context, cfg *Config, stderr io.Writer) (*Result, err
 		}
 		// The auditor has a connection of its own, so that its reads are
 		// not queued behind the workers' requests in a client.
-		if auditConn, err = drv.Connect(r.ctx, cfg.Endpoints, ConnectOptions{DialTimeout: cfg.DialTimeout}); err != nil {
+		if auditConn, err = drv.Connect(r.ctx, cfg.Endpoints, cfg.connectOptions()); err != nil {
 			return nil, fmt.Errorf("auditor: %w", err)
 		}
 		defer auditConn.Close()
@@ -491,7 +491,7 @@ func benchmark(ctx context.Context, cfg *Config, stderr io.Writer) (*Result, err
 	}
 	var cuts *cutter
 	if cfg.CutInterval > 0 {
-		if cuts, err = startCutter(cfg.Endpoints[0], cfg.CutInterval); err != nil {
+		if cuts, err = startCutter(cfg.Endpoints[0], cfg.CutInterval, cfg.TLS); err != nil {
 			return nil, err
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/cutkv/cutkv/client"
 )
 
 // Defaults filled in by Config.Validate.
@@ -47,6 +49,10 @@ type Config struct {
 	// Endpoints are the addresses the driver talks to, and the only ones
 	// kvbench sends load to. Default: the driver's DefaultEndpoints.
 	Endpoints []string
+	// TLS, when set (cutkv only: --cacert, --cert, --key), makes every
+	// connection TLS; it is passed as it is to client.Config.TLS. nil:
+	// plaintext.
+	TLS *client.TLSFiles
 
 	// Clients is the number of concurrent workers, each with at most one
 	// operation in flight. Default 16.
@@ -207,6 +213,9 @@ func (c *Config) Validate() error {
 	if err := c.validateTxn(); err != nil {
 		return err
 	}
+	if err := c.validateTLS(); err != nil {
+		return err
+	}
 	durations := []struct {
 		name string
 		v    *time.Duration
@@ -230,6 +239,28 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("invalid --progress %v: must not be negative (0 turns it off)", c.Progress)
 	}
 	return nil
+}
+
+// validateTLS checks --cacert, --cert and --key: cutkv only, a CA to
+// verify the servers with, a certificate with its key.
+func (c *Config) validateTLS() error {
+	t := c.TLS
+	switch {
+	case t == nil:
+		return nil
+	case c.Target != "cutkv":
+		return fmt.Errorf("--cacert, --cert and --key apply only to --target cutkv, not %s", c.Target)
+	case t.CACert == "":
+		return errors.New("--cert and --key need --cacert (the CA the cluster's certificates chain to)")
+	case (t.Cert == "") != (t.Key == ""):
+		return errors.New("--cert and --key go together")
+	}
+	return nil
+}
+
+// connectOptions are what the drivers get of c.
+func (c *Config) connectOptions() ConnectOptions {
+	return ConnectOptions{DialTimeout: c.DialTimeout, TLS: c.TLS}
 }
 
 // The values of --txn-keys.

@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/cutkv/cutkv/client"
 	"github.com/cutkv/cutkv/proto/kvpb"
 )
 
@@ -40,8 +40,15 @@ type cutter struct {
 	firstErr  string
 }
 
-func startCutter(endpoint string, interval time.Duration) (*cutter, error) {
-	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+// startCutter starts taking cuts through endpoint, with TLS when tlsFiles
+// is set (the cluster checks the certificate's role: CreateCut needs
+// admin).
+func startCutter(endpoint string, interval time.Duration, tlsFiles *client.TLSFiles) (*cutter, error) {
+	creds, err := cutkvCredentials(tlsFiles)
+	if err != nil {
+		return nil, fmt.Errorf("cutter: %w", err)
+	}
+	conn, err := grpc.NewClient(endpoint, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return nil, fmt.Errorf("cutter: %w", err)
 	}

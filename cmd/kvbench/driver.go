@@ -6,6 +6,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/cutkv/cutkv/client"
 )
 
 // A Driver connects kvbench to one kind of database, so that every target
@@ -26,6 +28,9 @@ type Driver interface {
 // ConnectOptions are the parts of the configuration a driver needs.
 type ConnectOptions struct {
 	DialTimeout time.Duration
+	// TLS is cutkv's client TLS (Config.TLS); nil: plaintext. Validate
+	// refuses it for the other targets.
+	TLS *client.TLSFiles
 }
 
 // Conn is one connection to the cluster. kvbench calls its methods from

@@ -25,6 +25,9 @@ import (
 // and value size, or appends one. Everything outside the markers is left
 // as it is; a missing section is appended at the end of the file.
 //
+// A run over TLS (--cacert) shows its target as "cutkv tls", so that it
+// gets a row of its own beside the plaintext run of the same shape.
+//
 // A table that holds a transactional run (txn, bank) has one more column,
 // aborts (count and rate), after errors; the rows of other runs show "-"
 // there. Tables without one keep the original columns, so that tables
@@ -71,8 +74,12 @@ func reportRow(r *Result) []string {
 	case r.WAL != nil:
 		wal = strconv.FormatFloat(r.WAL.RecordsPerFsync, 'f', 1, 64)
 	}
+	target := r.Target
+	if c.TLS != nil {
+		target += " tls"
+	}
 	row := []string{
-		r.Target, wl, strconv.Itoa(c.Clients), strconv.Itoa(c.Conns), valueSize,
+		target, wl, strconv.Itoa(c.Clients), strconv.Itoa(c.Conns), valueSize,
 		strconv.FormatFloat(r.OpsPerSec, 'f', 0, 64),
 		strconv.FormatFloat(r.Latency.P50, 'f', 2, 64),
 		strconv.FormatFloat(r.Latency.P99, 'f', 2, 64),

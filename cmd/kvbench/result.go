@@ -74,6 +74,16 @@ type RunConfig struct {
 	OpTimeout     string   `json:"op_timeout"`
 	MaxErrors     int64    `json:"max_errors"`
 	Metrics       []string `json:"metrics_urls,omitempty"`
+	// TLS names the files of --cacert, --cert and --key; absent for a
+	// plaintext run.
+	TLS *RunTLS `json:"tls,omitempty"`
+}
+
+// RunTLS is the TLS configuration as the JSON result shows it.
+type RunTLS struct {
+	CACert string `json:"cacert"`
+	Cert   string `json:"cert,omitempty"`
+	Key    string `json:"key,omitempty"`
 }
 
 func runConfig(c *Config) RunConfig {
@@ -85,6 +95,9 @@ func runConfig(c *Config) RunConfig {
 	}
 	if c.Duration > 0 {
 		rc.Duration = c.Duration.String()
+	}
+	if t := c.TLS; t != nil {
+		rc.TLS = &RunTLS{CACert: t.CACert, Cert: t.Cert, Key: t.Key}
 	}
 	if c.Workload == "mixed" {
 		rr := c.ReadRatio
@@ -293,7 +306,15 @@ func summarize(s *opStats, elapsed time.Duration) OpStats {
 func (r *Result) writeText(w io.Writer) error {
 	c := r.cfg
 	bw := &errWriter{w: w}
-	fmt.Fprintf(bw, "kvbench %s on %s (%s)\n", r.Workload, r.Target, strings.Join(c.Endpoints, ","))
+	fmt.Fprintf(bw, "kvbench %s on %s (%s)", r.Workload, r.Target, strings.Join(c.Endpoints, ","))
+	switch t := c.TLS; {
+	case t == nil:
+	case t.Cert != "":
+		fmt.Fprintf(bw, " over TLS, client certificate %s", t.Cert)
+	default:
+		fmt.Fprintf(bw, " over TLS")
+	}
+	fmt.Fprintf(bw, "\n")
 	switch r.Workload {
 	case "bank":
 		fmt.Fprintf(bw, "%d clients, %d conns, %d B keys, %d accounts, audit every %v, seed %d\n",

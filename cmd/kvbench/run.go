@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/cutkv/cutkv/client"
 )
 
 // Exit codes.
@@ -49,6 +51,8 @@ type flags struct {
 	out           string
 	reportMD      string
 	reportSection string
+	// cacert, cert and key are --cacert, --cert and --key (cutkv's TLS).
+	cacert, cert, key string
 }
 
 // runEnv is run with the context and the environment injected.
@@ -82,6 +86,11 @@ Every run ends by itself, and sends load only to --endpoints (and reads
 Endpoints come from --endpoints, else from $` + envCutkvEndpoints + ` (cutkv) or $` + envEtcdEndpoints + ` (etcd),
 else ` + defaultCutkvEndpoints + ` (cutkv) or ` + defaultEtcdEndpoints + ` (etcd).
 
+cutkv over TLS: --cacert (the CA the nodes' certificates chain to), and
+--cert and --key for a client certificate when the nodes require one
+(kvctl cert create-client NAME --role write); kvbench reads no
+environment variable for them.
+
 Exit codes: 0 ok, 1 the run failed or stopped early, 2 usage.`,
 		Args:          cobra.ArbitraryArgs,
 		SilenceErrors: true,
@@ -99,6 +108,9 @@ Exit codes: 0 ok, 1 the run failed or stopped early, 2 usage.`,
 	c := &f.cfg
 	fl.StringVar(&c.Target, "target", "cutkv", "database to drive: "+driverNames())
 	fl.StringVar(&f.endpoints, "endpoints", "", "comma-separated addresses of cluster nodes (default: per --target, see above)")
+	fl.StringVar(&f.cacert, "cacert", "", "cutkv: CA certificate the servers' certificates chain to: connect with TLS")
+	fl.StringVar(&f.cert, "cert", "", "cutkv: client certificate, whose role the cluster checks (write for put, txn and bank; admin for --cut-interval)")
+	fl.StringVar(&f.key, "key", "", "cutkv: key of --cert")
 	fl.IntVar(&c.Clients, "clients", defaultClients, "concurrent workers, each with one operation in flight")
 	fl.IntVar(&c.Conns, "conns", defaultConns, "client connections, shared by the workers round-robin (at most --clients)")
 	fl.DurationVar(&c.Duration, "duration", 0, "length of the measured phase (default 10s unless --total is given)")
@@ -194,6 +206,9 @@ func (f *flags) run(cmd *cobra.Command, args []string, stdout, stderr io.Writer,
 		} else {
 			c.Endpoints = d.DefaultEndpoints(getenv)
 		}
+	}
+	if f.cacert != "" || f.cert != "" || f.key != "" {
+		c.TLS = &client.TLSFiles{CACert: f.cacert, Cert: f.cert, Key: f.key}
 	}
 	for _, u := range splitEndpoints(f.metrics) {
 		mu, err := metricsURL(u)
