@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 )
@@ -57,13 +58,9 @@ func NewWithConfig(ctx context.Context, cfg Config) (*Client, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	creds := insecure.NewCredentials()
-	if t := cfg.TLS; t != nil {
-		r, err := pki.NewReloader(pki.Files{Cert: t.Cert, Key: t.Key, CA: t.CACert}, cfg.Logger)
-		if err != nil {
-			return nil, fmt.Errorf("client: TLS: %w", err)
-		}
-		creds = grpctls.Client(r.ClientConfig)
+	creds, err := TransportCredentials(cfg.TLS, cfg.Logger)
+	if err != nil {
+		return nil, err
 	}
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(creds),
@@ -102,6 +99,20 @@ func NewWithConfig(ctx context.Context, cfg Config) (*Client, error) {
 			return nil, &OpError{Op: "connect", Kind: ErrUnavailable, Err: err}
 		}
 	}
+}
+
+// TransportCredentials are the gRPC credentials for t: TLS with t's CA
+// (reloaded when the files change) and client certificate, or plaintext
+// when t is nil. kvctl's own connections use them too.
+func TransportCredentials(t *TLSFiles, log *slog.Logger) (credentials.TransportCredentials, error) {
+	if t == nil {
+		return insecure.NewCredentials(), nil
+	}
+	r, err := pki.NewReloader(pki.Files{Cert: t.Cert, Key: t.Key, CA: t.CACert}, log)
+	if err != nil {
+		return nil, fmt.Errorf("client: TLS: %w", err)
+	}
+	return grpctls.Client(r.ClientConfig), nil
 }
 
 // Close releases the connections. Operations in flight fail.

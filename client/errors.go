@@ -91,6 +91,8 @@ func transportHint(msg string) string {
 		return " (the server speaks plaintext: connect without --cacert/--cert/--key, or give the server --cert-file and --key-file)"
 	case strings.Contains(msg, "server preface"):
 		return " (the server closed the connection at once: it may speak TLS — pass --cacert, and --cert/--key for a client certificate — or be at its --max-connections limit)"
+	case strings.Contains(msg, "broken pipe"), strings.Contains(msg, "connection reset by peer"):
+		return " (the server closed the connection: it may be at its --max-connections limit, or speak TLS — pass --cacert)"
 	case strings.Contains(msg, "certificate signed by unknown authority"):
 		return " (the server's certificate does not chain to --cacert: use the CA the cluster's certificates come from)"
 	case strings.Contains(msg, "certificate required"):

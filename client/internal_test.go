@@ -2,6 +2,7 @@ package client
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -178,5 +179,26 @@ func TestObserveCutVersionPerCluster(t *testing.T) {
 		if got := c.CutVersion(); got != step.want {
 			t.Fatalf("after cluster %q version %d: CutVersion %d, want %d", step.cluster, step.v, got, step.want)
 		}
+	}
+}
+
+// TestTransportHint: the connection errors of a TLS mismatch or a full
+// listener get a hint saying what to do; others none.
+func TestTransportHint(t *testing.T) {
+	for msg, says := range map[string]string{
+		`connection error: desc = "error reading server preface: EOF"`:                                     "speak TLS",
+		`transport: authentication handshake failed: tls: first record does not look like a TLS handshake`: "plaintext",
+		`x509: certificate signed by unknown authority`:                                                    "--cacert",
+		`remote error: tls: certificate required`:                                                          "--cert",
+		`write tcp 127.0.0.1:1->127.0.0.1:2: write: broken pipe`:                                           "max-connections",
+		`dial tcp 127.0.0.1:1: connect: connection refused`:                                                "",
+	} {
+		got := transportHint(msg)
+		if (says == "") != (got == "") || !strings.Contains(got, says) {
+			t.Errorf("transportHint(%q) = %q, want one saying %q", msg, got, says)
+		}
+	}
+	if !TLSMismatch("x509: certificate has expired") || TLSMismatch("error reading server preface: EOF") || TLSMismatch("connection refused") {
+		t.Error("TLSMismatch")
 	}
 }

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -57,16 +58,29 @@ func (p *connPool) close() error {
 	return errors.Join(errs...)
 }
 
-// lastConnError says why cc's last connection attempt failed (a refused
+// LastConnError says why cc's last connection attempt failed (a refused
 // dial, a TLS mismatch): a call on a channel in TRANSIENT_FAILURE fails at
 // once, without sending anything, with that reason. The call is a Routing
 // request, harmless should the channel have become ready meanwhile.
-func lastConnError(ctx context.Context, cc *grpc.ClientConn) string {
+func LastConnError(ctx context.Context, cc *grpc.ClientConn) string {
 	_, err := kvpb.NewClusterClient(cc).Routing(ctx, &kvpb.RoutingRequest{})
 	if err == nil {
 		return "it recovered"
 	}
 	return status.Convert(err).Message()
+}
+
+// TLSMismatch says whether a connection failure (LastConnError) is a TLS
+// or certificate problem, which retrying cannot fix. (A server that closes
+// at once, "server preface", may speak TLS or be at its connection limit:
+// not counted here.)
+func TLSMismatch(msg string) bool {
+	for _, s := range []string{"tls:", "x509:", "certificate"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // waitReady blocks until cc is READY, and returns an *errNotSent when it
@@ -88,7 +102,7 @@ func waitReady(ctx context.Context, addr string, cc *grpc.ClientConn, timeout ti
 		case connectivity.Ready:
 			return nil
 		case connectivity.TransientFailure:
-			return &errNotSent{addr: addr, cause: "connection failed: " + lastConnError(ctx, cc)}
+			return &errNotSent{addr: addr, cause: "connection failed: " + LastConnError(ctx, cc)}
 		case connectivity.Shutdown:
 			return ErrClosed
 		}

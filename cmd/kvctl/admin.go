@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/cutkv/cutkv/client"
@@ -14,7 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 )
 
@@ -65,8 +66,13 @@ type adminCall struct {
 type adminConns struct {
 	endpoints   []string
 	dialTimeout time.Duration
+	creds       credentials.TransportCredentials
 	conns       map[string]*grpc.ClientConn
 }
+
+// errTLS: a connection failed for a TLS or certificate mismatch, which no
+// retry fixes.
+var errTLS = errors.New("TLS mismatch")
 
 // withAdmin checks the global flags like withClient and runs fn with the
 // endpoints' connections, under --timeout; when --timeout was not given,
@@ -86,7 +92,15 @@ func (g *globals) withAdmin(cmd *cobra.Command, def time.Duration, fn func(ctx c
 	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 	defer cancel()
-	a := &adminConns{endpoints: eps, dialTimeout: g.dialTimeout, conns: map[string]*grpc.ClientConn{}}
+	tls, err := g.tlsFiles(cmd)
+	if err != nil {
+		return err
+	}
+	creds, err := client.TransportCredentials(tls, nil)
+	if err != nil {
+		return &runError{err}
+	}
+	a := &adminConns{endpoints: eps, dialTimeout: g.dialTimeout, creds: creds, conns: map[string]*grpc.ClientConn{}}
 	defer a.close()
 	if err := fn(ctx, a); err != nil {
 		return &runError{err}
@@ -107,7 +121,7 @@ func (a *adminConns) conn(ctx context.Context, addr string) (*grpc.ClientConn, e
 	if cc == nil {
 		var err error
 		cc, err = grpc.NewClient(addr,
-			grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithTransportCredentials(a.creds),
 			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgSize)))
 		if err != nil {
 			return nil, err
@@ -126,7 +140,11 @@ func (a *adminConns) conn(ctx context.Context, addr string) (*grpc.ClientConn, e
 		case connectivity.Ready:
 			return cc, nil
 		case connectivity.TransientFailure:
-			return nil, errors.New(addr + ": not connected (connection failed)")
+			msg := client.LastConnError(ctx, cc)
+			if client.TLSMismatch(msg) {
+				return nil, fmt.Errorf("%w: %s: not connected: %s", errTLS, addr, msg)
+			}
+			return nil, errors.New(addr + ": not connected (connection failed: " + msg + ")")
 		}
 		if !cc.WaitForStateChange(wctx, s) {
 			return nil, errors.New(addr + ": not connected (still " + s.String() + ")")
@@ -143,13 +161,22 @@ func (a *adminConns) do(ctx context.Context, call adminCall) error {
 		maybeRan bool // an attempt may have reached the cluster
 	)
 	for round := 0; ; round++ {
+		closedAtOnce := 0 // endpoints that closed the connection unread
 		for _, ep := range a.endpoints {
 			if ctx.Err() != nil {
 				break
 			}
 			addr = ep
 			cc, err := a.conn(ctx, addr)
+			if errors.Is(err, errTLS) {
+				// Every endpoint of a cluster speaks the same TLS: waiting
+				// out --timeout would not help.
+				return &client.OpError{Op: call.name, Addr: addr, Kind: client.ErrUnavailable, Err: err}
+			}
 			if err != nil {
+				if strings.Contains(err.Error(), "server preface") {
+					closedAtOnce++
+				}
 				lastErr = err
 				continue
 			}
@@ -171,6 +198,12 @@ func (a *adminConns) do(ctx context.Context, call adminCall) error {
 				}
 				return &client.OpError{Op: call.name, Addr: addr, Kind: kind, Err: err}
 			}
+		}
+		if closedAtOnce == len(a.endpoints) {
+			// Every node closed the connection before a word: they speak
+			// TLS (or all are at their connection limit); say so now
+			// rather than at --timeout.
+			return &client.OpError{Op: call.name, Addr: addr, Kind: client.ErrUnavailable, Err: lastErr}
 		}
 		if !sleepBackoff(ctx, round) {
 			kind := client.ErrUnavailable
@@ -211,6 +244,8 @@ func classifyAdmin(err error) (retry, ambiguous bool, kind error) {
 		return true, false, nil
 	case codes.InvalidArgument:
 		return false, false, client.ErrInvalidArgument
+	case codes.PermissionDenied, codes.Unauthenticated:
+		return false, false, client.ErrPermissionDenied
 	case codes.Unknown, codes.Internal, codes.DataLoss:
 		return false, true, nil
 	default:

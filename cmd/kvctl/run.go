@@ -223,6 +223,9 @@ func describe(err error, cmd *cobra.Command, g *globals) (int, string) {
 	if !errors.As(err, &re) {
 		return exitUsage, fmt.Sprintf("%v\nRun '%s --help' for usage.", err, path)
 	}
+	if errors.Is(err, client.ErrPermissionDenied) {
+		return exitDenied, fmt.Sprintf("%v\nUse a client certificate whose role allows this command (--cert/--key or $%s/$%s; kvctl cert create-client NAME --role admin|write|read makes one).", err, envCert, envKey)
+	}
 	if code, msg, ok := describeSnapshot(err, cmd); ok {
 		return code, msg
 	}
@@ -258,8 +261,6 @@ func describe(err error, cmd *cobra.Command, g *globals) (int, string) {
 			return exitNotFound, fmt.Sprintf("key %s not found", client.QuoteKey(oe.Key))
 		}
 		return exitNotFound, "not found"
-	case errors.Is(err, client.ErrPermissionDenied):
-		return exitDenied, fmt.Sprintf("%v\nUse a client certificate whose role allows this command (--cert/--key or $%s/$%s; kvctl cert create-client NAME --role admin|write|read makes one).", err, envCert, envKey)
 	case errors.Is(err, client.ErrInvalidArgument) && isTxn(cmd):
 		return exitUsage, fmt.Sprintf("%v\nA transaction has at most --max-ops compares and ops per branch; a branch writes a key at most once and reads no key it writes; keys are 1 to %d bytes, values at most %d bytes.", err, client.MaxKeySize, client.MaxValueSize)
 	case errors.Is(err, client.ErrInvalidArgument):
