@@ -113,9 +113,10 @@ type Config struct {
 	// SIGHUP with the certificates.
 	GossipKeyFile string
 
-	// MaxConnections bounds the connections each listener holds open;
-	// default 1024. At start it must fit the file descriptor limit, with
-	// room for the WAL and storage.
+	// MaxConnections bounds the connections each listener holds open. At
+	// start it must fit the file descriptor limit, with room for the WAL
+	// and storage. 0 (the default): 1024, or less when the descriptor
+	// limit is lower (logged).
 	MaxConnections int
 	// IdleTimeout closes a connection idle that long; default 5m.
 	IdleTimeout time.Duration
@@ -208,10 +209,7 @@ func (c *Config) Validate() error {
 	if countSet(c.CertFile, c.KeyFile) == 1 || (c.TrustedCAFile != "" && c.CertFile == "") {
 		return fmt.Errorf("%w: client TLS needs --cert-file and --key-file (and optionally --trusted-ca-file, which requires client certificates)", ErrConfig)
 	}
-	if c.MaxConnections == 0 {
-		c.MaxConnections = 1024
-	}
-	if c.MaxConnections < 16 {
+	if c.MaxConnections < 0 || (c.MaxConnections > 0 && c.MaxConnections < 16) {
 		return fmt.Errorf("%w: --max-connections %d: at least 16 (peers hold a few connections each)", ErrConfig, c.MaxConnections)
 	}
 	if c.IdleTimeout == 0 {

@@ -132,9 +132,10 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	if n.self.RaftID == 0 {
 		return nil, fmt.Errorf("%w: node %q is not a member of cluster %s", ErrConfig, cfg.ID, topology.FormatClusterID(n.layout.ClusterID))
 	}
-	if err := checkFileLimit(cfg.MaxConnections, len(n.layout.GroupsOf(n.self.RaftID))); err != nil {
+	if n.cfg.MaxConnections, err = fileLimitConns(cfg.MaxConnections, len(n.layout.GroupsOf(n.self.RaftID)), n.log); err != nil {
 		return nil, err
 	}
+	cfg = n.cfg
 	if n.trust, err = loadTrust(&n.cfg, n.log); err != nil {
 		return nil, err
 	}

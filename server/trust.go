@@ -156,22 +156,42 @@ func (n *Node) Reload() error {
 // and snapshot files, peer connections, gossip, and the runtime's own.
 const fdReserve = 256
 
-// checkFileLimit refuses a --max-connections that does not fit the
-// process's file descriptor limit (Go raises the soft limit to the hard
-// one at start), with room for the WAL and storage: two listeners, each
-// up to max connections, plus fdReserve and a few per group.
-func checkFileLimit(maxConns, groups int) error {
+// defaultMaxConnections is --max-connections when not given, lowered to
+// what the descriptor limit allows.
+const defaultMaxConnections = 1024
+
+// fileLimitConns checks --max-connections against the process's file
+// descriptor limit (Go raises the soft limit to the hard one at start),
+// keeping room for the WAL and storage: two listeners, each up to that
+// many connections, plus fdReserve and a few per group. A value given
+// that does not fit is refused; the default (0) is 1024, lowered to fit.
+func fileLimitConns(maxConns, groups int, log *slog.Logger) (int, error) {
 	var rl syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
-		return nil // not knowable here: nothing to check against
+		if maxConns == 0 {
+			maxConns = defaultMaxConnections
+		}
+		return maxConns, nil // not knowable here: nothing to check against
 	}
-	need := uint64(2*maxConns + fdReserve + 4*groups)
-	if rl.Cur < need {
-		return fmt.Errorf("%w: --max-connections %d needs %d file descriptors (two listeners, %d kept for the WAL and storage), the limit is %d: "+
+	fits := (int(min(rl.Cur, 1<<30)) - fdReserve - 4*groups) / 2
+	if maxConns == 0 {
+		maxConns = defaultMaxConnections
+		if fits < maxConns {
+			if fits < 16 {
+				return 0, fmt.Errorf("%w: the file descriptor limit %d leaves no room for connections beside the WAL and storage (%d kept); raise it (ulimit -n, LimitNOFILE=)",
+					ErrConfig, rl.Cur, fdReserve+4*groups)
+			}
+			log.Warn("the file descriptor limit is low: each listener takes fewer connections than the default", "max_connections", fits, "rlimit_nofile", rl.Cur)
+			maxConns = fits
+		}
+		return maxConns, nil
+	}
+	if maxConns > fits {
+		return 0, fmt.Errorf("%w: --max-connections %d needs %d file descriptors (two listeners, %d kept for the WAL and storage), the limit is %d: "+
 			"lower --max-connections to %d or raise the limit (ulimit -n, LimitNOFILE=)",
-			ErrConfig, maxConns, need, need-uint64(2*maxConns), rl.Cur, max(0, (int(rl.Cur)-fdReserve-4*groups)/2))
+			ErrConfig, maxConns, 2*maxConns+fdReserve+4*groups, fdReserve+4*groups, rl.Cur, max(0, fits))
 	}
-	return nil
+	return maxConns, nil
 }
 
 // connMetrics count the connections each listener holds and refuses.

@@ -89,7 +89,7 @@ func newFlags(stderr io.Writer) *flags {
 	fs.StringVar(&f.cfg.KeyFile, "key-file", "", "key of --cert-file")
 	fs.StringVar(&f.cfg.TrustedCAFile, "trusted-ca-file", "", "CA of client certificates: requires one, whose role (read, write, admin) is checked on every call")
 	fs.StringVar(&f.cfg.GossipKeyFile, "gossip-key-file", "", "gossip encryption keys, one base64 key (16, 24 or 32 bytes) a line; the first encrypts")
-	fs.IntVar(&f.cfg.MaxConnections, "max-connections", 1024, "most connections each listener holds open; more are closed at once")
+	fs.IntVar(&f.cfg.MaxConnections, "max-connections", 0, "most connections each listener holds open; more are closed at once (0: 1024, or less if the file descriptor limit is low)")
 	fs.DurationVar(&f.cfg.IdleTimeout, "idle-timeout", 5*time.Minute, "close a connection with no call in flight for this long")
 	fs.BoolVar(&f.cfg.Pprof, "pprof", false, "serve /debug/pprof on --http-addr")
 	fs.StringVar(&f.cfg.GossipAddr, "gossip-addr", "127.0.0.1:7101", "memberlist gossip listen address host:port, TCP and UDP (port 0 picks one)")
