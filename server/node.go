@@ -165,6 +165,10 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	n.grpcLis = rpc.LimitListener(n.grpcLis, cfg.MaxConnections, connMetrics.rejected("client"))
 	n.peerLis = rpc.LimitListener(n.peerLis, cfg.MaxConnections, connMetrics.rejected("peer"))
 	connMetrics.watch(n.reg, map[string]net.Listener{"client": n.grpcLis, "peer": n.peerLis})
+	if cfg.TrustedCAFile != "" && !cfg.peerTLS() {
+		n.log.Warn("client certificates are required but the peer listener is plaintext: a process that reaches the peer port can forward calls as any role; give --peer-cert-file/--peer-key-file/--peer-trusted-ca-file",
+			"peer_addr", n.addrs.Peer)
+	}
 	if !cfg.clientTLS() && !isLoopback(n.addrs.GRPC) {
 		n.log.Warn("the client listener is not on loopback and speaks plaintext: anyone who reaches it reads and writes every key; give --cert-file/--key-file/--trusted-ca-file",
 			"grpc_addr", n.addrs.GRPC)
