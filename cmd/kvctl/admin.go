@@ -152,6 +152,18 @@ func (a *adminConns) conn(ctx context.Context, addr string) (*grpc.ClientConn, e
 	}
 }
 
+// closedUnread says whether a connection error is a server closing the
+// connection before answering (one that speaks TLS to a plaintext client,
+// or is at its connection limit), as gRPC reports it.
+func closedUnread(msg string) bool {
+	for _, s := range []string{"server preface", "broken pipe", "connection reset by peer"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
 // do runs call until an attempt succeeds, one fails definitely, or ctx
 // ends. It returns nil or a *client.OpError.
 func (a *adminConns) do(ctx context.Context, call adminCall) error {
@@ -174,7 +186,7 @@ func (a *adminConns) do(ctx context.Context, call adminCall) error {
 				return &client.OpError{Op: call.name, Addr: addr, Kind: client.ErrUnavailable, Err: err}
 			}
 			if err != nil {
-				if strings.Contains(err.Error(), "server preface") {
+				if closedUnread(err.Error()) {
 					closedAtOnce++
 				}
 				lastErr = err
