@@ -339,10 +339,19 @@ func TestClientTxnID(t *testing.T) {
 	}
 	req.TxnId = nil
 	for i := 0; i < 2; i++ {
-		resp, err := c.KV(0).Txn(ctxT(t, 5*time.Second), req)
-		if err != nil || !resp.GetSucceeded() {
-			t.Fatalf("Txn %d: %v, %v", i, resp, err)
-		}
+		// The first one's locks go a raft round after its answer: the
+		// second may meet them (Aborted, not applied) and is sent again,
+		// as a client does.
+		clustertest.Eventually(t, 10*time.Second, func() error {
+			resp, err := c.KV(0).Txn(ctxT(t, 5*time.Second), req)
+			if status.Code(err) == codes.Aborted {
+				return err
+			}
+			if err != nil || !resp.GetSucceeded() {
+				t.Fatalf("Txn %d: %v, %v", i, resp, err)
+			}
+			return nil
+		})
 	}
 	// A priority from long ago (to win every conflict) is refused.
 	req.Priority = time.Now().Add(-time.Hour).UnixNano()
