@@ -20,6 +20,9 @@ var kvnodeFlags = []string{
 	"config", "id", "data-dir", "grpc-addr", "gossip-addr", "http-addr", "join",
 	"initial-cluster", "initial-cluster-token", "partitions", "max-key-size", "max-value-size",
 	"shutdown-timeout", "raft-tick", "election-ticks", "wal-segment-size", "log-level", "log-format",
+	"peer-addr", "peer-cert-file", "peer-key-file", "peer-trusted-ca-file", "insecure-peer",
+	"cert-file", "key-file", "trusted-ca-file", "gossip-key-file", "max-connections", "idle-timeout", "pprof",
+	"snapshot-store", "snapshot-store-allow",
 }
 
 // runKvnodeToExit runs kvnode with args and waits, up to 20 s, for it to
