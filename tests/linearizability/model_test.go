@@ -2,8 +2,11 @@ package linearizability
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,8 +101,8 @@ func TestCheckerRejectsIllegalHistories(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if res, _ := checkHistory(tc.history); res != porcupine.Illegal {
-				t.Fatalf("checker says %s, want NOT linearizable:\n%s", resultName(res), dumpOps(tc.history, 100))
+			if res := checkFor(t, tc.history); res.Verdict != porcupine.Illegal {
+				t.Fatalf("checker says %s, want NOT linearizable:\n%s", verdictName(res.Verdict), dumpOps(tc.history, 100))
 			}
 		})
 	}
@@ -160,8 +163,8 @@ func TestCheckerAcceptsLegalHistories(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if res, _ := checkHistory(tc.history); res != porcupine.Ok {
-				t.Fatalf("checker says %s, want linearizable:\n%s", resultName(res), dumpOps(tc.history, 100))
+			if res := checkFor(t, tc.history); res.Verdict != porcupine.Ok {
+				t.Fatalf("checker says %s, want linearizable:\n%s", verdictName(res.Verdict), dumpOps(tc.history, 100))
 			}
 		})
 	}
@@ -213,33 +216,123 @@ func TestPrepare(t *testing.T) {
 	}
 }
 
-// TestFailureReportWritesVisualization runs the failure path on an
-// illegal history: the test would fail, and the HTML lands where
-// CUTKV_PORCUPINE_OUT points.
-func TestFailureReportWritesVisualization(t *testing.T) {
-	dir := t.TempDir()
-	t.Setenv("CUTKV_PORCUPINE_OUT", dir)
+// checkFor runs the very check TestLinearizable uses, visualizing into a
+// temporary directory, and holds Check to its contract: an error if and
+// only if the verdict is not Ok, of the matching kind, and a
+// visualization exactly when it fails.
+func checkFor(t *testing.T, history []porcupine.Operation) CheckResult {
+	t.Helper()
+	res, err := Check(history, checkTimeout, t.TempDir())
+	switch res.Verdict {
+	case porcupine.Ok:
+		if err != nil || res.Visualization != "" {
+			t.Fatalf("passing check returned error %v, visualization %q", err, res.Visualization)
+		}
+	case porcupine.Illegal:
+		if !errors.Is(err, ErrNotLinearizable) || res.Visualization == "" {
+			t.Fatalf("failing check returned error %v, visualization %q", err, res.Visualization)
+		}
+	}
+	if res.Operations != len(history) {
+		t.Fatalf("result counts %d operations, history has %d", res.Operations, len(history))
+	}
+	return res
+}
+
+// TestFailureWritesVisualization runs the failure path on an illegal
+// history: the HTML lands where it was asked to, the result names the
+// guilty key, and the annotations (the nemesis' faults) make it into the
+// file.
+func TestFailureWritesVisualization(t *testing.T) {
 	history := []porcupine.Operation{
 		put(0, 0, 10, "a", "x", absent),
 		get(1, 20, 30, "a", absent),
+		put(2, 0, 10, "b", "u", absent),
+		get(3, 20, 30, "b", is("u", 1)),
 	}
-	res, info := checkHistory(history)
-	if res != porcupine.Illegal {
-		t.Fatalf("checker says %s", resultName(res))
+	fault := porcupine.Annotation{Tag: "nemesis", Start: 12, End: 18, Description: "n1 down"}
+
+	dir := t.TempDir()
+	res, err := Check(history, checkTimeout, dir, fault)
+	if !errors.Is(err, ErrNotLinearizable) || res.Verdict != porcupine.Illegal {
+		t.Fatalf("Check = %v, %v; want NOT linearizable", res.Verdict, err)
 	}
-	info.AddAnnotations([]porcupine.Annotation{{Tag: "nemesis", Start: 12, End: 18, Description: "n1 down"}})
-	path, err := writeVisualization(info)
+	if res.Operations != 4 || res.Checked != 4 || res.Partitions != 2 {
+		t.Errorf("result counts %d operations, %d checked, %d partitions; want 4, 4, 2", res.Operations, res.Checked, res.Partitions)
+	}
+	if len(res.Failures) != 1 || res.Failures[0].Key != "a" || res.Failures[0].Operations != 2 {
+		t.Errorf("failures %+v, want key a alone with 2 operations", res.Failures)
+	} else if !strings.Contains(res.Failures[0].Explanation, "get(a) -> absent") {
+		t.Errorf("explanation does not name the stale read:\n%s", res.Failures[0].Explanation)
+	}
+	if filepath.Dir(res.Visualization) != dir || !filepath.IsAbs(res.Visualization) {
+		t.Errorf("visualization at %q, want a file in %s", res.Visualization, dir)
+	}
+	html, err := os.ReadFile(res.Visualization)
 	if err != nil {
 		t.Fatal(err)
 	}
-	fi, err := os.Stat(path)
-	if err != nil || fi.Size() == 0 {
-		t.Fatalf("visualization %s: %v (size %d)", path, err, fi.Size())
+	if !strings.Contains(string(html), "n1 down") {
+		t.Errorf("visualization %s (%d bytes) lacks the annotation", res.Visualization, len(html))
 	}
-	file := dir + "/given.html"
-	t.Setenv("CUTKV_PORCUPINE_OUT", file)
-	if got, err := writeVisualization(info); err != nil || got != file {
-		t.Fatalf("visualization to a named file went to %q, %v", got, err)
+	if !strings.Contains(res.String(), res.Visualization) {
+		t.Errorf("result line %q does not say where the visualization is", res)
+	}
+
+	file := filepath.Join(dir, "given.html")
+	if res, err := Check(history, checkTimeout, file); res.Visualization != file || !errors.Is(err, ErrNotLinearizable) {
+		t.Fatalf("visualization to a named file went to %q, %v", res.Visualization, err)
+	}
+	if fi, err := os.Stat(file); err != nil || fi.Size() == 0 {
+		t.Fatalf("visualization %s: %v", file, err)
+	}
+
+	// A path that cannot be written: the verdict still comes back,
+	// joined with the reason the file is missing.
+	bad := filepath.Join(dir, "no such dir", "v.html")
+	res, err = Check(history, checkTimeout, bad)
+	if res.Verdict != porcupine.Illegal || !errors.Is(err, ErrNotLinearizable) || res.Visualization != "" ||
+		!strings.Contains(fmt.Sprint(err), "visualization not written") {
+		t.Fatalf("unwritable visualization: %v, %q, %v", res.Verdict, res.Visualization, err)
+	}
+}
+
+// TestCheckTimeoutIsAFailure drives porcupine into its timeout for sure:
+// the model's step blocks until porcupine gives up, so no verdict can come
+// first. Check must report it as a failure (ErrUndecided), never a pass,
+// and still leave a visualization to look at.
+func TestCheckTimeoutIsAFailure(t *testing.T) {
+	stuck := Model
+	stuck.StepContext = func(ctx context.Context, s, in, out any) (bool, any) {
+		<-ctx.Done()
+		return false, s
+	}
+	history := []porcupine.Operation{
+		put(0, 0, 10, "a", "x", absent),
+		get(1, 20, 30, "a", is("x", 1)),
+	}
+	dir := t.TempDir()
+	res, err := check(stuck, history, 20*time.Millisecond, dir, nil)
+	if res.Verdict != porcupine.Unknown {
+		t.Fatalf("verdict %v, want Unknown", res.Verdict)
+	}
+	if res.Passed() {
+		t.Fatal("a check that timed out passed")
+	}
+	if !errors.Is(err, ErrUndecided) || errors.Is(err, ErrNotLinearizable) {
+		t.Fatalf("error %v, want ErrUndecided", err)
+	}
+	if !strings.Contains(err.Error(), "20ms") || !strings.Contains(err.Error(), "not known to be wrong") {
+		t.Errorf("error does not say what happened: %v", err)
+	}
+	if res.Failures != nil {
+		t.Errorf("blamed keys %+v without a verdict", res.Failures)
+	}
+	if fi, statErr := os.Stat(res.Visualization); statErr != nil || fi.Size() == 0 || filepath.Dir(res.Visualization) != dir {
+		t.Errorf("visualization %q: %v", res.Visualization, statErr)
+	}
+	if !strings.Contains(res.String(), "timed out") {
+		t.Errorf("result line %q does not say the check timed out", res)
 	}
 }
 
@@ -296,7 +389,7 @@ func TestParseSoak(t *testing.T) {
 }
 
 func TestPickKeysCoversEveryPartition(t *testing.T) {
-	keys := pickKeys(numKeys, partitions)
+	keys := PickKeys(numKeys, partitions)
 	if len(keys) != numKeys {
 		t.Fatalf("got %d keys, want %d: %v", len(keys), numKeys, keys)
 	}
