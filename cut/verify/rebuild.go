@@ -193,7 +193,10 @@ func (l *replicaLog) resolve(v uint64, cp *kvpb.CutPartition, st *PartitionState
 		return nil, fmt.Errorf("%w: cut %d partition %d: %s's CutFinish at %d says pos %d, group 0 recorded %d",
 			ErrCutFinish, v, pid, r.Node, fi, op.GetPos(), pos)
 	}
-	if pos <= r.BaseIndex || pos >= fi {
+	if pos <= r.BaseIndex {
+		return nil, fmt.Errorf("%w: cut %d partition %d: %s: pos %d at or before its base %d", errBaseAfterPos, v, pid, r.Node, pos, r.BaseIndex)
+	}
+	if pos >= fi {
 		return nil, fmt.Errorf("%w: cut %d partition %d: %s: pos %d outside (base %d, finish index %d)",
 			ErrLog, v, pid, r.Node, pos, r.BaseIndex, fi)
 	}
@@ -263,6 +266,7 @@ func (l *replicaLog) resolve(v uint64, cp *kvpb.CutPartition, st *PartitionState
 // the transaction records.
 type history struct {
 	node   string
+	base   uint64                  // the replica's base index: what is before is not replayed
 	upto   uint64                  // last entry replayed
 	closed map[uint64]cut.Finished // by cut version, as the state machine closed it
 	final  *partition.Partition    // the state after upto; holds the records
@@ -295,7 +299,7 @@ func replay(l *replicaLog) (*history, error) {
 	if r.Commit != 0 {
 		upto = min(upto, r.Commit)
 	}
-	h := &history{node: r.Node, upto: upto, closed: map[uint64]cut.Finished{}, final: p, first: map[string]*internalpb.TxnDecideOp{}}
+	h := &history{node: r.Node, base: r.BaseIndex, upto: upto, closed: map[uint64]cut.Finished{}, final: p, first: map[string]*internalpb.TxnDecideOp{}}
 	seen := map[string]bool{}
 	for _, e := range l.ents {
 		if e.index > upto {

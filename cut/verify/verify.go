@@ -34,6 +34,10 @@ var (
 	ErrInvariant = errors.New("verify: invariant broken at a cut")
 	// ErrLog: the logs cannot give a cut's state.
 	ErrLog = errors.New("verify: cannot rebuild a cut from the logs")
+	// errBaseAfterPos: a replica's log starts after the cut's position
+	// (it was truncated behind a later materialization): that replica
+	// cannot give the cut's state, the others may.
+	errBaseAfterPos = fmt.Errorf("%w: the replica's log starts after the cut's position", ErrLog)
 )
 
 // Invariant checks the whole cluster's committed key-values at cut
@@ -54,6 +58,12 @@ type Options struct {
 	// Parallel bounds the partitions of a cut rebuilt at once; 0 means
 	// GOMAXPROCS. Replica.Start may then be called concurrently.
 	Parallel int
+	// Known are transaction decisions seen earlier (Report.Decisions of
+	// an earlier verification of the same cluster), by txn id: a record
+	// forgotten (TxnForget) and then truncated out of the log is still
+	// known by them. Used only for a transaction whose record these logs
+	// do not show.
+	Known map[string]*internalpb.TxnDecideOp
 }
 
 // Violation is one thing wrong with one cut. Kind is one of the Err*
@@ -90,6 +100,14 @@ type Report struct {
 	// Failed and Unfinished list the cuts recorded Failed and the ones
 	// never recorded (still running when the logs end): never used.
 	Failed, Unfinished []uint64
+	// Decisions are every transaction decision the logs showed (decided
+	// in an entry, or in a base until a TxnForget dropped it), by txn id,
+	// with Options.Known: pass them as Known to a later verification
+	// of logs that have been truncated since.
+	Decisions map[string]*internalpb.TxnDecideOp
+	// Skipped counts replicas passed over for a cut because their log
+	// starts after its position (another replica gave the state).
+	Skipped int
 }
 
 // CutReport is one completed cut.
@@ -104,6 +122,7 @@ type CutReport struct {
 	// ones left out.
 	Violations []*Violation
 	Dropped    int
+	skipped    int // replicas passed over (Report.Skipped)
 }
 
 // PartitionReport is one partition at one cut.
@@ -210,11 +229,21 @@ func Verify(src Source, opts Options) (*Report, error) {
 	v.collectDecisions()
 
 	sort.Slice(cuts, func(i, j int) bool { return cuts[i].GetVersion() < cuts[j].GetVersion() })
-	rep := &Report{}
+	rep := &Report{Decisions: map[string]*internalpb.TxnDecideOp{}}
+	for id, d := range opts.Known {
+		rep.Decisions[id] = d
+	}
+	for _, h := range v.hist {
+		for id, d := range h.first {
+			rep.Decisions[id] = d
+		}
+	}
 	for _, c := range cuts {
 		switch c.GetState() {
 		case kvpb.CutState_CUT_STATE_COMPLETED:
-			rep.Cuts = append(rep.Cuts, v.verifyCut(c))
+			cr := v.verifyCut(c)
+			rep.Cuts = append(rep.Cuts, cr)
+			rep.Skipped += cr.skipped
 		case kvpb.CutState_CUT_STATE_FAILED:
 			rep.Failed = append(rep.Failed, c.GetVersion())
 		default:
@@ -275,7 +304,11 @@ type decision struct {
 type verifier struct {
 	opts Options
 	logs map[uint64][]*replicaLog // by partition, highest commit first
-	hist map[uint64]*history      // by partition
+	hist map[uint64]*history      // by partition: its most advanced replica's
+	// others are the histories of the other replicas, replayed when the
+	// most advanced one's log was truncated past what is looked for.
+	mu     sync.Mutex
+	others map[*replicaLog]*history // REQUIRES: mu held
 	// committed are the commit decisions of 2PC transactions in the
 	// records, by txn id, and ordered lists them in a stable order.
 	committed map[string]decision
@@ -304,16 +337,46 @@ func (v *verifier) collectDecisions() {
 	}
 }
 
+// histOf returns the history of replica l (replayed once).
+func (v *verifier) histOf(l *replicaLog) (*history, error) {
+	if h := v.hist[l.r.Group]; h != nil && v.logs[l.r.Group][0] == l {
+		return h, nil
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if h := v.others[l]; h != nil {
+		return h, nil
+	}
+	h, err := replay(l)
+	if err != nil {
+		return nil, err
+	}
+	if v.others == nil {
+		v.others = map[*replicaLog]*history{}
+	}
+	v.others[l] = h
+	return h, nil
+}
+
 // decisionOf finds the record of a transaction the verifier did not see
 // decided in an entry (its record may be inside a base).
 func (v *verifier) decisionOf(id string, record uint64) (decision, bool) {
 	if d, ok := v.committed[id]; ok {
 		return d, true
 	}
-	if h := v.hist[record]; h != nil {
+	// The most advanced replica first; a replica truncated less far may
+	// still show a record forgotten since.
+	for _, l := range v.logs[record] {
+		h, err := v.histOf(l)
+		if err != nil {
+			continue
+		}
 		if d, ok := h.record(id); ok {
 			return decision{op: d, partition: record}, true
 		}
+	}
+	if d, ok := v.opts.Known[id]; ok {
+		return decision{op: d, partition: record}, true
 	}
 	return decision{}, false
 }
@@ -335,6 +398,13 @@ func (c *cutCheck) add(kind error, partition uint64, txn string, format string, 
 	c.rep.Violations = append(c.rep.Violations, &Violation{
 		Kind: kind, Version: c.rep.Version, Partition: partition, Txn: txn, Detail: fmt.Sprintf(format, args...),
 	})
+}
+
+// skip counts replicas passed over (errBaseAfterPos).
+func (c *cutCheck) skip(n int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.rep.skipped += n
 }
 
 func (c *cutCheck) addErr(partition uint64, err error) {
@@ -422,16 +492,40 @@ func (v *verifier) verifyPartition(cc *cutCheck, ver uint64, cp *kvpb.CutPartiti
 		cc.add(ErrLog, p, "", "no replica (of %d) holds CutFinish(%d) at index %d", len(v.logs[p]), ver, cp.GetFinishIndex())
 		return nil, pr
 	}
-	ref, err := holders[0].rebuild(ver, cp)
-	if err != nil {
-		cc.addErr(p, err)
+	// A replica truncated past the cut's position cannot give its state;
+	// it is skipped unless no replica can.
+	var ref *PartitionState
+	var refLog *replicaLog
+	var skipped []error
+	rest := holders
+	for len(rest) > 0 && ref == nil {
+		l := rest[0]
+		rest = rest[1:]
+		st, err := l.rebuild(ver, cp)
+		switch {
+		case errors.Is(err, errBaseAfterPos):
+			skipped = append(skipped, err)
+		case err != nil:
+			cc.addErr(p, err)
+			return nil, pr
+		default:
+			ref, refLog = st, l
+		}
+	}
+	if ref == nil {
+		cc.addErr(p, errors.Join(skipped...))
 		return nil, pr
 	}
+	cc.skip(len(skipped))
 	pr.Replicas = append(pr.Replicas, ref.Node)
 	pr.Keys, pr.Before, pr.Included = len(ref.KVs), len(ref.Before), len(ref.Included)
-	v.checkFinish(cc, ver, cp, holders[0])
-	for _, l := range holders[1:] {
+	v.checkFinish(cc, ver, cp, refLog)
+	for _, l := range rest {
 		st, err := l.rebuild(ver, cp)
+		if errors.Is(err, errBaseAfterPos) {
+			cc.skip(1)
+			continue
+		}
 		if err != nil {
 			cc.addErr(p, err)
 			continue
@@ -455,6 +549,20 @@ func (v *verifier) checkFinish(cc *cutCheck, ver uint64, cp *kvpb.CutPartition, 
 		return
 	}
 	f, ok := h.closed[ver]
+	if !ok && h.base >= cp.GetPos() {
+		// The most advanced replica's log was truncated past the cut:
+		// how the cut closed is in the log of a replica truncated less.
+		for _, l := range v.logs[p] {
+			hh, err := v.histOf(l)
+			if err != nil || hh.upto < cp.GetFinishIndex() || hh.base >= cp.GetPos() {
+				continue
+			}
+			if ff, found := hh.closed[ver]; found {
+				h, f, ok = hh, ff, true
+				break
+			}
+		}
+	}
 	if !ok {
 		cc.add(ErrCutFinish, p, "", "replaying %s's log, no CutFinish(%d) closed the cut", h.node, ver)
 		return

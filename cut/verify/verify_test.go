@@ -367,23 +367,26 @@ func TestVerifyFromBase(t *testing.T) {
 	src := c.source(t, "n1")
 	full := entries(t, c.p1)
 	const m = 6
-	base := func() (*partition.Partition, error) {
-		p := partition.New(1)
-		for _, e := range full[:m] {
-			if len(e.Data) == 0 {
-				p.SetApplied(e.GetIndex())
-				continue
+	baseAt := func(m int) func() (*partition.Partition, error) {
+		return func() (*partition.Partition, error) {
+			p := partition.New(1)
+			for _, e := range full[:m] {
+				if len(e.Data) == 0 {
+					p.SetApplied(e.GetIndex())
+					continue
+				}
+				cmd := &internalpb.Command{}
+				if err := proto.Unmarshal(e.Data, cmd); err != nil {
+					return nil, err
+				}
+				if _, err := p.ApplyCommand(e.GetIndex(), cmd); err != nil {
+					return nil, err
+				}
 			}
-			cmd := &internalpb.Command{}
-			if err := proto.Unmarshal(e.Data, cmd); err != nil {
-				return nil, err
-			}
-			if _, err := p.ApplyCommand(e.GetIndex(), cmd); err != nil {
-				return nil, err
-			}
+			return p, nil
 		}
-		return p, nil
 	}
+	base := baseAt(m)
 	// n2 is the most advanced replica, so its base is the reference.
 	src = append(src, &Replica{Node: "n2", Group: 1, BaseIndex: m, Start: base, Entries: full[m:], Commit: uint64(len(full)) + 1})
 	rep, err := Verify(src, Options{Invariant: bankTotal(100)})
@@ -399,18 +402,54 @@ func TestVerifyFromBase(t *testing.T) {
 	if c := rep.Cuts[0]; c.TxnsChecked != 3 || c.Included != 2 {
 		t.Fatalf("txns checked %d, included %d; want 3, 2", c.TxnsChecked, c.Included)
 	}
-	// A base at or after pos cannot give the cut.
-	bad := append(Static{}, src[:len(src)-1]...)
-	for _, r := range bad {
-		if r.Group == 1 {
-			r.Commit = 0 // keep n1 out of the reference role
+	// A base at or after pos cannot give the cut: that replica is passed
+	// over when another one gives it, and the cut fails when none does.
+	n3 := &Replica{Node: "n3", Group: 1, BaseIndex: 8, Start: baseAt(8), Entries: full[8:], Commit: uint64(len(full)) + 5}
+	withLate := append(append(Static{}, src[:len(src)-1]...), n3)
+	rep, err = Verify(withLate, Options{Invariant: bankTotal(100)})
+	if err != nil || rep.Skipped != 1 || rep.Cuts[0].Partitions[0].Replicas[0] != "n1" {
+		t.Fatalf("a late base beside a usable replica: %v, skipped %d, replicas %v; want n1 used and n3 skipped", err, rep.Skipped, rep.Cuts[0].Partitions[0].Replicas)
+	}
+	// The most advanced replica truncated past the cut's CutFinish: how
+	// the cut closed is read from a replica truncated less.
+	n4 := &Replica{Node: "n4", Group: 1, BaseIndex: 11, Start: baseAt(11), Entries: full[11:], Commit: uint64(len(full)) + 9}
+	rep, err = Verify(append(append(Static{}, src[:len(src)-1]...), n4), Options{Invariant: bankTotal(100)})
+	if err != nil {
+		t.Fatalf("the most advanced replica truncated past the CutFinish: %v\n%v", err, rep)
+	}
+	var only Static
+	for _, r := range src[:len(src)-1] {
+		if r.Group != 1 {
+			only = append(only, r)
 		}
 	}
-	late := func() (*partition.Partition, error) { return partition.New(1), nil }
-	bad = append(bad, &Replica{Node: "n3", Group: 1, BaseIndex: 8, Start: late, Entries: full[8:], Commit: uint64(len(full))})
-	_, err = Verify(bad, Options{})
+	_, err = Verify(append(only, n3), Options{})
 	if got := kinds(err); got[ErrLog] == 0 {
-		t.Fatalf("violations %v (%v), want ErrLog for a base past pos", got, err)
+		t.Fatalf("violations %v (%v), want ErrLog when only a base past pos is left", got, err)
+	}
+}
+
+// TestVerifyKnownDecisions: a transaction a state includes, whose record
+// the logs no longer show (forgotten and truncated away), is judged by a
+// decision an earlier verification saw (Options.Known), and Report
+// carries the decisions forward.
+func TestVerifyKnownDecisions(t *testing.T) {
+	c := consistent()
+	c.p1[7] = step{1, nil} // T2's decision is gone from partition 1's log
+	_, err := Verify(c.source(t, "n1", "n2"), Options{Invariant: bankTotal(100)})
+	if got := kinds(err); got[ErrTorn] == 0 {
+		t.Fatalf("violations %v (%v), want ErrTorn for a transaction without a decision", got, err)
+	}
+	full, err := Verify(consistent().source(t, "n1", "n2"), Options{})
+	if err != nil || full.Decisions["T2"] == nil || !full.Decisions["T2"].GetCommit() {
+		t.Fatalf("decisions %v (%v), want T2's commit", full.Decisions, err)
+	}
+	rep, err := Verify(c.source(t, "n1", "n2"), Options{Invariant: bankTotal(100), Known: full.Decisions})
+	if err != nil {
+		t.Fatalf("with the known decisions: %v\n%v", err, rep)
+	}
+	if rep.Decisions["T2"] == nil {
+		t.Fatal("the known decisions are not carried forward")
 	}
 }
 
