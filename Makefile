@@ -13,13 +13,13 @@ STATICCHECK_VERSION    := v0.8.2
 MODULE := github.com/cutkv/cutkv
 
 # Packages with goroutines and locks: their tests run with -race.
-RACE_PKGS := ./wal/... ./discovery/... ./raftstore/... ./partition/... ./rpc/... ./client/... ./server/... ./snapshot/...
+RACE_PKGS := ./wal/... ./discovery/... ./raftstore/... ./partition/... ./rpc/... ./client/... ./server/... ./snapshot/... ./chaos/...
 
 # make test's soak duration (tests read CUTKV_SOAK).
 CUTKV_SOAK ?= 10s
 export CUTKV_SOAK
 
-.PHONY: all build run run-secure test test-unit verify fmt vet staticcheck tidy-check proto proto-check e2e bench clean bench-compare
+.PHONY: all build run run-secure chaos test test-unit verify fmt vet staticcheck tidy-check proto proto-check e2e bench clean bench-compare
 
 all: build
 
@@ -80,6 +80,17 @@ proto: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 proto-check: proto
 	@if ! git diff --quiet -- proto; then echo "generated protobuf code is stale: run make proto"; git diff --stat -- proto; exit 1; fi
 	@if [ -n "$$(git ls-files --others --exclude-standard proto)" ]; then echo "untracked generated files in proto/:"; git ls-files --others --exclude-standard proto; exit 1; fi
+
+# The fault harness (package chaos; needs root): clusters of 3 and 5
+# kvnode processes, each in a network namespace of its own, under
+# partitions, packet loss, kills and pauses, every history checked; it
+# appends to docs/reliability/journal.jsonl and rewrites
+# docs/reliability.md. CUTKV_SOAK (default here 5m) is its length, SEED
+# its seed (default: from the commit), CUTKV_CHAOS_KINDS the fault kinds.
+SEED ?=
+chaos:
+	CUTKV_CHAOS=1 SEED=$(SEED) CUTKV_SOAK=$(if $(filter command line environment,$(origin CUTKV_SOAK)),$(CUTKV_SOAK),5m) \
+		$(GO) test -count=1 -v -timeout 0 -run '^TestChaos$$' ./chaos/
 
 # Long soaks (minutes).
 e2e: build
