@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -30,6 +32,16 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Interrupted, the harness still stops what it started.
+	sigc := make(chan os.Signal, 1)
+	signal.Notify(sigc, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigc)
+	go func() {
+		if _, ok := <-sigc; ok {
+			closeActive()
+			os.Exit(2)
+		}
+	}()
 	rounds := plan(cfg)
 	t.Logf("chaos: seed %d (from %s), soak %v, kinds %v, %d round(s); replay with: sudo make chaos SEED=%d CUTKV_SOAK=%v",
 		cfg.Seed, cfg.SeedSource, cfg.Soak, cfg.Kinds, len(rounds), cfg.Seed, cfg.Soak)

@@ -55,6 +55,23 @@ type node struct {
 	state string      // "up", "killed", "paused"
 }
 
+// active are the hosts of the rounds running, for closeActive.
+var active struct {
+	sync.Mutex
+	nets map[*hosts.Net]bool
+}
+
+// closeActive stops every process and removes every host the running
+// rounds started (on SIGINT or SIGTERM of the harness).
+func closeActive() {
+	active.Lock()
+	defer active.Unlock()
+	for n := range active.nets {
+		_ = n.Close()
+	}
+	active.nets = nil
+}
+
 // startCluster sets up n hosts and starts a node on each, with peer
 // mutual TLS from a CA made for the round and encrypted gossip.
 func startCluster(dir, bin, kvctl string, n int, subnet byte, name string) (*cluster, error) {
@@ -62,6 +79,12 @@ func startCluster(dir, bin, kvctl string, n int, subnet byte, name string) (*clu
 	if err != nil {
 		return nil, fmt.Errorf("chaos: set up %d hosts: %w", n, err)
 	}
+	active.Lock()
+	if active.nets == nil {
+		active.nets = map[*hosts.Net]bool{}
+	}
+	active.nets[net] = true
+	active.Unlock()
 	c := &cluster{net: net, dir: dir, bin: bin}
 	ok := false
 	defer func() {
@@ -117,7 +140,7 @@ func startCluster(dir, bin, kvctl string, n int, subnet byte, name string) (*clu
 			"--gossip-key-file", gossipKey,
 			"--snapshot-store", c.store,
 			"--raft-tick", "50ms",
-			"--materialize-interval", "10s", "--wal-segment-size", fmt.Sprint(1 << 20),
+			"--materialize-interval", "20s", "--wal-segment-size", fmt.Sprint(1 << 20),
 			"--cut-timeout", "10s", "--shutdown-timeout", "3s",
 		}
 		c.nodes = append(c.nodes, nd)
@@ -308,6 +331,9 @@ func (c *cluster) close() {
 	}
 	c.stop()
 	_ = c.net.Close()
+	active.Lock()
+	delete(active.nets, c.net)
+	active.Unlock()
 }
 
 // status asks node i for its own view of the groups it holds (their
