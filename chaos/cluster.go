@@ -140,7 +140,7 @@ func startCluster(dir, bin, kvctl string, n int, subnet byte, name string) (*clu
 			"--gossip-key-file", gossipKey,
 			"--snapshot-store", c.store,
 			"--raft-tick", "50ms",
-			"--materialize-interval", "20s", "--wal-segment-size", fmt.Sprint(1 << 20),
+			"--materialize-interval", "45s", "--wal-segment-size", fmt.Sprint(1 << 20),
 			"--cut-timeout", "10s", "--shutdown-timeout", "3s",
 		}
 		c.nodes = append(c.nodes, nd)

@@ -45,6 +45,7 @@ type Config struct {
 	Kinds         []Kind
 	Nodes         int // 0: rounds of 3 and of 5
 	RecoveryBound time.Duration
+	RoundSeed     uint64 // not 0: one round with this seed (a failed round's replay)
 	Out           string // "" : a temporary directory
 	Journal       string // "" : none
 	Commit        string
@@ -104,6 +105,13 @@ func configFromEnv(repo string) (Config, error) {
 			return c, fmt.Errorf("CUTKV_CHAOS_RECOVERY=%q: want a positive duration", s)
 		}
 		c.RecoveryBound = d
+	}
+	if s := os.Getenv("CUTKV_CHAOS_ROUND_SEED"); s != "" {
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return c, fmt.Errorf("CUTKV_CHAOS_ROUND_SEED=%q: want an unsigned integer", s)
+		}
+		c.RoundSeed = v
 	}
 	c.Out = os.Getenv("CUTKV_CHAOS_OUT")
 	switch j := os.Getenv("CUTKV_CHAOS_JOURNAL"); j {
@@ -169,9 +177,18 @@ func plan(c Config) []round {
 		}
 	}
 	mk := func(n int, ks []Kind, share time.Duration, i uint64) round {
+		if c.RoundSeed != 0 {
+			return round{nodes: n, kinds: ks, soak: share, seed: c.RoundSeed}
+		}
 		return round{nodes: n, kinds: ks, soak: share, seed: c.Seed ^ (i * 0x9e3779b97f4a7c15)}
 	}
 	switch {
+	case c.RoundSeed != 0 && c.Nodes == 0:
+		n := 3
+		if len(five) > 0 {
+			n = 5
+		}
+		return []round{mk(n, c.Kinds, c.Soak, 1)}
 	case c.Nodes == 3:
 		return []round{mk(3, any, c.Soak, 1)}
 	case c.Nodes == 5:

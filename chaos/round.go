@@ -227,8 +227,8 @@ func runRound(t *testing.T, cfg Config, rd round, idx int, kvnode, kvctl, out st
 	checkRound(t, c, res, reg, regOps, regStats, b, la, cu, sn, lv, dir, logf)
 	res.OK = len(res.Anomalies) == 0 && len(res.Problems) == 0
 	if !res.OK {
-		res.Replay = fmt.Sprintf("sudo make chaos SEED=%d CUTKV_SOAK=%v CUTKV_CHAOS_NODES=%d CUTKV_CHAOS_KINDS=%s  # at commit %s; interleavings may differ",
-			cfg.Seed, cfg.Soak, rd.nodes, kindList(rd.kinds), short(cfg.Commit))
+		res.Replay = fmt.Sprintf("sudo make chaos CUTKV_CHAOS_ROUND_SEED=%d CUTKV_SOAK=%v CUTKV_CHAOS_NODES=%d CUTKV_CHAOS_KINDS=%s  # at commit %s; interleavings may differ",
+			rd.seed, rd.soak, rd.nodes, kindList(rd.kinds), short(cfg.Commit))
 		writeFailure(dir, res, nm.schedule)
 	}
 	return res

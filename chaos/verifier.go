@@ -141,6 +141,10 @@ func (v *liveVerifier) pass(ctx context.Context) error {
 	}
 	digests := map[uint64]stateDigest{}
 	var dmu sync.Mutex
+	began := time.Now()
+	defer func() {
+		v.logf("verifier pass %d: %d cuts to verify, %d decisions known, took %v", pass, len(todo), len(known), time.Since(began).Round(time.Millisecond))
+	}()
 	rep, err := verify.Verify(verify.WALSource{Dirs: dirs}, verify.Options{
 		Cuts:     todo,
 		Parallel: 1,

@@ -337,6 +337,18 @@ func (v *verifier) collectDecisions() {
 	}
 }
 
+// describeLogs says which entries of partition p's replicas were read.
+func (v *verifier) describeLogs(p uint64) string {
+	var parts []string
+	for _, l := range v.logs[p] {
+		parts = append(parts, fmt.Sprintf("%s (%d..%d, commit %d)", l.r.Node, l.r.BaseIndex+1, l.last(), l.r.Commit))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
+}
+
 // histOf returns the history of replica l (replayed once).
 func (v *verifier) histOf(l *replicaLog) (*history, error) {
 	if h := v.hist[l.r.Group]; h != nil && v.logs[l.r.Group][0] == l {
@@ -627,7 +639,8 @@ func (v *verifier) checkTxns(cc *cutCheck, ver uint64, states map[uint64]*Partit
 			d, ok := v.decisionOf(id, in.RecordPartition)
 			switch {
 			case !ok:
-				cc.add(ErrTorn, p, txnName(id), "included (finish index %d) without a decision in record partition %d", in.Index, in.RecordPartition)
+				cc.add(ErrTorn, p, txnName(id), "included (finish index %d) without a decision in record partition %d (its logs here: %s; %d decisions known from before)",
+					in.Index, in.RecordPartition, v.describeLogs(in.RecordPartition), len(v.opts.Known))
 			case !d.op.GetCommit():
 				cc.add(ErrTorn, p, txnName(id), "included (finish index %d) but decided abort in partition %d", in.Index, d.partition)
 			default:
