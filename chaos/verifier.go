@@ -64,6 +64,7 @@ type liveVerifier struct {
 	// forgotten and truncated away since is still known to later passes.
 	known   map[string]*internalpb.TxnDecideOp
 	skipped int // replicas passed over: truncated past a cut's position
+	unknown int // transactions whose record was gone from every log (not judged)
 	passes  int
 	errors  int
 	lastErr string
@@ -83,7 +84,7 @@ func (v *liveVerifier) run(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 		}
-		if err := v.pass(ctx); err != nil {
+		if err := v.pass(ctx); err != nil && ctx.Err() == nil {
 			v.mu.Lock()
 			v.errors++
 			v.lastErr = err.Error()
@@ -174,6 +175,7 @@ func (v *liveVerifier) pass(ctx context.Context) error {
 		seen[cr.Version] = true
 		delete(v.pending, cr.Version)
 		v.examined++
+		v.unknown += cr.UnknownRecords
 		if cr.OK() {
 			v.verified++
 			if d, ok := digests[cr.Version]; ok {
@@ -209,6 +211,14 @@ func (v *liveVerifier) result() (examined, verified int, unverified []uint64, vi
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.examined, v.verified, append([]uint64(nil), v.unverified...), append([]string(nil), v.violations...), v.passes, v.errors, v.lastErr
+}
+
+// unjudged returns how many transactions the cuts included whose record
+// was gone from every log copied, and how many replicas were passed over.
+func (v *liveVerifier) unjudged() (unknownRecords, skippedReplicas int) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.unknown, v.skipped
 }
 
 func (v *liveVerifier) digest(version uint64) (stateDigest, bool) {

@@ -444,7 +444,24 @@ func TestVerifyKnownDecisions(t *testing.T) {
 	if err != nil || full.Decisions["T2"] == nil || !full.Decisions["T2"].GetCommit() {
 		t.Fatalf("decisions %v (%v), want T2's commit", full.Decisions, err)
 	}
-	rep, err := Verify(c.source(t, "n1", "n2"), Options{Invariant: bankTotal(100), Known: full.Decisions})
+	// With every log of the record partition truncated, a missing record
+	// is unknown (counted), not torn.
+	truncated := c.source(t, "n1", "n2")
+	for _, r := range truncated {
+		if r.Group == 1 {
+			r.BaseIndex, r.Entries = 1, r.Entries[1:]
+			r.Start = func() (*partition.Partition, error) {
+				p := partition.New(1)
+				p.SetApplied(1)
+				return p, nil
+			}
+		}
+	}
+	rep, err := Verify(truncated, Options{Invariant: bankTotal(100)})
+	if rep == nil || rep.Cuts[0].UnknownRecords == 0 || kinds(err)[ErrTorn] != 0 {
+		t.Fatalf("truncated record partition: %v, unknown %v; want the missing record counted, not torn", err, rep)
+	}
+	rep, err = Verify(c.source(t, "n1", "n2"), Options{Invariant: bankTotal(100), Known: full.Decisions})
 	if err != nil {
 		t.Fatalf("with the known decisions: %v\n%v", err, rep)
 	}
