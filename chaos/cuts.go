@@ -32,8 +32,9 @@ func newCutter(c *cluster, seed uint64) *cutter {
 	return &cutter{c: c, r: rand.New(rand.NewPCG(seed, 0xc07)), flightCh: make(chan struct{}), doneCh: make(chan struct{})}
 }
 
-func (cu *cutter) run(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
+// everyTick calls fn every d until ctx ends.
+func everyTick(ctx context.Context, d time.Duration, fn func()) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
@@ -41,19 +42,27 @@ func (cu *cutter) run(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 		}
-		cu.mu.Lock()
-		busy := cu.inFlight
-		if !busy {
-			cu.inFlight = true
-			cu.calls++
-			close(cu.flightCh)
-			cu.flightCh = make(chan struct{})
-		}
-		i := cu.r.IntN(len(cu.c.conns))
-		cu.mu.Unlock()
-		if busy {
-			continue
-		}
+		fn()
+	}
+}
+
+func (cu *cutter) run(ctx context.Context, every time.Duration) {
+	everyTick(ctx, every, func() { cu.tick(ctx) })
+}
+
+// tick starts a CreateCut unless one is in flight.
+func (cu *cutter) tick(ctx context.Context) {
+	cu.mu.Lock()
+	busy := cu.inFlight
+	if !busy {
+		cu.inFlight = true
+		cu.calls++
+		close(cu.flightCh)
+		cu.flightCh = make(chan struct{})
+	}
+	i := cu.r.IntN(len(cu.c.conns))
+	cu.mu.Unlock()
+	if !busy {
 		go cu.call(ctx, i)
 	}
 }
@@ -149,16 +158,7 @@ type snapshotter struct {
 }
 
 func (s *snapshotter) run(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		s.once(ctx)
-	}
+	everyTick(ctx, every, func() { s.once(ctx) })
 }
 
 func (s *snapshotter) once(ctx context.Context) {

@@ -76,21 +76,14 @@ func newLiveVerifier(c *cluster, scratch string, b *bank.Bank, logf func(string,
 }
 
 func (v *liveVerifier) run(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	everyTick(ctx, every, func() {
 		if err := v.pass(ctx); err != nil && ctx.Err() == nil {
 			v.mu.Lock()
 			v.errors++
 			v.lastErr = err.Error()
 			v.mu.Unlock()
 		}
-	}
+	})
 }
 
 // listCuts asks the nodes in turn for the cuts group 0 remembers.
@@ -164,7 +157,9 @@ func (v *liveVerifier) pass(ctx context.Context) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for id, d := range rep.Decisions {
-		v.known[id] = d
+		if _, ok := v.known[id]; !ok { // the first decision seen wins
+			v.known[id] = d
+		}
 	}
 	if listErr != nil {
 		return listErr

@@ -61,8 +61,10 @@ type Options struct {
 	// Known are transaction decisions seen earlier (Report.Decisions of
 	// an earlier verification of the same cluster), by txn id: a record
 	// forgotten (TxnForget) and then truncated out of the log is still
-	// known by them. Used only for a transaction whose record these logs
-	// do not show.
+	// known by them, and they win over what these logs show, since the
+	// first decision recorded wins: after a TxnForget a late recovery may
+	// decide a transaction anew (an abort that reaches no participant),
+	// and logs truncated since the original decision show only that.
 	Known map[string]*internalpb.TxnDecideOp
 }
 
@@ -236,13 +238,13 @@ func Verify(src Source, opts Options) (*Report, error) {
 
 	sort.Slice(cuts, func(i, j int) bool { return cuts[i].GetVersion() < cuts[j].GetVersion() })
 	rep := &Report{Decisions: map[string]*internalpb.TxnDecideOp{}}
-	for id, d := range opts.Known {
-		rep.Decisions[id] = d
-	}
 	for _, h := range v.hist {
 		for id, d := range h.first {
 			rep.Decisions[id] = d
 		}
+	}
+	for id, d := range opts.Known { // the first decision seen wins
+		rep.Decisions[id] = d
 	}
 	for _, c := range cuts {
 		switch c.GetState() {
@@ -394,6 +396,9 @@ func (v *verifier) histOf(l *replicaLog) (*history, error) {
 // decisionOf finds the record of a transaction the verifier did not see
 // decided in an entry (its record may be inside a base).
 func (v *verifier) decisionOf(id string, record uint64) (decision, bool) {
+	if d, ok := v.opts.Known[id]; ok {
+		return decision{op: d, partition: record}, true
+	}
 	if d, ok := v.committed[id]; ok {
 		return d, true
 	}
@@ -407,9 +412,6 @@ func (v *verifier) decisionOf(id string, record uint64) (decision, bool) {
 		if d, ok := h.record(id); ok {
 			return decision{op: d, partition: record}, true
 		}
-	}
-	if d, ok := v.opts.Known[id]; ok {
-		return decision{op: d, partition: record}, true
 	}
 	return decision{}, false
 }

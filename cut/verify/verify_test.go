@@ -468,6 +468,22 @@ func TestVerifyKnownDecisions(t *testing.T) {
 	if rep.Decisions["T2"] == nil {
 		t.Fatal("the known decisions are not carried forward")
 	}
+	// After a TxnForget a late recovery may decide a transaction anew (an
+	// abort no participant sees); logs truncated since the original
+	// commit show only that. The first decision, known earlier, wins.
+	redecided := consistent()
+	redecided.p1[7] = step{1, decide("T2", false, 1)}
+	_, err = Verify(redecided.source(t, "n1", "n2"), Options{})
+	if got := kinds(err); got[ErrTorn] == 0 {
+		t.Fatalf("violations %v (%v), want ErrTorn for an included transaction decided abort", got, err)
+	}
+	rep, err = Verify(redecided.source(t, "n1", "n2"), Options{Known: full.Decisions})
+	if err != nil {
+		t.Fatalf("with the first decision known: %v\n%v", err, rep)
+	}
+	if d := rep.Decisions["T2"]; d == nil || !d.GetCommit() {
+		t.Fatalf("decision carried forward %v, want the first one (commit)", d)
+	}
 }
 
 // TestRebuildAlone uses Rebuild without Verify, as restore will.
