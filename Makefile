@@ -86,11 +86,13 @@ proto-check: proto
 # partitions, packet loss, kills and pauses, every history checked; it
 # appends to docs/reliability/journal.jsonl and rewrites
 # docs/reliability.md. CUTKV_SOAK (default here 5m) is its length, SEED
-# its seed (default: from the commit), CUTKV_CHAOS_KINDS the fault kinds.
+# its seed (default: from the commit), CUTKV_CHAOS_KINDS the fault kinds,
+# RECOVERY the bound on recovery after the last fault (default 30s).
 SEED ?=
+RECOVERY ?=
 chaos:
 	CUTKV_CHAOS=1 SEED=$(SEED) CUTKV_SOAK=$(if $(filter command line environment,$(origin CUTKV_SOAK)),$(CUTKV_SOAK),5m) \
-		$(GO) test -count=1 -v -timeout 0 -run '^TestChaos$$' ./chaos/
+		$(GO) test -count=1 -v -timeout 0 -run '^TestChaos$$' ./chaos/ $(if $(RECOVERY),-args -chaos.recovery=$(RECOVERY))
 
 # Long soaks (minutes).
 e2e: build

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -14,6 +15,11 @@ import (
 
 	"github.com/cutkv/cutkv/chaos/hosts"
 )
+
+// recoveryFlag bounds the time from the last heal to a healthy cluster
+// taking cuts again (make chaos RECOVERY=45s); it wins over
+// CUTKV_CHAOS_RECOVERY.
+var recoveryFlag = flag.Duration("chaos.recovery", 0, "bound on recovery after the last fault (default 30s)")
 
 // TestChaos is the harness (doc.go). It runs only with CUTKV_CHAOS=1, as
 // root: make chaos.
@@ -30,6 +36,9 @@ func TestChaos(t *testing.T) {
 	}
 	cfg, err := configFromEnv(repo)
 	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cfg.overrideRecovery(*recoveryFlag); err != nil {
 		t.Fatal(err)
 	}
 	// Interrupted, the harness still stops what it started.
@@ -133,6 +142,33 @@ func TestPlanAndKinds(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestRecoveryBound: the bound comes from CUTKV_CHAOS_RECOVERY, the flag
+// wins, and a bad value is refused.
+func TestRecoveryBound(t *testing.T) {
+	t.Setenv("CUTKV_CHAOS_RECOVERY", "")
+	cfg, err := configFromEnv("..")
+	if err != nil || cfg.RecoveryBound != 30*time.Second {
+		t.Fatalf("default bound %v (%v), want 30s", cfg.RecoveryBound, err)
+	}
+	t.Setenv("CUTKV_CHAOS_RECOVERY", "45s")
+	if cfg, err = configFromEnv(".."); err != nil || cfg.RecoveryBound != 45*time.Second {
+		t.Fatalf("bound from the environment %v (%v), want 45s", cfg.RecoveryBound, err)
+	}
+	if err := cfg.overrideRecovery(0); err != nil || cfg.RecoveryBound != 45*time.Second {
+		t.Fatalf("no flag: bound %v (%v), want 45s kept", cfg.RecoveryBound, err)
+	}
+	if err := cfg.overrideRecovery(10 * time.Second); err != nil || cfg.RecoveryBound != 10*time.Second {
+		t.Fatalf("flag: bound %v (%v), want 10s", cfg.RecoveryBound, err)
+	}
+	if err := cfg.overrideRecovery(-time.Second); err == nil {
+		t.Fatal("a negative flag accepted")
+	}
+	t.Setenv("CUTKV_CHAOS_RECOVERY", "soon")
+	if _, err := configFromEnv(".."); err == nil {
+		t.Fatal("CUTKV_CHAOS_RECOVERY=soon accepted")
 	}
 }
 

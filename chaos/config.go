@@ -200,3 +200,15 @@ func plan(c Config) []round {
 	}
 	return []round{mk(3, any, c.Soak/2, 1), mk(5, append(five, any...), c.Soak/2, 2)}
 }
+
+// overrideRecovery sets the recovery bound from the -chaos.recovery flag;
+// 0 (not given) keeps the environment's or the default.
+func (c *Config) overrideRecovery(d time.Duration) error {
+	if d < 0 {
+		return fmt.Errorf("-chaos.recovery=%v: want a positive duration", d)
+	}
+	if d > 0 {
+		c.RecoveryBound = d
+	}
+	return nil
+}

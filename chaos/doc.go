@@ -27,8 +27,8 @@
 //     cut completes again.
 //
 // After the last fault every round heals everything and measures how long
-// the cluster takes to be healthy and complete a cut (bounded by
-// CUTKV_CHAOS_RECOVERY, default 30s), then checks: porcupine and the
+// the cluster takes to be healthy and complete a cut (bounded by the test
+// flag -chaos.recovery, make chaos RECOVERY=..., default 30s), then checks: porcupine and the
 // append checker, the bank's all-or-nothing and totals, replica hashes
 // (kvctl check), every completed cut verified, the last three snapshots
 // restored into fresh clusters and equal to the verifier's state of their
@@ -45,7 +45,8 @@
 // CUTKV_SEED or SEED the seed (default: derived from the commit);
 // CUTKV_CHAOS_KINDS a comma-separated list of fault kinds instead of the
 // seed's pick ("all" for every kind); CUTKV_CHAOS_NODES 3 or 5 to run
-// rounds of one size only; CUTKV_CHAOS_RECOVERY the recovery bound;
+// rounds of one size only; CUTKV_CHAOS_RECOVERY the recovery bound (the
+// flag -chaos.recovery wins);
 // CUTKV_CHAOS_OUT where rounds keep their files (default a directory
 // under os.TempDir(), removed when every round passed);
 // CUTKV_CHAOS_JOURNAL the journal path ("-": none).
