@@ -138,7 +138,7 @@ func writeReliability(path string, rounds []*roundResult, journal string) error 
 	} else {
 		fmt.Fprintf(&b, "%d rounds (%d failed) from %s to %s.\n\n", len(rounds), failed, first.Format("2006-01-02 15:04"), last.Format("2006-01-02 15:04 UTC"))
 		b.WriteString("### Per fault kind\n\n")
-		b.WriteString("Totals of the rounds in which the kind ran (a round runs several kinds, so its operations, cuts and anomalies count for each of them). *Proven*: the fault was seen to take effect; the others count as not run. *Recovery*: from the heal to the next completed cut.\n\n")
+		b.WriteString("Totals of the rounds in which the kind ran (a round runs several kinds, so its operations, cuts and anomalies count for each of them). *Proven*: the fault was seen to take effect; the others count as not run. *Cuts completed*: cut calls that returned success; *cuts verified* can be more, since a call that timed out under a fault may still complete, and the verifier checks every cut group 0 lists as completed. *Recovery*: from the heal to the next completed cut.\n\n")
 		b.WriteString("| kind | rounds | injected | proven | not run | operations checked | cuts completed | cuts verified | snapshots | restored and equal | anomalies | recovery p50 / max ms | seeds |\n")
 		b.WriteString("|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
 		for _, k := range AllKinds {
