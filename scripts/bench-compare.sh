@@ -167,21 +167,7 @@ compare_cleanup() {
 }
 trap compare_cleanup EXIT
 
-log() { echo "$(date -u +%H:%M:%S) $*"; }
-# fail WHAT [FILE...]: says what failed, shows the end of each FILE,
-# exits.
-fail() {
-	echo "bench-compare: $1" >&2
-	shift
-	local f
-	for f in "$@"; do
-		if [ -s "$f" ]; then
-			echo "last lines of $f:" >&2
-			tail -n 20 "$f" >&2
-		fi
-	done
-	exit 1
-}
+# log and fail: scripts/lib/sys.sh, sourced above.
 
 # wait_ready waits until the system answers, or fails after 30 s.
 wait_ready() { # target log

@@ -169,19 +169,9 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-log() { echo "$(date -u +%H:%M:%S) $*"; }
-fail() {
-	echo "bench-trust: $1" >&2
-	shift
-	local f
-	for f in "$@"; do
-		if [ -s "$f" ]; then
-			echo "last lines of $f:" >&2
-			tail -n 20 "$f" >&2
-		fi
-	done
-	exit 1
-}
+# log and fail
+# shellcheck source=scripts/lib/sys.sh
+. scripts/lib/sys.sh
 
 CERTS=$OUT/certs
 make_certs() {

@@ -12,3 +12,21 @@ stop_sys() {
 	fi
 	rm -rf "$OUT/data"
 }
+
+# log MSG: a line on stdout with the UTC time.
+log() { echo "$(date -u +%H:%M:%S) $*"; }
+
+# fail WHAT [FILE...]: says what failed (prefixed with the script's name),
+# shows the end of each FILE, exits 1.
+fail() {
+	echo "$(basename "$0" .sh): $1" >&2
+	shift
+	local f
+	for f in "$@"; do
+		if [ -s "$f" ]; then
+			echo "last lines of $f:" >&2
+			tail -n 20 "$f" >&2
+		fi
+	done
+	exit 1
+}
