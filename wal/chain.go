@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -40,6 +41,9 @@ const (
 	// id: magic, version, flags, incarnation, tail, first, link, node id
 	// length, CRC.
 	progressFixedLen = 4 + 1 + 1 + 8 + 8 + 8 + linkLen + 1 + crcLen
+	// progressMaxLen is the size of the longest progress file: one with
+	// the longest node id.
+	progressMaxLen = progressFixedLen + maxNodeIDLen
 )
 
 // chain is the Data of a RecordChain record: where the segment it starts
@@ -200,15 +204,26 @@ func decodeProgress(b []byte) (progress, string) {
 }
 
 // readProgress reads the progress file of dir: nil if there is none, a
-// *CorruptError if it does not decode.
+// *CorruptError if it does not decode. It reads at most one byte more
+// than the longest progress file, so that whatever lies there under the
+// name costs no more memory than a valid file.
 func readProgress(dir string) (*progress, error) {
 	path := filepath.Join(dir, progressName)
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("wal: read %s: %w", path, err)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, progressMaxLen+1))
+	_ = f.Close() // read only
+	if err != nil {
+		return nil, fmt.Errorf("wal: read %s: %w", path, err)
+	}
+	if len(b) > progressMaxLen {
+		return nil, &CorruptError{Segment: path, Offset: -1,
+			Reason: fmt.Sprintf("progress file: longer than the maximum %d bytes", progressMaxLen)}
 	}
 	p, reason := decodeProgress(b)
 	if reason != "" {
@@ -293,12 +308,7 @@ func verifyChain(dir string, segs []scannedSegment, prog *progress, node string)
 	case prog != nil:
 		st.incarnation, st.node, identity = prog.incarnation, prog.node, progPath
 	case k >= 0:
-		st.incarnation, identity = segs[k].chain.incarnation, path(segs[k])
-		for _, s := range segs[k:] {
-			if s.chain != nil && s.chain.node != "" {
-				st.node = s.chain.node
-			}
-		}
+		st.incarnation, st.node, identity = segs[k].chain.incarnation, lastNode(segs), path(segs[k])
 	}
 	if st.incarnation == 0 {
 		st.incarnation = newIncarnation() // nothing records one yet

@@ -478,6 +478,31 @@ func TestRefuseDamagedProgressFile(t *testing.T) {
 	}
 }
 
+// TestRefuseOversizedProgressFile: a progress file with the longest node
+// id opens, and one byte more, or a large file under the name, is refused
+// as corrupt without being read whole.
+func TestRefuseOversizedProgressFile(t *testing.T) {
+	dir, _ := chainedFixture(t, strings.Repeat("n", maxNodeIDLen))
+	path := filepath.Join(dir, progressName)
+	data := readFile(t, path)
+	if len(data) != progressMaxLen {
+		t.Fatalf("progress file of %d bytes, want the longest, %d", len(data), progressMaxLen)
+	}
+	closeT(t, openT(t, dir, Options{}))
+	for _, extra := range []int{1, 1 << 20} {
+		writeFile(t, path, append(slices.Clone(data), make([]byte, extra)...))
+		before := snapshotDir(t, dir)
+		_, err := Open(dir, Options{})
+		var ce *CorruptError
+		if !errors.As(err, &ce) || ce.Segment != path || !strings.Contains(ce.Reason, "longer than the maximum") {
+			t.Fatalf("Open with %d bytes more in the progress file = %v, want a *CorruptError naming %s", extra, err, path)
+		}
+		if after := snapshotDir(t, dir); !maps.EqualFunc(before, after, bytes.Equal) {
+			t.Fatal("a refused Open changed files")
+		}
+	}
+}
+
 // TestKeepsDirectoryOpen checks that the WAL holds its directory open while
 // it is (for every directory fsync) and lets it go at Close.
 func TestKeepsDirectoryOpen(t *testing.T) {

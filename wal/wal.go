@@ -73,7 +73,6 @@ type commitBatch struct {
 	recs  [][]byte      // the encoded records, in order; they alias the Appends' buffers
 	tb    tidwall.Batch // filled by the committer: recs and the chain records it adds
 	first uint64        // index of the first record
-	n     int           // number of records
 	err   error         // the outcome; written before done is closed
 	done  chan struct{}
 }
@@ -315,7 +314,6 @@ func (w *WAL) Append(recs []Record) (first, last uint64, err error) {
 		buf = buf[l:]
 	}
 	w.next += uint64(len(recs))
-	b.n += len(recs)
 	w.work.Signal()
 	hook := w.onEnqueue
 	w.mu.Unlock()
@@ -363,7 +361,7 @@ func (w *WAL) runCommitter() {
 
 		took, written, err := w.commit(b)
 		if err == nil && w.opts.OnSync != nil {
-			w.opts.OnSync(b.n, written, took)
+			w.opts.OnSync(len(b.recs), written, took)
 		}
 
 		w.mu.Lock()
@@ -430,7 +428,7 @@ func (w *WAL) commit(b *commitBatch) (time.Duration, int, error) {
 		w.publishSpans()
 	}
 	w.size.Add(int64(written))
-	w.last.Store(b.first + uint64(b.n) - 1)
+	w.last.Store(b.first + uint64(len(b.recs)) - 1)
 	return time.Since(began), written, nil
 }
 
