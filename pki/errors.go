@@ -26,9 +26,6 @@ var (
 	// ErrNoCertificate: a handshake needs this side's certificate, and the
 	// Reloader's Files have none.
 	ErrNoCertificate = errors.New("pki: no certificate configured")
-	// ErrNoCA: a handshake needs to verify the other side, and the
-	// Reloader's Files have no CA. System roots are never used instead.
-	ErrNoCA = errors.New("pki: no CA configured")
 	// ErrNotNode: a peer handshake met a certificate without a node
 	// identity (NodeID).
 	ErrNotNode = errors.New("pki: not a node certificate")

@@ -3,10 +3,13 @@ package pki
 import (
 	"bytes"
 	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -42,6 +45,24 @@ func mustClient(t *testing.T, dir, caDir, name string, role Role) Files {
 		t.Fatal(err)
 	}
 	return f
+}
+
+// readCert parses the first PEM certificate of path.
+func readCert(t *testing.T, path string) *x509.Certificate {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := pem.Decode(data)
+	if b == nil {
+		t.Fatalf("%s: no PEM", path)
+	}
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // logBuf collects a Reloader's log lines.

@@ -3,31 +3,12 @@ package pki
 import (
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"net/url"
-	"os"
 	"strings"
 	"testing"
 	"time"
 )
-
-func readCert(t *testing.T, path string) *x509.Certificate {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := pem.Decode(data)
-	if b == nil {
-		t.Fatalf("%s: no PEM", path)
-	}
-	c, err := x509.ParseCertificate(b.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
-}
 
 func TestValidateName(t *testing.T) {
 	for _, s := range []string{"n1", "a", "node-1.east_2", strings.Repeat("x", MaxNameLen), "...", "-"} {

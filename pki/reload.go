@@ -105,7 +105,11 @@ func (s stamps) same(t stamps) bool {
 type material struct {
 	cert *tls.Certificate  // nil when Files.Cert is ""
 	leaf *x509.Certificate // cert's leaf
-	pool *x509.CertPool    // nil when Files.CA is ""
+	// pool holds cas; it is empty, never nil, when Files.CA is "": an
+	// empty pool trusts nothing, where nil would mean the system roots to
+	// a client and no verification to a server. Made once per load, not
+	// per handshake.
+	pool *x509.CertPool
 	cas  []*x509.Certificate
 }
 
@@ -216,7 +220,7 @@ func (r *Reloader) Leaf() *x509.Certificate { return r.cur.Load().leaf }
 
 // loadMaterial reads and checks the files of f.
 func loadMaterial(f Files, check func(*x509.Certificate) error) (*material, error) {
-	m := &material{}
+	m := &material{pool: x509.NewCertPool()}
 	if f.Cert != "" {
 		cert, err := loadKeyPair(f.Cert, f.Key)
 		if err != nil {
@@ -238,7 +242,7 @@ func loadMaterial(f Files, check func(*x509.Certificate) error) (*material, erro
 		if err != nil {
 			return nil, fmt.Errorf("%w: CA file %s: %v", ErrInvalidFile, f.CA, err)
 		}
-		m.cas, m.pool = cas, x509.NewCertPool()
+		m.cas = cas
 		for _, c := range cas {
 			m.pool.AddCert(c)
 		}
@@ -316,7 +320,7 @@ func (r *Reloader) logLoaded(m *material) {
 	r.log.Info("pki: loaded certificates", attrs...)
 	if m.leaf != nil {
 		r.logValidity("certificate", r.files.Cert, m.leaf, now)
-		if m.pool != nil {
+		if len(m.cas) > 0 {
 			inter := x509.NewCertPool()
 			for _, der := range m.cert.Certificate[1:] {
 				if c, err := x509.ParseCertificate(der); err == nil {
@@ -396,15 +400,11 @@ func (r *Reloader) serverConfig(clientAuth tls.ClientAuthType, verify func(tls.C
 			if m.cert == nil {
 				return nil, fmt.Errorf("%w: the listener has no certificate file", ErrNoCertificate)
 			}
-			pool := m.pool
-			if pool == nil {
-				pool = x509.NewCertPool() // trusts nothing; nil would not verify at all
-			}
 			return &tls.Config{
 				MinVersion:             minVersion,
 				Certificates:           []tls.Certificate{*m.cert},
 				ClientAuth:             clientAuth,
-				ClientCAs:              pool,
+				ClientCAs:              m.pool,
 				SessionTicketsDisabled: true,
 				VerifyConnection:       verify,
 			}, nil
@@ -435,13 +435,9 @@ func (r *Reloader) PeerClientConfig() *tls.Config { return r.clientConfig(requir
 
 func (r *Reloader) clientConfig(verify func(tls.ConnectionState) error) *tls.Config {
 	r.maybeReload()
-	pool := r.cur.Load().pool
-	if pool == nil {
-		pool = x509.NewCertPool() // trusts nothing; nil would mean the system roots
-	}
 	return &tls.Config{
 		MinVersion:           minVersion,
-		RootCAs:              pool,
+		RootCAs:              r.cur.Load().pool,
 		GetClientCertificate: r.clientCertificate,
 		VerifyConnection:     verify,
 	}
