@@ -66,10 +66,13 @@ func (n *Node) PokeCuts() {
 // call goes through it before it is acted on (DESIGN.md, consistent cut
 // rule 1).
 func (n *Node) mergeReply(ctx context.Context, msg any) error {
-	if m, ok := msg.(interface{ GetCutVersion() uint64 }); ok {
-		return n.admitVersion(ctx, fmt.Sprintf("cut_version of a %T", msg), m.GetCutVersion())
+	m, ok := msg.(interface{ GetCutVersion() uint64 })
+	if !ok || m.GetCutVersion() <= n.Clock.Load() {
+		// Most replies carry a version this node knows: taken at once,
+		// without formatting the field's name (an allocation per reply).
+		return nil
 	}
-	return nil
+	return n.admitVersion(ctx, fmt.Sprintf("cut_version of a %T", msg), m.GetCutVersion())
 }
 
 // RunCutAgent proposes, until ctx ends, what the partitions this node
@@ -132,17 +135,6 @@ func (e *overtakenError) Error() string {
 	return fmt.Sprintf("partition %d already started cut %d, after %d", e.p, e.by, e.v)
 }
 
-// raiseOvertaken remembers a partition's version above the allocated ones
-// (see CutAllocateOp.floor).
-func (n *Node) raiseOvertaken(v uint64) {
-	for {
-		cur := n.overtaken.Load()
-		if v <= cur || n.overtaken.CompareAndSwap(cur, v) {
-			return
-		}
-	}
-}
-
 // CutServer implements the node-to-node cut service.
 type CutServer struct {
 	internalpb.UnimplementedCutServiceServer
@@ -160,7 +152,13 @@ func (s *CutServer) StartCut(ctx context.Context, req *internalpb.StartCutReques
 	if err := s.n.leaderCheck(p); err != nil {
 		return nil, toStatus(err, s.n.leaderHintOf(p))
 	}
-	if err := s.n.admitVersion(ctx, "cut_version", max(req.GetCutVersion(), v)); err != nil {
+	// The cut's version raises the clock as the marker does: one of the
+	// two is admitted, the higher, and the error names that one.
+	field, adm := "cut_version", req.GetCutVersion()
+	if v > adm {
+		field, adm = "version", v
+	}
+	if err := s.n.admitVersion(ctx, field, adm); err != nil {
 		return nil, toStatus(err, "")
 	}
 	part := s.n.Partitions[p]
@@ -266,7 +264,7 @@ func (e *CutEnv) StartPartition(ctx context.Context, p, v uint64) (*kvpb.CutPart
 	if by := r.GetOvertakenBy(); err == nil && by > 0 {
 		// The partition's log holds a version above this cut's: the next
 		// allocation goes above it (CutAllocateOp.floor).
-		e.n.raiseOvertaken(by)
+		raiseTo(&e.n.overtaken, by)
 		return nil, false, fmt.Errorf("%w: partition %d already started cut %d, after %d", cut.ErrOvertaken, p, by, v)
 	}
 	if err != nil || !r.GetFinished() {

@@ -28,7 +28,13 @@ const allocatedWait = 2 * time.Second
 
 // versionGate remembers group 0's highest allocated version as last read.
 type versionGate struct {
+	// read asks group 0 for its highest allocated version; nil:
+	// Node.readAllocated (tests set it).
+	read func(context.Context) (uint64, error)
+
 	mu        sync.Mutex    // one read of group 0 at a time
+	reads     atomic.Uint64 // reads of group 0 begun, numbered from 1
+	answered  uint64        // the newest read that answered; REQUIRES mu held
 	allocated atomic.Uint64 // highest allocated version read so far
 	gossip    atomic.Uint64 // highest version gossip announced
 	once      sync.Once
@@ -41,6 +47,17 @@ func (g *versionGate) wake() chan struct{} {
 	return g.gossipc
 }
 
+// raiseTo sets a to v if v is higher; a only grows, whatever the order
+// concurrent callers run in.
+func raiseTo(a *atomic.Uint64, v uint64) {
+	for {
+		cur := a.Load()
+		if v <= cur || a.CompareAndSwap(cur, v) {
+			return
+		}
+	}
+}
+
 // admitVersion raises the clock to v, a version named by field of a
 // request or reply from outside, if group 0 allocated it. It is
 // ErrInvalidArgument when group 0 allocated no such version, and
@@ -50,29 +67,18 @@ func (n *Node) admitVersion(ctx context.Context, field string, v uint64) error {
 		return nil
 	}
 	g := &n.versions
+	arrived := g.reads.Load()
 	if n.Meta != nil {
 		// This node's replica of group 0 lags its leader, but whatever
 		// it applied was allocated: most versions are admitted here,
 		// without a read, once the allocation reached this replica.
-		if last := n.Meta.LastCut(); last > g.allocated.Load() {
-			g.allocated.Store(last)
-		}
+		raiseTo(&g.allocated, n.Meta.LastCut())
 	}
 	if v > g.allocated.Load() {
-		g.mu.Lock()
-		// A read finished while this one waited may have answered it.
-		if v > g.allocated.Load() {
-			max, err := n.readAllocated(ctx)
-			if err != nil {
-				g.mu.Unlock()
-				return fmt.Errorf("%w: %s %d is above this node's known version %d and group 0 could not confirm it: %v",
-					ErrUnconfirmed, field, v, n.Clock.Load(), err)
-			}
-			if max > g.allocated.Load() {
-				g.allocated.Store(max)
-			}
+		if err := n.confirmAllocated(ctx, v, arrived); err != nil {
+			return fmt.Errorf("%w: %s %d is above this node's known version %d and group 0 could not confirm it: %v",
+				ErrUnconfirmed, field, v, n.Clock.Load(), err)
 		}
-		g.mu.Unlock()
 		if max := g.allocated.Load(); v > max {
 			return fmt.Errorf("%w: %s %d was never allocated (group 0's highest cut version is %d)", ErrInvalidArgument, field, v, max)
 		}
@@ -80,6 +86,36 @@ func (n *Node) admitVersion(ctx context.Context, field string, v uint64) error {
 	if n.Clock.Raise(v) {
 		n.PokeCuts()
 	}
+	return nil
+}
+
+// confirmAllocated brings allocated up to at least every version group 0
+// had allocated when the call arrived (when the count of reads begun was
+// arrived), unless v is below it already. A read that began after the
+// call arrived and answered is as good as one of its own (a version
+// allocated before the call was allocated before that read began), so
+// callers that queued behind one read share the next: a flood of
+// unallocated versions costs one read at a time, not one per request. A
+// read that failed is not shared (it may have failed for its caller's
+// context alone).
+func (n *Node) confirmAllocated(ctx context.Context, v, arrived uint64) error {
+	g := &n.versions
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if v <= g.allocated.Load() || g.answered > arrived {
+		return nil
+	}
+	read := g.read
+	if read == nil {
+		read = n.readAllocated
+	}
+	num := g.reads.Add(1)
+	max, err := read(ctx)
+	if err != nil {
+		return err
+	}
+	g.answered = num
+	raiseTo(&g.allocated, max)
 	return nil
 }
 
@@ -116,16 +152,10 @@ func (s *CutServer) AllocatedCut(ctx context.Context, _ *internalpb.AllocatedCut
 // called from memberlist's delivery): the highest version announced is
 // admitted in the background by RunGossipVersions.
 func (n *Node) LearnGossip(v uint64) {
-	g := &n.versions
-	for {
-		cur := g.gossip.Load()
-		if v <= cur || g.gossip.CompareAndSwap(cur, v) {
-			break
-		}
-	}
+	raiseTo(&n.versions.gossip, v)
 	if v > n.Clock.Load() {
 		select {
-		case g.wake() <- struct{}{}:
+		case n.versions.wake() <- struct{}{}:
 		default:
 		}
 	}

@@ -87,9 +87,6 @@ type Node struct {
 
 	// Log is the node's logger (nil: slog.Default()).
 	Log *slog.Logger
-	// StoreAllowed says whether a client may name a snapshot store URL
-	// other than the default (--snapshot-store-allow); nil: none.
-	StoreAllowed func(raw string) error
 
 	cutPoke   chan struct{} // wakes RunCutAgent; see PokeCuts
 	forget    forgetter     // records of transactions finished everywhere
