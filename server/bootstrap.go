@@ -26,8 +26,8 @@ import (
 // own. So the first member must be started for the others to complete
 // their first start; later restarts need nobody.
 
-// BootstrapWait bounds how long a new member waits for the cluster id.
-var BootstrapWait = 5 * time.Minute
+// bootstrapWait bounds how long a new member waits for the cluster id.
+const bootstrapWait = 5 * time.Minute
 
 // newClusterID draws a random non-zero cluster id.
 func newClusterID() (uint64, error) {
@@ -55,7 +55,7 @@ func (n *Node) settleClusterID() error {
 		n.log.Info("drew the new cluster's id as its first member", "cluster", topology.FormatClusterID(id))
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), BootstrapWait)
+	ctx, cancel := context.WithTimeout(context.Background(), bootstrapWait)
 	defer cancel()
 	start, lastLog := time.Now(), time.Now()
 	var lastErr error
@@ -83,7 +83,7 @@ func (n *Node) settleClusterID() error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("server: no member gave the cluster id within %v (the first member, %s at %s, draws it: is it started, with the same --initial-cluster, --initial-cluster-token and --partitions?): %w",
-				BootstrapWait, l.Members[0].ID, l.Members[0].PeerAddr, lastErr)
+				bootstrapWait, l.Members[0].ID, l.Members[0].PeerAddr, lastErr)
 		case <-time.After(min(time.Duration(attempt+1)*100*time.Millisecond, time.Second)):
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/cutkv/cutkv/rpc"
@@ -198,16 +199,16 @@ func (c *Config) Validate() error {
 	if c.SnapshotInterval < 0 || c.SnapshotKeep < 0 || c.SnapshotUploadRate < 0 {
 		return fmt.Errorf("%w: snapshot interval %v, keep %d and upload rate %d must not be negative", ErrConfig, c.SnapshotInterval, c.SnapshotKeep, c.SnapshotUploadRate)
 	}
-	if n := countSet(c.PeerCertFile, c.PeerKeyFile, c.PeerTrustedCAFile); n != 0 && n != 3 {
-		return fmt.Errorf("%w: peer TLS needs all of --peer-cert-file, --peer-key-file and --peer-trusted-ca-file", ErrConfig)
+	if miss := unset(flagValue{"--peer-cert-file", c.PeerCertFile}, flagValue{"--peer-key-file", c.PeerKeyFile}, flagValue{"--peer-trusted-ca-file", c.PeerTrustedCAFile}); len(miss) > 0 && len(miss) < 3 {
+		return fmt.Errorf("%w: peer TLS needs all of --peer-cert-file, --peer-key-file and --peer-trusted-ca-file; missing %s", ErrConfig, strings.Join(miss, " and "))
 	}
 	if !c.peerTLS() && !c.InsecurePeer && !isLoopback(c.PeerAddr) {
 		return fmt.Errorf("%w: --peer-addr %s is not a loopback address and peer TLS is not configured: any host that reaches it could act as a member. "+
 			"Give --peer-cert-file, --peer-key-file and --peer-trusted-ca-file (kvctl cert create-node makes them), or --insecure-peer to accept the risk",
 			ErrConfig, c.PeerAddr)
 	}
-	if countSet(c.CertFile, c.KeyFile) == 1 || (c.TrustedCAFile != "" && c.CertFile == "") {
-		return fmt.Errorf("%w: client TLS needs --cert-file and --key-file (and optionally --trusted-ca-file, which requires client certificates)", ErrConfig)
+	if miss := unset(flagValue{"--cert-file", c.CertFile}, flagValue{"--key-file", c.KeyFile}); len(miss) == 1 || (len(miss) == 2 && c.TrustedCAFile != "") {
+		return fmt.Errorf("%w: client TLS needs --cert-file and --key-file (and optionally --trusted-ca-file, which requires client certificates); missing %s", ErrConfig, strings.Join(miss, " and "))
 	}
 	if c.MaxConnections < 0 || (c.MaxConnections > 0 && c.MaxConnections < 16) {
 		return fmt.Errorf("%w: --max-connections %d: at least 16 (peers hold a few connections each)", ErrConfig, c.MaxConnections)
@@ -233,12 +234,16 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-func countSet(vals ...string) int {
-	n := 0
-	for _, v := range vals {
-		if v != "" {
-			n++
+// flagValue is a flag's name and the value it was given.
+type flagValue struct{ name, value string }
+
+// unset returns the names of the flags that were given no value.
+func unset(flags ...flagValue) []string {
+	var names []string
+	for _, f := range flags {
+		if f.value == "" {
+			names = append(names, f.name)
 		}
 	}
-	return n
+	return names
 }

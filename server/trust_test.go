@@ -546,6 +546,41 @@ func TestClusterIDsAreRandom(t *testing.T) {
 	}
 }
 
+// TestClusterIDRefusedToOtherSettings: a member asks for the cluster id
+// with the digest of its own flags; a member bootstrapped with other
+// settings refuses it, and the asker stops at once with ErrWrongCluster
+// naming who refused, instead of waiting out the bootstrap wait, and
+// leaves its data dir empty for the corrected retry.
+func TestClusterIDRefusedToOtherSettings(t *testing.T) {
+	a1, a2 := clustertest.FreeAddr(t), clustertest.FreeAddr(t)
+	initial := "n1=" + a1 + ",n2=" + a2
+	cfg1 := nodeConfig(t.TempDir(), initial, 2, "one")
+	cfg1.PeerAddr = a1
+	n1, err := server.Start(cfg1, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n1.Kill()
+	dir2 := t.TempDir()
+	cfg2 := nodeConfig(dir2, initial, 2, "another")
+	cfg2.ID, cfg2.PeerAddr = "n2", a2
+	start := time.Now()
+	n2, err := server.Start(cfg2, quiet)
+	if err == nil {
+		n2.Kill()
+		t.Fatal("n2 with another --initial-cluster-token learned n1's cluster id")
+	}
+	if !errors.Is(err, server.ErrWrongCluster) || !strings.Contains(err.Error(), "n1 at "+a1) || !strings.Contains(err.Error(), "--initial-cluster-token") {
+		t.Errorf("n2 with another token: %v, want ErrWrongCluster naming n1 and the settings", err)
+	}
+	if d := time.Since(start); d > 30*time.Second {
+		t.Errorf("the refusal took %v: waited instead of stopping", d)
+	}
+	if left, _ := os.ReadDir(dir2); len(left) > 1 { // the lock file may stay
+		t.Errorf("the refused first start left %v in the data dir", left)
+	}
+}
+
 // --- TLS ---------------------------------------------------------------
 
 // testPKI is a CA with node and client certificates in a directory.

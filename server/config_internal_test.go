@@ -1,0 +1,62 @@
+package server
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+// TestValidateTLSFlags: half a set of certificate flags, or a peer port
+// off loopback without them, is refused naming the flags that are
+// missing; complete sets and loopback plaintext are accepted.
+func TestValidateTLSFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(*Config)
+		says []string // what the error says; nil: valid
+	}{
+		{"no TLS on loopback", func(*Config) {}, nil},
+		{"peer TLS", func(c *Config) { c.PeerCertFile, c.PeerKeyFile, c.PeerTrustedCAFile = "n1.crt", "n1.key", "ca.crt" }, nil},
+		{"client TLS", func(c *Config) { c.CertFile, c.KeyFile = "n1.crt", "n1.key" }, nil},
+		{"client TLS with CA", func(c *Config) { c.CertFile, c.KeyFile, c.TrustedCAFile = "n1.crt", "n1.key", "ca.crt" }, nil},
+		{"insecure peer", func(c *Config) { c.PeerAddr, c.InsecurePeer = "0.0.0.0:7301", true }, nil},
+		{"peer cert only", func(c *Config) { c.PeerCertFile = "n1.crt" },
+			[]string{"missing --peer-key-file and --peer-trusted-ca-file"}},
+		{"peer CA missing", func(c *Config) { c.PeerCertFile, c.PeerKeyFile = "n1.crt", "n1.key" },
+			[]string{"missing --peer-trusted-ca-file"}},
+		{"client cert without key", func(c *Config) { c.CertFile = "n1.crt" }, []string{"missing --key-file"}},
+		{"client key without cert", func(c *Config) { c.KeyFile = "n1.key" }, []string{"missing --cert-file"}},
+		{"client CA only", func(c *Config) { c.TrustedCAFile = "ca.crt" }, []string{"missing --cert-file and --key-file"}},
+		{"open peer port", func(c *Config) { c.PeerAddr = "0.0.0.0:7301" }, []string{"0.0.0.0:7301", "--insecure-peer", "--peer-cert-file"}},
+	} {
+		cfg := Config{ID: "n1", DataDir: t.TempDir()}
+		tc.set(&cfg)
+		err := cfg.Validate()
+		if tc.says == nil {
+			if err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: %v, want ErrConfig", tc.name, err)
+			continue
+		}
+		for _, s := range tc.says {
+			if !strings.Contains(err.Error(), s) {
+				t.Errorf("%s: %q does not say %q", tc.name, err, s)
+			}
+		}
+	}
+}
+
+func TestIsLoopback(t *testing.T) {
+	for addr, want := range map[string]bool{
+		"127.0.0.1:7301": true, "127.8.9.10:0": true, "[::1]:7301": true, "localhost:7301": true,
+		"0.0.0.0:7301": false, ":7301": false, "10.0.0.1:7301": false, "[::]:7301": false, "n1.example.com:7301": false, "nonsense": false,
+	} {
+		if got := isLoopback(addr); got != want {
+			t.Errorf("isLoopback(%q) = %v, want %v", addr, got, want)
+		}
+	}
+}
