@@ -258,6 +258,14 @@ func Verify(src Source, opts Options) (*Report, error) {
 			rep.Unfinished = append(rep.Unfinished, c.GetVersion())
 		}
 	}
+	// A decision the cuts found on a replica truncated less far than the
+	// reference is kept too: the next call's Known may need it once that
+	// replica is truncated as well.
+	for _, id := range v.ordered {
+		if _, ok := rep.Decisions[id]; !ok {
+			rep.Decisions[id] = v.committed[id].op
+		}
+	}
 	return rep, rep.Err()
 }
 
@@ -374,8 +382,8 @@ func (v *verifier) describeLogs(p uint64) string {
 
 // histOf returns the history of replica l (replayed once).
 func (v *verifier) histOf(l *replicaLog) (*history, error) {
-	if h := v.hist[l.r.Group]; h != nil && v.logs[l.r.Group][0] == l {
-		return h, nil
+	if v.logs[l.r.Group][0] == l {
+		return v.hist[l.r.Group], nil // replayed by Verify
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -394,13 +402,11 @@ func (v *verifier) histOf(l *replicaLog) (*history, error) {
 }
 
 // decisionOf finds the record of a transaction the verifier did not see
-// decided in an entry (its record may be inside a base).
+// committed in an entry (not in v.committed: its record may be inside a
+// base, or forgotten).
 func (v *verifier) decisionOf(id string, record uint64) (decision, bool) {
 	if d, ok := v.opts.Known[id]; ok {
 		return decision{op: d, partition: record}, true
-	}
-	if d, ok := v.committed[id]; ok {
-		return d, true
 	}
 	// The most advanced replica first; a replica truncated less far may
 	// still show a record forgotten since.
@@ -436,7 +442,7 @@ func (c *cutCheck) add(kind error, partition uint64, txn string, format string, 
 }
 
 // unknown counts a transaction whose decision cannot be known.
-func (c *cutCheck) unknown(id string) {
+func (c *cutCheck) unknown() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.rep.UnknownRecords++
@@ -673,7 +679,7 @@ func (v *verifier) checkTxns(cc *cutCheck, ver uint64, states map[uint64]*Partit
 				// a base, and the record was forgotten before it: the
 				// decision cannot be known here (nor was it passed in
 				// Known). Counted, not judged.
-				cc.unknown(id)
+				cc.unknown()
 			case !ok:
 				cc.add(ErrTorn, p, txnName(id), "included (finish index %d) without a decision in record partition %d (its logs here: %s; %d decisions known from before)",
 					in.Index, in.RecordPartition, v.describeLogs(in.RecordPartition), len(v.opts.Known))

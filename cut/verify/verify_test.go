@@ -668,3 +668,55 @@ func TestVerifyForgottenRecords(t *testing.T) {
 		t.Fatalf("txns checked %d, included %d; want 3, 2 as with the records kept", cr.TxnsChecked, cr.Included)
 	}
 }
+
+// TestVerifyRecordOnALessTruncatedReplica: partition 1's most advanced
+// replica (n2) starts from a base taken after the records of T1-T3 were
+// forgotten, so its history knows none of them; the verifier finds them
+// in the log of a replica truncated less (n1), and the cut checks as it
+// does with every record in the reference log.
+func TestVerifyRecordOnALessTruncatedReplica(t *testing.T) {
+	c := consistent()
+	c.p1 = append(c.p1,
+		step{2, forget("T1", "T2", "T3")}, // 18: the base is here
+		step{2, nil},                      // 19
+	)
+	full := entries(t, c.p1)
+	const m = 18
+	start := func() (*partition.Partition, error) {
+		p := partition.New(1)
+		for _, e := range full[:m] {
+			cmd, ok, err := decodeForTest(e)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				p.SetApplied(e.GetIndex())
+				continue
+			}
+			if _, err := p.ApplyCommand(e.GetIndex(), cmd); err != nil {
+				return nil, err
+			}
+		}
+		return p, nil
+	}
+	src := append(c.source(t, "n1"), &Replica{Node: "n2", Group: 1, BaseIndex: m, Start: start, Entries: full[m:], Commit: uint64(len(full)) + 1})
+	rep, err := Verify(src, Options{Invariant: bankTotal(100)})
+	if err != nil {
+		t.Fatalf("%v\n%v", err, rep)
+	}
+	if got := rep.Verified(); len(got) != 1 || got[0] != 1 {
+		t.Fatalf("verified %v, want [1]", got)
+	}
+	cr := rep.Cuts[0]
+	if cr.Included != 2 || cr.UnknownRecords != 0 {
+		t.Fatalf("included %d, unknown records %d; want T1 and T2 included, judged by n1's records", cr.Included, cr.UnknownRecords)
+	}
+	if p := cr.Partitions[0]; len(p.Replicas) != 1 || p.Replicas[0] != "n1" {
+		t.Fatalf("partition 1 rebuilt from %v, want n1 alone (n2's base is past the cut)", p.Replicas)
+	}
+	for _, id := range []string{"T1", "T2"} {
+		if d := rep.Decisions[id]; d == nil || !d.GetCommit() {
+			t.Errorf("decision of %s %v, want its commit", id, d)
+		}
+	}
+}
