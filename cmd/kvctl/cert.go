@@ -42,11 +42,13 @@ without --force.`,
 	return cmd
 }
 
-// certFlags are the flags every cert command has.
+// certFlags are the flags every cert command has, and --ca-dir, which
+// the commands that sign with the CA have.
 type certFlags struct {
 	dir    string
 	expiry time.Duration
 	force  bool
+	caDir  string
 }
 
 func (f *certFlags) add(cmd *cobra.Command, what string, expiry time.Duration) {
@@ -54,6 +56,11 @@ func (f *certFlags) add(cmd *cobra.Command, what string, expiry time.Duration) {
 	fl.StringVar(&f.dir, "dir", certDefaultDir, "directory to write the "+what+" files to (made if missing)")
 	fl.DurationVar(&f.expiry, "expiry", expiry, "how long the certificate is valid")
 	fl.BoolVar(&f.force, "force", false, "overwrite files that exist")
+}
+
+// addCADir adds --ca-dir, for the commands that sign with the CA.
+func (f *certFlags) addCADir(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.caDir, "ca-dir", certDefaultDir, "directory of the CA's ca.crt and ca.key")
 }
 
 // check checks the common flags and the global ones that matter here.
@@ -90,11 +97,7 @@ keep it off the nodes.`,
 			if err := f.check(g); err != nil {
 				return err
 			}
-			files, err := pki.CreateCA(f.dir, name, f.options())
-			if err != nil {
-				return certError(err)
-			}
-			leaf, err := certLeaf(files)
+			files, leaf, err := certCreated(pki.CreateCA(f.dir, name, f.options()))
 			if err != nil {
 				return err
 			}
@@ -113,7 +116,6 @@ keep it off the nodes.`,
 func newCertCreateNodeCmd(g *globals) *cobra.Command {
 	var (
 		f     certFlags
-		caDir string
 		hosts []string
 	)
 	cmd := &cobra.Command{
@@ -137,11 +139,7 @@ port and the client port, and the node dials its peers with it.`,
 			if len(hs) == 0 {
 				return usagef("missing --hosts: the DNS names and IP addresses the node is dialed by, e.g. --hosts 127.0.0.1,localhost")
 			}
-			files, err := pki.CreateNode(f.dir, caDir, id, hs, f.options())
-			if err != nil {
-				return certError(err)
-			}
-			leaf, err := certLeaf(files)
+			files, leaf, err := certCreated(pki.CreateNode(f.dir, f.caDir, id, hs, f.options()))
 			if err != nil {
 				return err
 			}
@@ -156,16 +154,15 @@ port and the client port, and the node dials its peers with it.`,
 		},
 	}
 	f.add(cmd, "node's", certDefaultExpiry)
-	cmd.Flags().StringVar(&caDir, "ca-dir", certDefaultDir, "directory of the CA's ca.crt and ca.key")
+	f.addCADir(cmd)
 	cmd.Flags().StringSliceVar(&hosts, "hosts", nil, "comma-separated DNS names and IP addresses of the node (required)")
 	return cmd
 }
 
 func newCertCreateClientCmd(g *globals) *cobra.Command {
 	var (
-		f     certFlags
-		caDir string
-		role  string
+		f    certFlags
+		role string
 	)
 	cmd := &cobra.Command{
 		Use:   "create-client NAME --role read|write|admin",
@@ -190,11 +187,7 @@ restore. NAME appears in the servers' logs.`,
 			if err != nil {
 				return usagef("invalid --role: %v", err)
 			}
-			files, err := pki.CreateClient(f.dir, caDir, name, r, f.options())
-			if err != nil {
-				return certError(err)
-			}
-			leaf, err := certLeaf(files)
+			files, leaf, err := certCreated(pki.CreateClient(f.dir, f.caDir, name, r, f.options()))
 			if err != nil {
 				return err
 			}
@@ -206,7 +199,7 @@ restore. NAME appears in the servers' logs.`,
 		},
 	}
 	f.add(cmd, "client's", certDefaultExpiry)
-	cmd.Flags().StringVar(&caDir, "ca-dir", certDefaultDir, "directory of the CA's ca.crt and ca.key")
+	f.addCADir(cmd)
 	cmd.Flags().StringVar(&role, "role", "", "the client's role: read, write or admin (required)")
 	return cmd
 }
@@ -236,8 +229,18 @@ func (e *certExistsError) Error() string {
 
 func (e *certExistsError) Unwrap() error { return e.err }
 
-// certLeaf loads what was written back through pki, as a node would, and
-// returns the certificate.
+// certCreated takes what a Create function of pki returned: its error
+// sorted by certError, or the files it wrote loaded back through pki, as a
+// node would load them, with their certificate.
+func certCreated(f pki.Files, err error) (pki.Files, *x509.Certificate, error) {
+	if err != nil {
+		return pki.Files{}, nil, certError(err)
+	}
+	leaf, err := certLeaf(f)
+	return f, leaf, err
+}
+
+// certLeaf loads f through pki and returns its certificate.
 func certLeaf(f pki.Files) (*x509.Certificate, error) {
 	r, err := pki.NewReloader(f, nil)
 	if err != nil {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"crypto/x509"
-	"encoding/pem"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,21 +10,15 @@ import (
 	"github.com/cutkv/cutkv/pki"
 )
 
-func certFile(t *testing.T, path string) *x509.Certificate {
+// loadCert loads f through pki, as a node does, and returns its
+// certificate.
+func loadCert(t *testing.T, f pki.Files) *x509.Certificate {
 	t.Helper()
-	data, err := os.ReadFile(path)
+	leaf, err := certLeaf(f)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("pki does not load %s: %v", f.Cert, err)
 	}
-	b, _ := pem.Decode(data)
-	if b == nil {
-		t.Fatalf("%s: no PEM", path)
-	}
-	c, err := x509.ParseCertificate(b.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return leaf
 }
 
 // TestCertCreate makes a CA, a node and a client with kvctl and checks the
@@ -43,7 +36,7 @@ func TestCertCreate(t *testing.T) {
 			t.Errorf("create-ca output lacks %s:\n%s", p, r.stdout)
 		}
 	}
-	ca := certFile(t, caCrt)
+	ca := loadCert(t, pki.Files{Cert: caCrt, Key: caKey, CA: caCrt})
 	if ca.Subject.CommonName != "test CA" || !ca.IsCA {
 		t.Errorf("CA %v, IsCA %v", ca.Subject, ca.IsCA)
 	}
@@ -68,10 +61,7 @@ func TestCertCreate(t *testing.T) {
 			t.Errorf("create-node output lacks %q:\n%s", want, r.stdout)
 		}
 	}
-	if _, err := pki.NewReloader(pki.Files{Cert: nodeCrt, Key: nodeKey, CA: caCrt}, nil); err != nil {
-		t.Errorf("pki does not load the node's files: %v", err)
-	}
-	node := certFile(t, nodeCrt)
+	node := loadCert(t, pki.Files{Cert: nodeCrt, Key: nodeKey, CA: caCrt})
 	if _, err := node.Verify(x509.VerifyOptions{Roots: roots, DNSName: "localhost"}); err != nil {
 		t.Errorf("node certificate: %v", err)
 	}
@@ -93,10 +83,7 @@ func TestCertCreate(t *testing.T) {
 	if want := "kvctl: --cacert " + caCrt + " --cert " + q(cliCrt) + " --key " + q(cliKey); !strings.Contains(r.stdout, want) {
 		t.Errorf("create-client output lacks %q:\n%s", want, r.stdout)
 	}
-	if _, err := pki.NewReloader(pki.Files{Cert: cliCrt, Key: cliKey, CA: caCrt}, nil); err != nil {
-		t.Errorf("pki does not load the client's files: %v", err)
-	}
-	cli := certFile(t, cliCrt)
+	cli := loadCert(t, pki.Files{Cert: cliCrt, Key: cliKey, CA: caCrt})
 	if _, err := cli.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}); err != nil {
 		t.Errorf("client certificate: %v", err)
 	}
@@ -125,7 +112,7 @@ func TestCertDefaults(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if c := certFile(t, "certs/ca.crt"); c.Subject.CommonName != certDefaultCAName {
+	if c := loadCert(t, pki.Files{Cert: "certs/ca.crt", Key: "certs/ca.key"}); c.Subject.CommonName != certDefaultCAName {
 		t.Errorf("default CA name %q", c.Subject.CommonName)
 	}
 }
