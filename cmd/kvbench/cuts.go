@@ -42,9 +42,9 @@ type cutter struct {
 
 // startCutter starts taking cuts through endpoint, with TLS when tlsFiles
 // is set (the cluster checks the certificate's role: CreateCut needs
-// admin).
+// admin). Its connection has the credentials the client's have.
 func startCutter(endpoint string, interval time.Duration, tlsFiles *client.TLSFiles) (*cutter, error) {
-	creds, err := cutkvCredentials(tlsFiles)
+	creds, err := client.TransportCredentials(tlsFiles, nil)
 	if err != nil {
 		return nil, fmt.Errorf("cutter: %w", err)
 	}

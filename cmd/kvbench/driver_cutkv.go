@@ -6,12 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/cutkv/cutkv/client"
-	"github.com/cutkv/cutkv/pki"
-	"github.com/cutkv/cutkv/pki/grpctls"
 	"github.com/cutkv/cutkv/topology"
 )
 
@@ -43,20 +38,6 @@ func (cutkvDriver) Connect(ctx context.Context, endpoints []string, opts Connect
 // cutkvClientConfig is the client configuration of one connection.
 func cutkvClientConfig(endpoints []string, opts ConnectOptions) client.Config {
 	return client.Config{Endpoints: endpoints, DialTimeout: opts.DialTimeout, TLS: opts.TLS}
-}
-
-// cutkvCredentials are the gRPC transport credentials of a connection
-// kvbench makes itself (the cutter's), as the client makes them: TLS
-// with the same files when t is set, else plaintext.
-func cutkvCredentials(t *client.TLSFiles) (credentials.TransportCredentials, error) {
-	if t == nil {
-		return insecure.NewCredentials(), nil
-	}
-	r, err := pki.NewReloader(pki.Files{Cert: t.Cert, Key: t.Key, CA: t.CACert}, nil)
-	if err != nil {
-		return nil, fmt.Errorf("TLS: %w", err)
-	}
-	return grpctls.Client(r.ClientConfig), nil
 }
 
 func (cutkvDriver) Classify(err error) errKind {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
@@ -19,6 +18,8 @@ import (
 	"time"
 
 	"github.com/cutkv/cutkv/client"
+	"github.com/cutkv/cutkv/internal/benchfmt"
+	"github.com/cutkv/cutkv/scripts/internal/benchconn"
 )
 
 // floodConfig is what `benchtrust flood` is told.
@@ -299,7 +300,7 @@ func flood(ctx context.Context, c *floodConfig, stderr io.Writer) (*floodResult,
 			val := make([]byte, c.ValueSize)
 			for wctx.Err() == nil {
 				ph := rec.phase.Load()
-				putKey(key, rng.IntN(c.Keyspace))
+				benchfmt.PutKey(key, int64(rng.IntN(c.Keyspace)))
 				for i := range val {
 					val[i] = byte(rng.Uint32())
 				}
@@ -426,15 +427,6 @@ func flood(ctx context.Context, c *floodConfig, stderr io.Writer) (*floodResult,
 	}
 	res.FinalHealthz = healthz(ctx, hc, c.HTTP)
 	return res, nil
-}
-
-// putKey writes i as zero-padded decimal over all of key (kvbench's key
-// format).
-func putKey(key []byte, i int) {
-	for j := len(key) - 1; j >= 0; j-- {
-		key[j] = byte('0' + i%10)
-		i /= 10
-	}
 }
 
 // selfCPU is this process's CPU time so far (user + system), seconds.
@@ -668,32 +660,16 @@ func scrape(ctx context.Context, hc *http.Client, addr string) (map[string]float
 	return parseMetrics(resp.Body, floodMetrics)
 }
 
-// parseMetrics reads the samples named in names from the Prometheus text
-// format (a labelled series named as the format prints it).
+// parseMetrics reads the series named in names from the Prometheus text
+// format (a labelled series named as the format prints it); all must be
+// there.
 func parseMetrics(r io.Reader, names []string) (map[string]float64, error) {
-	want := map[string]bool{}
-	for _, n := range names {
-		want[n] = true
+	families := make([]string, len(names))
+	for i, n := range names {
+		families[i], _, _ = strings.Cut(n, "{")
 	}
-	got := map[string]float64{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 || !want[line[:i]] {
-			continue
-		}
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		if err != nil {
-			return nil, fmt.Errorf("metric %s: %v", line[:i], err)
-		}
-		got[line[:i]] = v
-	}
-	if err := sc.Err(); err != nil {
+	got, err := benchconn.ParseExposition(r, families)
+	if err != nil {
 		return nil, err
 	}
 	var missing []string

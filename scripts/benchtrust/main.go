@@ -15,30 +15,14 @@
 package main
 
 import (
-	"fmt"
 	"os"
+
+	"github.com/cutkv/cutkv/scripts/internal/benchconn"
 )
 
 func main() {
-	if len(os.Args) < 2 {
-		usage()
-	}
-	var err error
-	switch os.Args[1] {
-	case "flood":
-		err = floodMain(os.Args[2:], os.Stdout, os.Stderr)
-	case "section":
-		err = sectionMain(os.Args[2:])
-	default:
-		usage()
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "benchtrust %s: %v\n", os.Args[1], err)
-		os.Exit(1)
-	}
-}
-
-func usage() {
-	fmt.Fprintln(os.Stderr, "usage: benchtrust flood -client ADDR -peer ADDR -http ADDR [flags] | benchtrust section -results DIR -doc FILE")
-	os.Exit(2)
+	benchconn.Main("benchtrust", map[string]func(args []string) error{
+		"flood":   func(args []string) error { return floodMain(args, os.Stdout, os.Stderr) },
+		"section": sectionMain,
+	})
 }

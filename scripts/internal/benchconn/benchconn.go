@@ -1,6 +1,7 @@
 // Package benchconn holds what the bench scripts' Go helpers
-// (scripts/benchckpt, scripts/benchsnap) share: connecting to the nodes,
-// subcommand flags and dispatch.
+// (scripts/benchckpt, scripts/benchsnap, scripts/benchtrust) share:
+// connecting to the nodes, reading their /metrics, subcommand flags and
+// dispatch.
 package benchconn
 
 import (
