@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"github.com/cutkv/cutkv/client"
 	"github.com/cutkv/cutkv/proto/kvpb"
 	"github.com/cutkv/cutkv/topology"
 )
@@ -343,7 +344,7 @@ func (b *Bank) commit(rng *mrand.Rand, stop <-chan struct{}, giveUp time.Time, r
 		wait := time.Duration(0)
 		i, ok := b.r.pick(rng)
 		if ok {
-			req.Priority = max(first, time.Now().Add(-50*time.Second).UnixNano())
+			req.Priority = max(first, time.Now().Add(-client.MaxPriorityAge).UnixNano())
 			if multi {
 				b.r.multi[i].Add(1)
 			}
