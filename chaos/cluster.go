@@ -37,7 +37,6 @@ const partitions = 8
 // cluster is kvnode processes, one per host.
 type cluster struct {
 	net   *hosts.Net
-	dir   string // the round's directory
 	bin   string // kvnode
 	store string // file:// snapshot store
 	nodes []*node
@@ -74,7 +73,7 @@ func closeActive() {
 
 // startCluster sets up n hosts and starts a node on each, with peer
 // mutual TLS from a CA made for the round and encrypted gossip.
-func startCluster(dir, bin, kvctl string, n int, subnet byte, name string) (*cluster, error) {
+func startCluster(dir, bin string, n int, subnet byte, name string) (*cluster, error) {
 	net, err := hosts.Setup(hosts.Config{Name: name, Hosts: n, Subnet: subnet})
 	if err != nil {
 		return nil, fmt.Errorf("chaos: set up %d hosts: %w", n, err)
@@ -85,7 +84,7 @@ func startCluster(dir, bin, kvctl string, n int, subnet byte, name string) (*clu
 	}
 	active.nets[net] = true
 	active.Unlock()
-	c := &cluster{net: net, dir: dir, bin: bin}
+	c := &cluster{net: net, bin: bin}
 	ok := false
 	defer func() {
 		if !ok {
@@ -230,7 +229,7 @@ func (c *cluster) down(i int) bool {
 	return nd.state != "up"
 }
 
-// kill kills node i with SIGKILL.
+// kill kills node i with SIGKILL and waits until it is reaped.
 func (c *cluster) kill(i int) error {
 	nd := c.nodes[i]
 	nd.mu.Lock()
@@ -238,7 +237,11 @@ func (c *cluster) kill(i int) error {
 	if nd.proc == nil {
 		return fmt.Errorf("chaos: %s is not running", nd.id)
 	}
-	nd.proc.Kill()
+	// A process not reaped may still hold its data dir: it is not marked
+	// killed (heal would start a second one), and the fault is not run.
+	if err := nd.proc.Kill(); err != nil {
+		return err
+	}
 	nd.proc, nd.state = nil, "killed"
 	return nil
 }

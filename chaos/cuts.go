@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"sync"
@@ -178,7 +179,7 @@ func (s *snapshotter) once(ctx context.Context) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if res != nil && (err == nil || err == io.EOF) {
+	if res != nil && (err == nil || errors.Is(err, io.EOF)) {
 		s.taken = append(s.taken, snapshotTaken{ID: res.GetSnapshot().GetId(), Cut: res.GetSnapshot().GetCutVersion()})
 		return
 	}

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // appendJournal adds the rounds to the journal (one JSON object a line).
@@ -40,26 +41,43 @@ func appendJournal(path string, rounds []*roundResult) error {
 	return f.Close()
 }
 
-// readJournal reads every round the journal holds.
+// maxJournalLine bounds one line of the journal (one round): a longer line
+// is refused, not read into memory.
+const maxJournalLine = 64 << 20
+
+// readJournal reads every round the journal holds. A line that is not a
+// round (not JSON, not an object, no time or nodes, longer than
+// maxJournalLine) is an error that names the line; blank lines are
+// skipped.
 func readJournal(path string) ([]*roundResult, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
+	defer f.Close()
 	var out []*roundResult
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	for line := 1; sc.Scan(); line++ {
-		if len(bytes.TrimSpace(sc.Bytes())) == 0 {
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64<<10), maxJournalLine)
+	line := 0
+	for sc.Scan() {
+		line++
+		b := bytes.TrimSpace(sc.Bytes())
+		if len(b) == 0 {
 			continue
 		}
-		var r roundResult
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+		var r *roundResult // stays nil for a JSON null
+		if err := json.Unmarshal(b, &r); err != nil {
 			return nil, fmt.Errorf("chaos: journal %s line %d: %w", path, line, err)
 		}
-		out = append(out, &r)
+		if r == nil || r.Time.IsZero() || r.Nodes < 1 {
+			return nil, fmt.Errorf("chaos: journal %s line %d: not a round (want an object with a time and nodes)", path, line)
+		}
+		out = append(out, r)
 	}
-	return out, sc.Err()
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("chaos: journal %s line %d: %w", path, line+1, err)
+	}
+	return out, nil
 }
 
 const (
@@ -182,23 +200,32 @@ func writeReliability(path string, rounds []*roundResult, journal string) error 
 				short(r.Commit), r.Seed, r.Nodes, r.Soak, proven, len(r.Faults), ops, r.Cuts.Completed, r.Cuts.Verified,
 				r.Snapshots.Taken, r.Snapshots.RestoredOK, r.RecoveryMs, len(r.Anomalies), result)
 		}
-		b.WriteString("\nReplay a round: `sudo make chaos SEED=<seed> CUTKV_SOAK=<soak> CUTKV_CHAOS_NODES=<nodes>` at its commit (the schedule repeats; the interleavings may differ).\n")
+		// The seed recorded is the round's own (plan derives it from the
+		// run's), and the run's seed would also pick other kinds.
+		b.WriteString("\nReplay a round: `sudo make chaos CUTKV_CHAOS_ROUND_SEED=<seed> CUTKV_SOAK=<soak> CUTKV_CHAOS_NODES=<nodes> CUTKV_CHAOS_KINDS=<its kinds, from the journal>` at its commit (the schedule repeats; the interleavings may differ).\n")
 	}
 	fmt.Fprintf(&b, "%s\n", markEnd)
 
 	old, err := os.ReadFile(path)
-	var doc string
-	switch {
-	case err == nil && strings.Contains(string(old), markBegin) && strings.Contains(string(old), markEnd):
-		s := string(old)
-		i, j := strings.Index(s, markBegin), strings.Index(s, markEnd)+len(markEnd)
-		doc = s[:i] + strings.TrimSuffix(b.String(), "\n") + s[j:]
-	case err == nil || os.IsNotExist(err):
-		doc = reliabilityHead + b.String() + reliabilityBugs
-	default:
+	if os.IsNotExist(err) {
+		return os.WriteFile(path, []byte(reliabilityHead+b.String()+reliabilityBugs), 0o644)
+	}
+	if err != nil {
 		return err
 	}
-	return os.WriteFile(path, []byte(doc), 0o644)
+	// Outside the markers the file is kept by hand (the bugs found): a
+	// file whose markers are gone is refused, not replaced.
+	s := string(old)
+	i := strings.Index(s, markBegin)
+	j := -1
+	if i >= 0 {
+		j = strings.Index(s[i:], markEnd)
+	}
+	if j < 0 {
+		return fmt.Errorf("chaos: %s has no section between %s and %s to rewrite; restore the markers", path, markBegin, markEnd)
+	}
+	j += i + len(markEnd)
+	return os.WriteFile(path, []byte(s[:i]+strings.TrimSuffix(b.String(), "\n")+s[j:]), 0o644)
 }
 
 func firstOf(lists ...[]string) string {
@@ -206,7 +233,11 @@ func firstOf(lists ...[]string) string {
 		if len(l) > 0 {
 			s := l[0]
 			if len(s) > 160 {
-				s = s[:160] + "…"
+				cut := 160
+				for cut > 0 && !utf8.RuneStart(s[cut]) {
+					cut-- // never split a character
+				}
+				s = s[:cut] + "…"
 			}
 			return s
 		}

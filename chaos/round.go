@@ -76,7 +76,7 @@ type snapCounts struct {
 
 // runRound runs one round: a fresh cluster, the workloads and the
 // nemesis, then every check.
-func runRound(t *testing.T, cfg Config, rd round, idx int, kvnode, kvctl, out string) *roundResult {
+func runRound(t *testing.T, cfg Config, rd round, idx int, kvnode, out string) *roundResult {
 	res := &roundResult{Time: time.Now().UTC(), Commit: cfg.Commit, Seed: rd.seed, Nodes: rd.nodes, Soak: rd.soak.String(),
 		Kinds: rd.kinds, Ops: map[string]int{}, RecoveryMs: -1, Details: map[string]string{}}
 	dir := filepath.Join(out, fmt.Sprintf("round-%d-%dnodes", idx, rd.nodes))
@@ -106,7 +106,7 @@ func runRound(t *testing.T, cfg Config, rd round, idx int, kvnode, kvctl, out st
 	r := rand.New(rand.NewPCG(rd.seed, uint64(rd.nodes)))
 	logf("round %d: %d nodes, kinds %v, seed %d, soak %v, recovery bound %v", idx, rd.nodes, rd.kinds, rd.seed, rd.soak, cfg.RecoveryBound)
 
-	c, err := startCluster(dir, kvnode, kvctl, rd.nodes, byte(40+idx), fmt.Sprintf("ck%d", idx))
+	c, err := startCluster(dir, kvnode, rd.nodes, byte(40+idx), fmt.Sprintf("ck%d", idx))
 	if err != nil {
 		res.Problems = append(res.Problems, err.Error())
 		return res

@@ -205,7 +205,7 @@ type checker struct {
 	writes     map[string]map[int]writeRef
 	reads      []readRef
 	readsByKey map[string][]int // key → indices into reads
-	keys       []string         // sorted keys with a read or an append
+	keys       []string         // sorted keys of every micro-op
 	order      map[string][]int // key → inferred version order
 	pos        map[string]map[int]int
 	badPrefix  map[string][]int // key → bad elements (duplicate, garbage, failed writer) in each prefix of its longest read
@@ -252,16 +252,15 @@ func (c *checker) count() {
 			}
 		}
 	}
-	c.res.Keys = len(keys)
+	c.keys = slices.Sorted(maps.Keys(keys))
+	c.res.Keys = len(c.keys)
 }
 
 func (c *checker) indexWrites() {
 	c.writes = map[string]map[int]writeRef{}
-	keys := map[string]bool{}
 	for i, op := range c.h.Ops {
 		last := map[string]int{}
 		for _, m := range op.Mops {
-			keys[m.Key] = true
 			if m.Kind == MopAppend {
 				last[m.Key] = m.Value
 			}
@@ -276,7 +275,6 @@ func (c *checker) indexWrites() {
 			c.writes[m.Key][m.Value] = writeRef{op: i, final: last[m.Key] == m.Value}
 		}
 	}
-	c.keys = slices.Sorted(maps.Keys(keys))
 }
 
 // checkInternal checks each ok op against itself: a read shows what the
@@ -506,7 +504,7 @@ func (c *checker) buildGraph() {
 		c.addRealtimeEdges()
 	}
 	c.g.seal()
-	c.res.Edges = c.g.count
+	c.res.Edges = len(c.g.why)
 	for k := range c.g.why {
 		c.res.EdgesByType[k.t.strongest()]++
 	}

@@ -92,9 +92,8 @@ type edgeKey struct {
 type graph struct {
 	n     int
 	build []map[int]edgeMask
-	out   [][]arc // sorted by to; set by seal
-	why   map[edgeKey]Edge
-	count int // distinct (from, to, type) edges
+	out   [][]arc          // sorted by to; set by seal
+	why   map[edgeKey]Edge // one per distinct (from, to, type) edge
 
 	// Scratch for searches, all zero between calls.
 	index, low []int
@@ -122,7 +121,6 @@ func (g *graph) add(from, to int, t EdgeType, e Edge) {
 		return
 	}
 	g.build[from][to] |= m
-	g.count++
 	e.Type = t
 	g.why[edgeKey{from, to, m}] = e
 }

@@ -203,11 +203,36 @@ func (h *History) Encode(w io.Writer) error {
 	return json.NewEncoder(w).Encode(h)
 }
 
+// MaxHistoryBytes bounds the encoding DecodeHistory reads, and so the
+// memory a decode takes: far more than a long soak writes (a few MB).
+const MaxHistoryBytes = 256 << 20
+
+// cappedReader reads at most n more bytes of r, then fails (wrapping
+// ErrBadHistory) if r has more.
+type cappedReader struct {
+	r      io.Reader
+	n, max int64
+}
+
+func (c *cappedReader) Read(p []byte) (int, error) {
+	if int64(len(p)) > c.n+1 {
+		p = p[:c.n+1]
+	}
+	k, err := c.r.Read(p)
+	if c.n -= int64(k); c.n < 0 {
+		return 0, fmt.Errorf("%w: longer than %d bytes", ErrBadHistory, c.max)
+	}
+	return k, err
+}
+
 // DecodeHistory reads one history that Encode (or json.Marshal) wrote and
-// validates it (History.Validate). Unknown fields and trailing data are
-// refused. Errors wrap ErrBadHistory.
-func DecodeHistory(r io.Reader) (*History, error) {
-	dec := json.NewDecoder(r)
+// validates it (History.Validate). Unknown fields, trailing data and more
+// than MaxHistoryBytes are refused. Errors wrap ErrBadHistory.
+func DecodeHistory(r io.Reader) (*History, error) { return decodeHistory(r, MaxHistoryBytes) }
+
+// decodeHistory is DecodeHistory reading at most max bytes.
+func decodeHistory(r io.Reader, max int64) (*History, error) {
+	dec := json.NewDecoder(&cappedReader{r: r, n: max, max: max})
 	dec.DisallowUnknownFields()
 	var hj historyJSON
 	if err := dec.Decode(&hj); err != nil {
@@ -216,7 +241,10 @@ func DecodeHistory(r io.Reader) (*History, error) {
 		}
 		return nil, fmt.Errorf("%w: %v", ErrBadHistory, err)
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+	switch _, err := dec.Token(); {
+	case errors.Is(err, ErrBadHistory): // too long
+		return nil, err
+	case !errors.Is(err, io.EOF):
 		return nil, fmt.Errorf("%w: data after the history", ErrBadHistory)
 	}
 	if hj.Format != Format {

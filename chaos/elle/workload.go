@@ -275,18 +275,12 @@ func (w *Workload) runTxn(ctx context.Context, proc int, plan []plannedMop) OpTy
 			continue
 		}
 		if readOnly {
-			mops := make([]Mop, len(plan))
-			for i := range plan {
-				mops[i] = Read(keyOf[i], slices.Clone(obs[keyOf[i]].list))
-			}
 			for _, k := range keys {
 				if obs[k].corrupt {
 					w.stats.corrupt.Add(1)
 				}
 			}
-			w.record(Op{Process: proc, Type: TypeOK, Invoke: invoke, Complete: complete, Mops: mops})
-			w.stats.committed.Add(1)
-			w.stats.readOnly.Add(1)
+			w.recordRead(proc, invoke, complete, keyOf, obs)
 			return TypeOK
 		}
 		// A corrupt value is never written back; a list at its length
@@ -298,13 +292,7 @@ func (w *Workload) runTxn(ctx context.Context, proc int, plan []plannedMop) OpTy
 			full = full || w.full(len(obs[k].list), appended[k])
 		}
 		if corrupt || full {
-			mops := make([]Mop, len(keys))
-			for i, k := range keys {
-				mops[i] = Read(k, obs[k].list)
-			}
-			w.record(Op{Process: proc, Type: TypeOK, Invoke: invoke, Complete: complete, Mops: mops})
-			w.stats.committed.Add(1)
-			w.stats.readOnly.Add(1)
+			w.recordRead(proc, invoke, complete, keys, obs)
 			last = TypeOK
 			if corrupt {
 				w.stats.corrupt.Add(1)
@@ -489,14 +477,20 @@ func (w *Workload) finalRead(ctx context.Context) {
 			w.stats.readErrors.Add(1)
 			continue
 		}
-		mops := make([]Mop, len(chunk))
-		for i, k := range chunk {
-			mops[i] = Read(k, obs[k].list)
-		}
-		w.record(Op{Process: proc, Type: TypeOK, Invoke: invoke, Complete: complete, Mops: mops})
-		w.stats.committed.Add(1)
-		w.stats.readOnly.Add(1)
+		w.recordRead(proc, invoke, complete, chunk, obs)
 	}
+}
+
+// recordRead records a committed read-only transaction: a read of each
+// of keys (in order, repeats kept), as obs shows it.
+func (w *Workload) recordRead(proc int, invoke, complete int64, keys []string, obs map[string]observed) {
+	mops := make([]Mop, len(keys))
+	for i, k := range keys {
+		mops[i] = Read(k, obs[k].list)
+	}
+	w.record(Op{Process: proc, Type: TypeOK, Invoke: invoke, Complete: complete, Mops: mops})
+	w.stats.committed.Add(1)
+	w.stats.readOnly.Add(1)
 }
 
 // record appends op to the history, numbering it.
