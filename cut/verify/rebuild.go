@@ -66,8 +66,8 @@ type entry struct {
 type replicaLog struct {
 	r    *Replica
 	ents []entry // ents[i].index == r.BaseIndex+1+i
-	// txns holds the ids of transactions with a prepare or finish entry
-	// after the base; only computed when there is a base.
+	// txns holds the ids of transactions with a prepare entry after the
+	// base; only computed when there is a base.
 	txns map[string]bool
 }
 
@@ -88,13 +88,13 @@ func decode(r *Replica) (*replicaLog, error) {
 		if !ok {
 			cmd = nil
 		}
-		if l.txns != nil {
-			switch op := cmd.GetOp().(type) {
-			case *internalpb.Command_TxnPrepare:
-				l.txns[string(op.TxnPrepare.GetTxnId())] = true
-			case *internalpb.Command_TxnFinish:
-				l.txns[string(op.TxnFinish.GetTxnId())] = true
-			}
+		// Only a prepare after the base makes a transaction known: a
+		// Finish there may repeat one inside the base (a coordinator's
+		// and a recovery's both apply), and says nothing of whether the
+		// state includes it. An intent the base holds is known through
+		// the base itself (resolve).
+		if op := cmd.GetTxnPrepare(); l.txns != nil && op != nil {
+			l.txns[string(op.GetTxnId())] = true
 		}
 		l.ents = append(l.ents, entry{index: e.GetIndex(), term: e.GetTerm(), cmd: cmd})
 	}

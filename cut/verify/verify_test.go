@@ -720,3 +720,41 @@ func TestVerifyRecordOnALessTruncatedReplica(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifyDuplicateFinishAfterBase: T1 finished in partition 1 inside
+// n2's base, and a second Finish of T1 (a coordinator's and a recovery's,
+// both applied) lies after the base. That entry tells n2 nothing about
+// whether its state includes T1, so n2 agrees with n1, which replayed
+// the first Finish: no "included only on n1" (a false positive the fault
+// harness met, seed 2939756093294894137).
+func TestVerifyDuplicateFinishAfterBase(t *testing.T) {
+	c := consistent()
+	c.p1 = append(c.p1, step{2, finish("T1", true, 0)}) // 18: the second Finish
+	full := entries(t, c.p1)
+	const m = 6 // after T1's first Finish (5)
+	start := func() (*partition.Partition, error) {
+		p := partition.New(1)
+		for _, e := range full[:m] {
+			cmd, ok, err := decodeForTest(e)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				p.SetApplied(e.GetIndex())
+				continue
+			}
+			if _, err := p.ApplyCommand(e.GetIndex(), cmd); err != nil {
+				return nil, err
+			}
+		}
+		return p, nil
+	}
+	src := append(c.source(t, "n1"), &Replica{Node: "n2", Group: 1, BaseIndex: m, Start: start, Entries: full[m:], Commit: uint64(len(full)) + 1})
+	rep, err := Verify(src, Options{Invariant: bankTotal(100)})
+	if err != nil {
+		t.Fatalf("%v\n%v", err, rep)
+	}
+	if p := rep.Cuts[0].Partitions[0]; len(p.Replicas) != 2 {
+		t.Fatalf("partition 1 rebuilt from %v, want both replicas compared", p.Replicas)
+	}
+}
