@@ -17,7 +17,7 @@ import (
 
 	"github.com/cutkv/cutkv/chaos/hosts"
 	"github.com/cutkv/cutkv/checkpoint"
-	"github.com/cutkv/cutkv/server"
+	"github.com/cutkv/cutkv/datadir"
 )
 
 // recoveryFlag bounds the time from the last heal to a healthy cluster
@@ -395,18 +395,18 @@ func TestCopyDataDirs(t *testing.T) {
 	for name, text := range map[string]string{
 		"progress": "p1", "progress.tmp": "torn", "00000000000000000001": "s1", "00000000000000000009.START.TEMP": "torn",
 	} {
-		write(filepath.Join(n1, server.WALDir, name), text)
+		write(filepath.Join(n1, datadir.WALDir, name), text)
 	}
 	write(filepath.Join(n1, checkpoint.DirName, "m-3"), "m3")
 	write(filepath.Join(n1, checkpoint.DirName, "m-4.tmp"), "torn")
-	write(filepath.Join(n2, server.WALDir, "00000000000000000001"), "s2")
+	write(filepath.Join(n2, datadir.WALDir, "00000000000000000001"), "s2")
 	c := &cluster{nodes: []*node{{id: "n1", data: n1}, {id: "n2", data: n2}}}
 	dst := t.TempDir()
 	dirs, err := copyDataDirs(c, dst)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := filepath.Join(dst, "n1", server.WALDir); dirs["n1"] != want || len(dirs) != 2 {
+	if want := filepath.Join(dst, "n1", datadir.WALDir); dirs["n1"] != want || len(dirs) != 2 {
 		t.Fatalf("WAL dirs %v, want n1's at %s", dirs, want)
 	}
 	var got []string

@@ -19,6 +19,7 @@ import (
 	"github.com/cutkv/cutkv/chaos/hosts"
 	"github.com/cutkv/cutkv/pki"
 	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 	"github.com/cutkv/cutkv/tests/linearizability"
 )
 
@@ -344,7 +345,7 @@ func (c *cluster) close() {
 func (c *cluster) status(ctx context.Context, i int) (*kvpb.StatusResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	return kvpb.NewClusterClient(c.conns[i]).Status(ctx, &kvpb.StatusRequest{LocalOnly: true})
+	return kvrpc.NewClusterClient(c.conns[i]).Status(ctx, &kvpb.StatusRequest{LocalOnly: true})
 }
 
 // leaderOf returns the index of the node group g's leader is, as the

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 )
 
 // cutter asks a random node for a consistent cut every 500 ms (one call
@@ -70,7 +71,7 @@ func (cu *cutter) tick(ctx context.Context) {
 
 func (cu *cutter) call(ctx context.Context, i int) {
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-	resp, err := kvpb.NewClusterClient(cu.c.conns[i]).CreateCut(cctx, &kvpb.CreateCutRequest{})
+	resp, err := kvrpc.NewClusterClient(cu.c.conns[i]).CreateCut(cctx, &kvpb.CreateCutRequest{})
 	cancel()
 	cu.mu.Lock()
 	defer cu.mu.Unlock()
@@ -168,7 +169,7 @@ func (s *snapshotter) once(ctx context.Context) {
 	s.mu.Unlock()
 	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
-	stream, err := kvpb.NewClusterClient(s.c.conns[i]).CreateSnapshot(cctx, &kvpb.CreateSnapshotRequest{})
+	stream, err := kvrpc.NewClusterClient(s.c.conns[i]).CreateSnapshot(cctx, &kvpb.CreateSnapshotRequest{})
 	var res *kvpb.CreateSnapshotResult
 	for err == nil {
 		var m *kvpb.CreateSnapshotResponse

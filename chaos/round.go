@@ -19,6 +19,7 @@ import (
 	"github.com/cutkv/cutkv/client"
 	"github.com/cutkv/cutkv/internal/clustertest"
 	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 	"github.com/cutkv/cutkv/restore"
 	"github.com/cutkv/cutkv/server"
 	"github.com/cutkv/cutkv/tests/bank"
@@ -143,9 +144,9 @@ func runRound(t *testing.T, cfg Config, rd round, idx int, kvnode, out string) *
 	defer stopBankOnce()
 
 	// The registers.
-	kvs := make([]kvpb.KVClient, len(c.conns))
+	kvs := make([]kvrpc.KVClient, len(c.conns))
 	for i, cc := range c.conns {
-		kvs[i] = kvpb.NewKVClient(cc)
+		kvs[i] = kvrpc.NewKVClient(cc)
 	}
 	reg, err := linearizability.NewWorkload(linearizability.Config{Nodes: kvs, Keys: linearizability.PickKeys(registerKeys, partitions),
 		Seed: r.Uint64(), Clients: registerProcs, Skip: c.down})
@@ -391,7 +392,7 @@ func checkReplicas(ctx context.Context, c *cluster) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		resp, err := kvpb.NewClusterClient(c.conns[0]).Check(cctx, &kvpb.CheckRequest{})
+		resp, err := kvrpc.NewClusterClient(c.conns[0]).Check(cctx, &kvpb.CheckRequest{})
 		cancel()
 		if err == nil {
 			last = nil

@@ -15,9 +15,10 @@ import (
 
 	"github.com/cutkv/cutkv/checkpoint"
 	"github.com/cutkv/cutkv/cut/verify"
+	"github.com/cutkv/cutkv/datadir"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/kvpb"
-	"github.com/cutkv/cutkv/server"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 	"github.com/cutkv/cutkv/tests/bank"
 )
 
@@ -91,7 +92,7 @@ func (v *liveVerifier) listCuts(ctx context.Context) ([]*kvpb.CutInfo, error) {
 	var last error
 	for i := range v.c.conns {
 		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		resp, err := kvpb.NewClusterClient(v.c.conns[i]).ListCuts(cctx, &kvpb.ListCutsRequest{})
+		resp, err := kvrpc.NewClusterClient(v.c.conns[i]).ListCuts(cctx, &kvpb.ListCutsRequest{})
 		cancel()
 		if err == nil {
 			return resp.GetCuts(), nil
@@ -231,7 +232,7 @@ func (v *liveVerifier) digest(version uint64) (stateDigest, bool) {
 func copyDataDirs(c *cluster, dir string) (map[string]string, error) {
 	out := map[string]string{}
 	for _, nd := range c.nodes {
-		src, dst := filepath.Join(nd.data, server.WALDir), filepath.Join(dir, nd.id, server.WALDir)
+		src, dst := filepath.Join(nd.data, datadir.WALDir), filepath.Join(dir, nd.id, datadir.WALDir)
 		if err := os.MkdirAll(dst, 0o750); err != nil {
 			return nil, err
 		}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"time"
 
-	"github.com/cutkv/cutkv/proto/kvpb"
 	"google.golang.org/grpc"
+
+	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 )
 
 // MemberState is a member's state as the failure detector sees it.
@@ -69,7 +71,7 @@ func (c *Client) Members(ctx context.Context, opts ...Option) ([]Member, error) 
 	o := collect(opts)
 	var resp *kvpb.MembersResponse
 	err := c.do(ctx, op{name: "members"}, func(ctx context.Context, cc *grpc.ClientConn, h *kvpb.RequestHeader) (*kvpb.ResponseHeader, error) {
-		r, err := kvpb.NewClusterClient(cc).Members(ctx, &kvpb.MembersRequest{Header: h}, c.callOpts...)
+		r, err := kvrpc.NewClusterClient(cc).Members(ctx, &kvpb.MembersRequest{Header: h}, c.callOpts...)
 		resp = r
 		return r.GetHeader(), err
 	})
@@ -143,7 +145,7 @@ func (c *Client) Status(ctx context.Context, opts ...Option) (*Status, error) {
 	o := collect(opts)
 	var resp *kvpb.StatusResponse
 	err := c.do(ctx, op{name: "status"}, func(ctx context.Context, cc *grpc.ClientConn, h *kvpb.RequestHeader) (*kvpb.ResponseHeader, error) {
-		r, err := kvpb.NewClusterClient(cc).Status(ctx, &kvpb.StatusRequest{Header: h}, c.callOpts...)
+		r, err := kvrpc.NewClusterClient(cc).Status(ctx, &kvpb.StatusRequest{Header: h}, c.callOpts...)
 		resp = r
 		return r.GetHeader(), err
 	})

@@ -14,7 +14,7 @@
 // the request to the leader, so any endpoint can serve any request. Routing
 // names the leader of each partition (leaders[i] leads partition i+1) and
 // the members' gRPC addresses, so the client can skip that hop: it hashes
-// the key with topology.PartitionOf and sends the request straight to the
+// the key with keyspace.PartitionOf and sends the request straight to the
 // leader.
 //
 // Errors:

@@ -6,11 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cutkv/cutkv/proto/kvpb"
-	"github.com/cutkv/cutkv/topology"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/cutkv/cutkv/keyspace"
+	"github.com/cutkv/cutkv/proto/kvpb"
 )
 
 func TestBackoffDelay(t *testing.T) {
@@ -110,7 +111,7 @@ func TestConfigValidate(t *testing.T) {
 func TestRouteTable(t *testing.T) {
 	r := &kvpb.RoutingResponse{
 		Partitions: 3,
-		Hash:       topology.HashName,
+		Hash:       keyspace.HashName,
 		Members: []*kvpb.Member{
 			{Id: "n1", GrpcAddr: "a:1", State: kvpb.MemberState_MEMBER_STATE_ALIVE},
 			{Id: "n2", GrpcAddr: "a:2", State: kvpb.MemberState_MEMBER_STATE_FAILED},
@@ -128,7 +129,7 @@ func TestRouteTable(t *testing.T) {
 	byPart := map[uint64]string{1: "a:1", 2: "", 3: "a:3"}
 	for i := range 50 {
 		k := []byte{byte(i)}
-		if got, want := tab.leaderAddr(k), byPart[topology.PartitionOf(k, 3)]; got != want {
+		if got, want := tab.leaderAddr(k), byPart[keyspace.PartitionOf(k, 3)]; got != want {
 			t.Errorf("leaderAddr(%q) = %q, want %q", k, got, want)
 		}
 	}

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/cutkv/cutkv/proto/kvpb"
 	"google.golang.org/grpc"
+
+	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 )
 
 // KeyValue is a stored key-value pair.
@@ -108,7 +110,7 @@ func (c *Client) Get(ctx context.Context, key []byte, opts ...Option) (KeyValue,
 	o := collect(opts)
 	var resp *kvpb.GetResponse
 	err := c.do(ctx, op{name: "get", key: key}, func(ctx context.Context, cc *grpc.ClientConn, h *kvpb.RequestHeader) (*kvpb.ResponseHeader, error) {
-		r, err := kvpb.NewKVClient(cc).Get(ctx, &kvpb.GetRequest{Header: h, Key: key}, c.callOpts...)
+		r, err := kvrpc.NewKVClient(cc).Get(ctx, &kvpb.GetRequest{Header: h, Key: key}, c.callOpts...)
 		resp = r
 		return r.GetHeader(), err
 	})
@@ -135,7 +137,7 @@ func (c *Client) Put(ctx context.Context, key, value []byte, opts ...Option) err
 	o := collect(opts)
 	var resp *kvpb.PutResponse
 	err := c.do(ctx, op{name: "put", key: key, write: true}, func(ctx context.Context, cc *grpc.ClientConn, h *kvpb.RequestHeader) (*kvpb.ResponseHeader, error) {
-		r, err := kvpb.NewKVClient(cc).Put(ctx, &kvpb.PutRequest{Header: h, Key: key, Value: value}, c.callOpts...)
+		r, err := kvrpc.NewKVClient(cc).Put(ctx, &kvpb.PutRequest{Header: h, Key: key, Value: value}, c.callOpts...)
 		resp = r
 		return r.GetHeader(), err
 	})
@@ -155,7 +157,7 @@ func (c *Client) Delete(ctx context.Context, key []byte, opts ...Option) (delete
 	o := collect(opts)
 	var resp *kvpb.DeleteResponse
 	err = c.do(ctx, op{name: "delete", key: key, write: true}, func(ctx context.Context, cc *grpc.ClientConn, h *kvpb.RequestHeader) (*kvpb.ResponseHeader, error) {
-		r, err := kvpb.NewKVClient(cc).Delete(ctx, &kvpb.DeleteRequest{Header: h, Key: key}, c.callOpts...)
+		r, err := kvrpc.NewKVClient(cc).Delete(ctx, &kvpb.DeleteRequest{Header: h, Key: key}, c.callOpts...)
 		resp = r
 		return r.GetHeader(), err
 	})
@@ -178,7 +180,7 @@ func (c *Client) Scan(ctx context.Context, start, end []byte, limit int, opts ..
 	o := collect(opts)
 	var resp *kvpb.ScanResponse
 	err = c.do(ctx, op{name: "scan"}, func(ctx context.Context, cc *grpc.ClientConn, h *kvpb.RequestHeader) (*kvpb.ResponseHeader, error) {
-		r, err := kvpb.NewKVClient(cc).Scan(ctx, &kvpb.ScanRequest{Header: h, Start: start, End: end, Limit: int64(limit), KeysOnly: o.keysOnly}, c.callOpts...)
+		r, err := kvrpc.NewKVClient(cc).Scan(ctx, &kvpb.ScanRequest{Header: h, Start: start, End: end, Limit: int64(limit), KeysOnly: o.keysOnly}, c.callOpts...)
 		resp = r
 		return r.GetHeader(), err
 	})

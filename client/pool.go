@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 )
 
 // connPool holds one grpc.ClientConn per address. Connections are created
@@ -63,7 +64,7 @@ func (p *connPool) close() error {
 // once, without sending anything, with that reason. The call is a Routing
 // request, harmless should the channel have become ready meanwhile.
 func LastConnError(ctx context.Context, cc *grpc.ClientConn) string {
-	_, err := kvpb.NewClusterClient(cc).Routing(ctx, &kvpb.RoutingRequest{})
+	_, err := kvrpc.NewClusterClient(cc).Routing(ctx, &kvpb.RoutingRequest{})
 	if err == nil {
 		return "it recovered"
 	}

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cutkv/cutkv/proto/kvpb"
-	"github.com/cutkv/cutkv/topology"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/cutkv/cutkv/keyspace"
+	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 )
 
 // routeTable is one answer of the Routing RPC. It is immutable: changes
@@ -34,7 +36,7 @@ func (t *routeTable) leaderAddr(key []byte) string {
 	if t == nil || t.partitions == 0 {
 		return ""
 	}
-	p := topology.PartitionOf(key, t.partitions)
+	p := keyspace.PartitionOf(key, t.partitions)
 	if int(p) > len(t.leaders) {
 		return ""
 	}
@@ -46,7 +48,7 @@ func (t *routeTable) withLeader(key []byte, addr string) *routeTable {
 	if t == nil || t.partitions == 0 {
 		return t
 	}
-	p := topology.PartitionOf(key, t.partitions)
+	p := keyspace.PartitionOf(key, t.partitions)
 	if int(p) > len(t.leaders) || t.leaders[p-1] == addr {
 		return t
 	}
@@ -69,10 +71,10 @@ func newRouteTable(r *kvpb.RoutingResponse) (*routeTable, error) {
 			t.members = append(t.members, m.GetGrpcAddr())
 		}
 	}
-	if h := r.GetHash(); h != "" && h != topology.HashName {
+	if h := r.GetHash(); h != "" && h != keyspace.HashName {
 		// Still usable for its member list; every request goes to any node,
 		// which forwards it.
-		return t, fmt.Errorf("client: routing: unknown key-hash function %q (want %q)", h, topology.HashName)
+		return t, fmt.Errorf("client: routing: unknown key-hash function %q (want %q)", h, keyspace.HashName)
 	}
 	t.partitions = r.GetPartitions()
 	t.leaders = make([]string, t.partitions)
@@ -195,7 +197,7 @@ func (c *Client) fetchRoutingFrom(ctx context.Context, addr string) (*routeTable
 	}
 	actx, cancel := context.WithTimeout(ctx, c.cfg.RequestTimeout)
 	defer cancel()
-	resp, err := kvpb.NewClusterClient(cc).Routing(actx, &kvpb.RoutingRequest{Header: c.requestHeader()}, c.callOpts...)
+	resp, err := kvrpc.NewClusterClient(cc).Routing(actx, &kvpb.RoutingRequest{Header: c.requestHeader()}, c.callOpts...)
 	if status.Code(err) == codes.Unimplemented {
 		return &routeTable{addrs: map[string]string{}}, nil
 	}

@@ -8,9 +8,11 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/cutkv/cutkv/proto/kvpb"
-	"github.com/cutkv/cutkv/txn"
 	"google.golang.org/grpc"
+
+	"github.com/cutkv/cutkv/keyspace"
+	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 )
 
 // DefaultMaxTxnOps is the default of Config.MaxTxnOps: the server's limit
@@ -327,7 +329,7 @@ func (t *Txn) Commit() (*TxnResponse, error) {
 			Priority: max(priority, time.Now().Add(-MaxPriorityAge).UnixNano()),
 		}
 		var err error
-		resp, err = kvpb.NewKVClient(cc).Txn(ctx, r, t.c.callOpts...)
+		resp, err = kvrpc.NewKVClient(cc).Txn(ctx, r, t.c.callOpts...)
 		return resp.GetHeader(), err
 	})
 	if err != nil {
@@ -359,11 +361,11 @@ func (t *Txn) request() *kvpb.TxnRequest {
 func (t *Txn) smallestKey() []byte { return routeKey(t.request()) }
 
 // routeKey is the key a transaction is routed by: the smallest key it
-// names, whose partition holds the transaction record (txn.SmallestKey, as
+// names, whose partition holds the transaction record (keyspace.SmallestKey, as
 // the server splits it). Non-nil even when that key is empty (an empty scan
 // start); nil when it names none (any node).
 func routeKey(req *kvpb.TxnRequest) []byte {
-	k, ok := txn.SmallestKey(req)
+	k, ok := keyspace.SmallestKey(req)
 	if !ok {
 		return nil
 	}

@@ -9,14 +9,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cutkv/cutkv/client"
-	"github.com/cutkv/cutkv/client/clienttest"
-	"github.com/cutkv/cutkv/proto/kvpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/cutkv/cutkv/client"
+	"github.com/cutkv/cutkv/client/clienttest"
+	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 )
 
 // txnHook makes every node run h on Txn requests only.
@@ -407,7 +409,7 @@ func TestTxnFakeRefusesWhatTheServerRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	kv := kvpb.NewKVClient(conn)
+	kv := kvrpc.NewKVClient(conn)
 	put := func(k string) *kvpb.RequestOp {
 		return &kvpb.RequestOp{Request: &kvpb.RequestOp_Put{Put: &kvpb.PutRequest{Key: []byte(k)}}}
 	}

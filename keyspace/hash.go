@@ -1,4 +1,4 @@
-package topology
+package keyspace
 
 // HashName names the key-hash function; snapshot manifests and the Routing
 // RPC carry it so that a reader can refuse a layout it does not understand.

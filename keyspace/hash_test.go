@@ -1,4 +1,4 @@
-package topology
+package keyspace
 
 import (
 	"hash/fnv"

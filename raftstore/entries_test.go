@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/cutkv/cutkv/internal/command"
 )
 
 // TestReadEntriesAcrossWALAndMemory reads a group's committed log back
@@ -71,7 +73,7 @@ func TestReadEntriesAcrossWALAndMemory(t *testing.T) {
 		if !ok {
 			continue
 		}
-		cmd, isCmd, err := DecodeCommand(e)
+		cmd, isCmd, err := command.Decode(e)
 		if err != nil || !isCmd || string(cmd.GetPut().GetValue()) != want {
 			t.Fatalf("entry %d: %v %v %v, want a put of %q", e.GetIndex(), cmd, isCmd, err, want)
 		}

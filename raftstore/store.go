@@ -402,19 +402,6 @@ type GroupLog struct {
 // Tools that inspect a stopped node's history (the cut verifier) use it.
 func ReadLogs(w *wal.WAL) (map[uint64]*GroupLog, error) { return replay(w) }
 
-// DecodeCommand decodes the command of a normal entry; ok is false for an
-// entry without one (raft's empty entries, configuration changes).
-func DecodeCommand(e *raftpb.Entry) (cmd *internalpb.Command, ok bool, err error) {
-	if e.GetType() != raftpb.EntryNormal || len(e.GetData()) == 0 {
-		return nil, false, nil
-	}
-	cmd = &internalpb.Command{}
-	if err := proto.Unmarshal(e.GetData(), cmd); err != nil {
-		return nil, false, fmt.Errorf("raftstore: entry %d: decode command: %w", e.GetIndex(), err)
-	}
-	return cmd, true, nil
-}
-
 type groupLog = GroupLog
 
 // replay reads the whole WAL. A later entry record for index i truncates

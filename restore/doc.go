@@ -47,7 +47,7 @@
 //     the piece (*snapshot.CheckError).
 //  5. A restore that fails leaves no data dir a node would start from: the
 //     data dir must be absent or empty; restore creates
-//     server.RestoreMarkerFile in it first and removes it last, after the
+//     datadir.RestoreMarkerFile in it first and removes it last, after the
 //     identity file (cluster.json) is written, and a node refuses to start
 //     while the marker exists. On an error, restore removes what it wrote
 //     (and the data dir, when it created it).

@@ -18,11 +18,12 @@ import (
 
 	"github.com/cutkv/cutkv/checkpoint"
 	"github.com/cutkv/cutkv/cut/verify"
+	"github.com/cutkv/cutkv/datadir"
+	"github.com/cutkv/cutkv/keyspace"
 	"github.com/cutkv/cutkv/meta"
 	"github.com/cutkv/cutkv/partition"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/kvpb"
-	"github.com/cutkv/cutkv/server"
 	"github.com/cutkv/cutkv/snapshot"
 	"github.com/cutkv/cutkv/topology"
 )
@@ -142,7 +143,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			}
 		}
 	}()
-	r := &rebuilder{st: st, m: m, dir: filepath.Join(opts.DataDir, server.MaterializeDir), log: log}
+	r := &rebuilder{st: st, m: m, dir: filepath.Join(opts.DataDir, datadir.MaterializeDir), log: log}
 	for _, g := range res.Groups {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -160,7 +161,7 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 		res.Keys += keys
 		res.BytesRead += read
 	}
-	if err := server.WriteIdentity(opts.DataDir, opts.NodeID, res.Layout, res.RestoredFrom()); err != nil {
+	if err := datadir.CreateIdentity(opts.DataDir, datadir.Identity{NodeID: opts.NodeID, Layout: res.Layout, RestoredFrom: res.RestoredFrom()}); err != nil {
 		return nil, err
 	}
 	if err := d.finish(); err != nil {
@@ -236,9 +237,9 @@ func pickSnapshot(ctx context.Context, st *snapshot.Store, opts *Options) (*snap
 // plan checks that m fits the options and returns the new cluster's
 // layout.
 func plan(m *snapshot.Manifest, opts *Options, source uint64, token string) (*topology.Layout, error) {
-	if m.KeyHash != topology.HashName {
+	if m.KeyHash != keyspace.HashName {
 		return nil, fmt.Errorf("%w: snapshot %s maps keys with %q; this binary knows only %q",
-			ErrIncompatible, m.ID, m.KeyHash, topology.HashName)
+			ErrIncompatible, m.ID, m.KeyHash, keyspace.HashName)
 	}
 	if opts.Partitions != 0 && opts.Partitions != m.PartitionCount {
 		return nil, fmt.Errorf("%w: snapshot %s has %d partitions, %d were asked for (the partition count of a restored cluster is the snapshot's)",
@@ -417,9 +418,9 @@ func checkDataDir(path string) error {
 		return nil
 	}
 	for _, n := range names {
-		if n == server.RestoreMarkerFile {
+		if n == datadir.RestoreMarkerFile {
 			return fmt.Errorf("%w: %s holds an earlier restore that did not finish (%s); delete the directory and restore again",
-				ErrDataDir, path, server.RestoreMarkerFile)
+				ErrDataDir, path, datadir.RestoreMarkerFile)
 		}
 	}
 	shown := names
@@ -469,7 +470,7 @@ func createDataDir(path, what string) (*dataDir, error) {
 			return nil, d.fail(err)
 		}
 	}
-	marker := filepath.Join(path, server.RestoreMarkerFile)
+	marker := filepath.Join(path, datadir.RestoreMarkerFile)
 	text := fmt.Sprintf("kvnode restore of %s started %s; this data dir is incomplete until the restore removes this file\n",
 		what, time.Now().UTC().Format(time.RFC3339))
 	if err := writeSynced(marker, []byte(text)); err != nil {
@@ -478,7 +479,7 @@ func createDataDir(path, what string) (*dataDir, error) {
 	if err := syncDir(path); err != nil {
 		return nil, d.fail(err)
 	}
-	if err := os.Mkdir(filepath.Join(path, server.MaterializeDir), 0o750); err != nil {
+	if err := os.Mkdir(filepath.Join(path, datadir.MaterializeDir), 0o750); err != nil {
 		return nil, d.fail(fmt.Errorf("restore: %w", err))
 	}
 	return d, nil
@@ -505,13 +506,13 @@ func (d *dataDir) abort() error {
 	// The marker goes last, so that a crash while cleaning up still
 	// leaves a data dir no node starts from.
 	for _, n := range names {
-		if n != server.RestoreMarkerFile {
+		if n != datadir.RestoreMarkerFile {
 			if err := os.RemoveAll(filepath.Join(d.path, n)); err != nil {
 				return err
 			}
 		}
 	}
-	if err := os.Remove(filepath.Join(d.path, server.RestoreMarkerFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err := os.Remove(filepath.Join(d.path, datadir.RestoreMarkerFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
 	return syncDir(d.path)
@@ -519,10 +520,10 @@ func (d *dataDir) abort() error {
 
 // finish removes the marker: the data dir is complete.
 func (d *dataDir) finish() error {
-	if err := syncDir(filepath.Join(d.path, server.MaterializeDir)); err != nil {
+	if err := syncDir(filepath.Join(d.path, datadir.MaterializeDir)); err != nil {
 		return err
 	}
-	if err := os.Remove(filepath.Join(d.path, server.RestoreMarkerFile)); err != nil {
+	if err := os.Remove(filepath.Join(d.path, datadir.RestoreMarkerFile)); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
 	return syncDir(d.path)

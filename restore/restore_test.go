@@ -18,10 +18,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/cutkv/cutkv/checkpoint"
+	"github.com/cutkv/cutkv/datadir"
 	"github.com/cutkv/cutkv/partition"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/restore/restoretest"
-	"github.com/cutkv/cutkv/server"
 	"github.com/cutkv/cutkv/snapshot"
 )
 
@@ -57,11 +57,11 @@ func load(t *testing.T, dataDir string) *restored {
 		t.Fatal(err)
 	}
 	for _, n := range names {
-		if n.Name() != "cluster.json" && n.Name() != server.MaterializeDir {
+		if n.Name() != "cluster.json" && n.Name() != datadir.MaterializeDir {
 			t.Errorf("unexpected %s in the data dir", n.Name())
 		}
 	}
-	dir := filepath.Join(dataDir, server.MaterializeDir)
+	dir := filepath.Join(dataDir, datadir.MaterializeDir)
 	mats, err := checkpoint.List(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -456,7 +456,7 @@ func TestRestoreRefusesDataDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	half := t.TempDir()
-	if err := os.WriteFile(filepath.Join(half, server.RestoreMarkerFile), nil, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(half, datadir.RestoreMarkerFile), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	file := filepath.Join(t.TempDir(), "file")

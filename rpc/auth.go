@@ -17,7 +17,9 @@ import (
 
 	"github.com/cutkv/cutkv/pki"
 	"github.com/cutkv/cutkv/proto/internalpb"
+	"github.com/cutkv/cutkv/proto/internalrpc"
 	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 	"github.com/cutkv/cutkv/topology"
 )
 
@@ -401,8 +403,8 @@ func (f forwardConn) NewStream(ctx context.Context, desc *grpc.StreamDesc, metho
 // RegisterClientServices registers on s everything the client listener
 // serves: KV, Cluster, the health service hs, and server reflection.
 func RegisterClientServices(s *grpc.Server, n *Node, hs healthpb.HealthServer) {
-	kvpb.RegisterKVServer(s, NewKVServer(n))
-	kvpb.RegisterClusterServer(s, NewClusterServer(n))
+	kvrpc.RegisterKVServer(s, NewKVServer(n))
+	kvrpc.RegisterClusterServer(s, NewClusterServer(n))
 	healthpb.RegisterHealthServer(s, hs)
 	reflection.Register(s)
 }
@@ -410,19 +412,19 @@ func RegisterClientServices(s *grpc.Server, n *Node, hs healthpb.HealthServer) {
 // RegisterPeerServices registers on s the node-to-node services and the
 // forwarded copies of the client services.
 func RegisterPeerServices(s *grpc.Server, n *Node, raft *RaftServer) {
-	internalpb.RegisterRaftServer(s, raft)
-	internalpb.RegisterParticipantServer(s, NewParticipantServer(n))
-	internalpb.RegisterCutServiceServer(s, NewCutServer(n))
-	internalpb.RegisterSnapshotPartitionsServer(s, NewSnapshotPartitionsServer(n))
-	internalpb.RegisterBootstrapServer(s, BootstrapServer{Layout: n.Layout})
-	s.RegisterService(forwardService(kvpb.KV_ServiceDesc), NewKVServer(n))
-	s.RegisterService(forwardService(kvpb.Cluster_ServiceDesc), NewClusterServer(n))
+	internalrpc.RegisterRaftServer(s, raft)
+	internalrpc.RegisterParticipantServer(s, NewParticipantServer(n))
+	internalrpc.RegisterCutServiceServer(s, NewCutServer(n))
+	internalrpc.RegisterSnapshotPartitionsServer(s, NewSnapshotPartitionsServer(n))
+	internalrpc.RegisterBootstrapServer(s, BootstrapServer{Layout: n.Layout})
+	s.RegisterService(forwardService(kvrpc.KV_ServiceDesc), NewKVServer(n))
+	s.RegisterService(forwardService(kvrpc.Cluster_ServiceDesc), NewClusterServer(n))
 }
 
 // BootstrapServer tells a member starting for the first time the
 // cluster's id, if it was bootstrapped from the same settings.
 type BootstrapServer struct {
-	internalpb.UnimplementedBootstrapServer
+	internalrpc.UnimplementedBootstrapServer
 	Layout *topology.Layout
 }
 

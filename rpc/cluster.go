@@ -6,13 +6,15 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cutkv/cutkv/keyspace"
 	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 	"github.com/cutkv/cutkv/topology"
 )
 
-// ClusterServer implements kvpb.ClusterServer.
+// ClusterServer implements kvrpc.ClusterServer.
 type ClusterServer struct {
-	kvpb.UnimplementedClusterServer
+	kvrpc.UnimplementedClusterServer
 	n *Node
 }
 
@@ -29,7 +31,7 @@ func (s *ClusterServer) Routing(ctx context.Context, req *kvpb.RoutingRequest) (
 	resp := &kvpb.RoutingResponse{
 		Header:     s.n.header(0),
 		Partitions: s.n.Layout.Partitions,
-		Hash:       topology.HashName,
+		Hash:       keyspace.HashName,
 		Members:    s.n.Members(),
 		Leaders:    make([]string, s.n.Layout.Partitions),
 	}
@@ -68,7 +70,7 @@ func (s *ClusterServer) Status(ctx context.Context, req *kvpb.StatusRequest) (*k
 			)
 			conn, err := s.n.peerConn(m.ID)
 			if err == nil {
-				resp, err = kvpb.NewClusterClient(forwardConn{conn}).Status(forwardCtx(cctx), &kvpb.StatusRequest{LocalOnly: true})
+				resp, err = kvrpc.NewClusterClient(forwardConn{conn}).Status(forwardCtx(cctx), &kvpb.StatusRequest{LocalOnly: true})
 			}
 			mu.Lock()
 			defer mu.Unlock()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cutkv/cutkv/cut"
 	"github.com/cutkv/cutkv/proto/internalpb"
+	"github.com/cutkv/cutkv/proto/internalrpc"
 	"github.com/cutkv/cutkv/proto/kvpb"
 )
 
@@ -137,7 +138,7 @@ func (e *overtakenError) Error() string {
 
 // CutServer implements the node-to-node cut service.
 type CutServer struct {
-	internalpb.UnimplementedCutServiceServer
+	internalrpc.UnimplementedCutServiceServer
 	n *Node
 }
 
@@ -259,7 +260,7 @@ func (e *CutEnv) StartPartition(ctx context.Context, p, v uint64) (*kvpb.CutPart
 		if cc == nil {
 			return NewCutServer(e.n).StartCut(cctx, req)
 		}
-		return internalpb.NewCutServiceClient(cc).StartCut(cctx, req)
+		return internalrpc.NewCutServiceClient(cc).StartCut(cctx, req)
 	})
 	if by := r.GetOvertakenBy(); err == nil && by > 0 {
 		// The partition's log holds a version above this cut's: the next

@@ -10,7 +10,9 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/cutkv/cutkv/proto/internalpb"
+	"github.com/cutkv/cutkv/proto/internalrpc"
 	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 )
 
 // MarkerInterceptor merges the cut version of every client request's
@@ -31,14 +33,14 @@ func MarkerInterceptor(n *Node) grpc.UnaryServerInterceptor {
 
 // onMeta runs an administrative call on group 0's leader: forward when
 // this node does not lead group 0, else local.
-func onMeta[R any](ctx context.Context, n *Node, forward func(kvpb.ClusterClient, context.Context) (R, error), local func() (R, error)) (R, error) {
+func onMeta[R any](ctx context.Context, n *Node, forward func(kvrpc.ClusterClient, context.Context) (R, error), local func() (R, error)) (R, error) {
 	var zero R
 	conn, err := n.route(ctx, 0)
 	if err != nil {
 		return zero, toStatus(err, n.leaderHintOf(0))
 	}
 	if conn != nil {
-		return forward(kvpb.NewClusterClient(conn), forwardCtx(ctx))
+		return forward(kvrpc.NewClusterClient(conn), forwardCtx(ctx))
 	}
 	r, err := local()
 	if err != nil {
@@ -50,7 +52,7 @@ func onMeta[R any](ctx context.Context, n *Node, forward func(kvpb.ClusterClient
 // CreateCut allocates a cut in group 0 (or joins the one in flight),
 // drives it and waits until it is recorded Completed or Failed.
 func (s *ClusterServer) CreateCut(ctx context.Context, req *kvpb.CreateCutRequest) (*kvpb.CreateCutResponse, error) {
-	return onMeta(ctx, s.n, func(c kvpb.ClusterClient, fctx context.Context) (*kvpb.CreateCutResponse, error) {
+	return onMeta(ctx, s.n, func(c kvrpc.ClusterClient, fctx context.Context) (*kvpb.CreateCutResponse, error) {
 		return c.CreateCut(fctx, req)
 	}, func() (*kvpb.CreateCutResponse, error) {
 		c, err := StartCut(ctx, s.n)
@@ -105,7 +107,7 @@ func WaitCut(ctx context.Context, n *Node, v uint64) (*kvpb.CutInfo, error) {
 
 // ListCuts lists the cuts group 0 remembers, newest first.
 func (s *ClusterServer) ListCuts(ctx context.Context, req *kvpb.ListCutsRequest) (*kvpb.ListCutsResponse, error) {
-	return onMeta(ctx, s.n, func(c kvpb.ClusterClient, fctx context.Context) (*kvpb.ListCutsResponse, error) {
+	return onMeta(ctx, s.n, func(c kvrpc.ClusterClient, fctx context.Context) (*kvpb.ListCutsResponse, error) {
 		return c.ListCuts(fctx, req)
 	}, func() (*kvpb.ListCutsResponse, error) {
 		return &kvpb.ListCutsResponse{Header: s.n.header(0), Cuts: s.n.Meta.Cuts(int(req.GetLimit()))}, nil
@@ -114,7 +116,7 @@ func (s *ClusterServer) ListCuts(ctx context.Context, req *kvpb.ListCutsRequest)
 
 // GetCut returns one cut.
 func (s *ClusterServer) GetCut(ctx context.Context, req *kvpb.GetCutRequest) (*kvpb.GetCutResponse, error) {
-	return onMeta(ctx, s.n, func(c kvpb.ClusterClient, fctx context.Context) (*kvpb.GetCutResponse, error) {
+	return onMeta(ctx, s.n, func(c kvrpc.ClusterClient, fctx context.Context) (*kvpb.GetCutResponse, error) {
 		return c.GetCut(fctx, req)
 	}, func() (*kvpb.GetCutResponse, error) {
 		c, ok := s.n.Meta.Cut(req.GetVersion())
@@ -208,7 +210,7 @@ func checkPartition(ctx context.Context, n *Node, p uint64) *kvpb.PartitionCheck
 			} else if conn, cerr := n.peerConn(id); cerr != nil {
 				err = cerr
 			} else {
-				resp, err = internalpb.NewCutServiceClient(conn).PartitionHash(ctx, hreq)
+				resp, err = internalrpc.NewCutServiceClient(conn).PartitionHash(ctx, hreq)
 			}
 			if err != nil {
 				rh.Error = err.Error()
@@ -236,7 +238,7 @@ func proposeHash(ctx context.Context, n *Node, p uint64) (uint64, error) {
 		if cc == nil {
 			return NewCutServer(n).PartitionHash(cctx, req)
 		}
-		return internalpb.NewCutServiceClient(cc).PartitionHash(cctx, req)
+		return internalrpc.NewCutServiceClient(cc).PartitionHash(cctx, req)
 	})
 	return r.GetIndex(), err
 }

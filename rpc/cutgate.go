@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/cutkv/cutkv/proto/internalpb"
+	"github.com/cutkv/cutkv/proto/internalrpc"
 	"github.com/cutkv/cutkv/raftstore"
 )
 
@@ -127,7 +128,7 @@ func (n *Node) readAllocated(ctx context.Context) (uint64, error) {
 		if cc == nil {
 			return NewCutServer(n).AllocatedCut(cctx, &internalpb.AllocatedCutRequest{})
 		}
-		return internalpb.NewCutServiceClient(cc).AllocatedCut(cctx, &internalpb.AllocatedCutRequest{})
+		return internalrpc.NewCutServiceClient(cc).AllocatedCut(cctx, &internalpb.AllocatedCutRequest{})
 	})
 	return r.GetVersion(), err
 }

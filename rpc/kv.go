@@ -19,6 +19,7 @@ import (
 	"github.com/cutkv/cutkv/partition"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 	"github.com/cutkv/cutkv/raftstore"
 	"github.com/cutkv/cutkv/topology"
 )
@@ -121,9 +122,9 @@ func (n *Node) memberID(raftID uint64) string {
 	return ""
 }
 
-// KVServer implements kvpb.KVServer.
+// KVServer implements kvrpc.KVServer.
 type KVServer struct {
-	kvpb.UnimplementedKVServer
+	kvrpc.UnimplementedKVServer
 	n *Node
 }
 
@@ -293,14 +294,14 @@ func (s *KVServer) leaderHint(p uint64) string {
 // forward on the leader's node when this node does not lead p, else local
 // here. Errors come back as gRPC statuses.
 func onLeader[R any](ctx context.Context, s *KVServer, p uint64,
-	forward func(kvpb.KVClient, context.Context) (R, error), local func() (R, error)) (R, error) {
+	forward func(kvrpc.KVClient, context.Context) (R, error), local func() (R, error)) (R, error) {
 	var zero R
 	conn, err := s.n.route(ctx, p)
 	if err != nil {
 		return zero, toStatus(err, s.leaderHint(p))
 	}
 	if conn != nil {
-		return forward(kvpb.NewKVClient(conn), forwardCtx(ctx))
+		return forward(kvrpc.NewKVClient(conn), forwardCtx(ctx))
 	}
 	r, err := local()
 	if err != nil {
@@ -327,7 +328,7 @@ func (s *KVServer) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResp
 		return nil, toStatus(err, "")
 	}
 	p := s.n.Layout.PartitionOf(req.GetKey())
-	return onLeader(ctx, s, p, func(c kvpb.KVClient, fctx context.Context) (*kvpb.GetResponse, error) {
+	return onLeader(ctx, s, p, func(c kvrpc.KVClient, fctx context.Context) (*kvpb.GetResponse, error) {
 		return c.Get(fctx, req)
 	}, func() (*kvpb.GetResponse, error) {
 		if err := s.n.Store.ReadIndex(ctx, p); err != nil {
@@ -355,7 +356,7 @@ func (s *KVServer) Put(ctx context.Context, req *kvpb.PutRequest) (*kvpb.PutResp
 		return nil, toStatus(fmt.Errorf("%w: value of %d bytes exceeds the limit of %d", ErrInvalidArgument, len(req.GetValue()), s.n.Limits.MaxValueSize), "")
 	}
 	p := s.n.Layout.PartitionOf(req.GetKey())
-	return onLeader(ctx, s, p, func(c kvpb.KVClient, fctx context.Context) (*kvpb.PutResponse, error) {
+	return onLeader(ctx, s, p, func(c kvrpc.KVClient, fctx context.Context) (*kvpb.PutResponse, error) {
 		return c.Put(fctx, req)
 	}, func() (*kvpb.PutResponse, error) {
 		waitWritable(ctx, s.n.Partitions[p], req.GetKey())
@@ -381,7 +382,7 @@ func (s *KVServer) Delete(ctx context.Context, req *kvpb.DeleteRequest) (*kvpb.D
 		return nil, toStatus(err, "")
 	}
 	p := s.n.Layout.PartitionOf(req.GetKey())
-	return onLeader(ctx, s, p, func(c kvpb.KVClient, fctx context.Context) (*kvpb.DeleteResponse, error) {
+	return onLeader(ctx, s, p, func(c kvrpc.KVClient, fctx context.Context) (*kvpb.DeleteResponse, error) {
 		return c.Delete(fctx, req)
 	}, func() (*kvpb.DeleteResponse, error) {
 		waitWritable(ctx, s.n.Partitions[p], req.GetKey())
@@ -471,7 +472,7 @@ func mergeScan(h *kvpb.ResponseHeader, shares []*kvpb.ScanResponse, errs []error
 
 func (s *KVServer) scanPartition(ctx context.Context, req *kvpb.ScanRequest) (*kvpb.ScanResponse, error) {
 	p := req.GetPartition()
-	return onLeader(ctx, s, p, func(c kvpb.KVClient, fctx context.Context) (*kvpb.ScanResponse, error) {
+	return onLeader(ctx, s, p, func(c kvrpc.KVClient, fctx context.Context) (*kvpb.ScanResponse, error) {
 		return c.Scan(fctx, req)
 	}, func() (*kvpb.ScanResponse, error) {
 		if err := s.n.Store.ReadIndex(ctx, p); err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cutkv/cutkv/checkpoint"
 	"github.com/cutkv/cutkv/proto/internalpb"
+	"github.com/cutkv/cutkv/proto/internalrpc"
 	"github.com/cutkv/cutkv/proto/kvpb"
 	"github.com/cutkv/cutkv/raftstore"
 	"github.com/cutkv/cutkv/topology"
@@ -33,7 +34,7 @@ func (s *RaftServer) SetStore(st *raftstore.Store) { s.store = st }
 // FetchMaterialization streams a materialization file in chunks, each
 // with its CRC32C (the file's own checksums are verified again by the
 // receiver).
-func (s *RaftServer) FetchMaterialization(req *internalpb.FetchMaterializationRequest, stream internalpb.Raft_FetchMaterializationServer) error {
+func (s *RaftServer) FetchMaterialization(req *internalpb.FetchMaterializationRequest, stream internalrpc.Raft_FetchMaterializationServer) error {
 	if req.GetClusterId() != s.clusterID {
 		return toStatus(fmt.Errorf("%w: cluster %x, this node is in %x", ErrWrongCluster, req.GetClusterId(), s.clusterID), "")
 	}
@@ -118,7 +119,7 @@ func FetchMaterialization(ctx context.Context, pool *Pool, member, addr string, 
 	if err != nil {
 		return err
 	}
-	stream, err := internalpb.NewRaftClient(conn).FetchMaterialization(ctx, &internalpb.FetchMaterializationRequest{ClusterId: clusterID, Group: group, Index: index})
+	stream, err := internalrpc.NewRaftClient(conn).FetchMaterialization(ctx, &internalpb.FetchMaterializationRequest{ClusterId: clusterID, Group: group, Index: index})
 	if err != nil {
 		return err
 	}
@@ -194,7 +195,7 @@ func (s *ClusterServer) Checkpoint(ctx context.Context, req *kvpb.CheckpointRequ
 			if conn, cerr := s.n.peerConn(m.ID); cerr != nil {
 				err = cerr
 			} else {
-				resp, err = internalpb.NewRaftClient(conn).Materialize(nctx, mreq)
+				resp, err = internalrpc.NewRaftClient(conn).Materialize(nctx, mreq)
 			}
 			mu.Lock()
 			defer mu.Unlock()

@@ -15,10 +15,12 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cutkv/cutkv/checkpoint"
+	"github.com/cutkv/cutkv/keyspace"
 	"github.com/cutkv/cutkv/proto/internalpb"
+	"github.com/cutkv/cutkv/proto/internalrpc"
 	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 	"github.com/cutkv/cutkv/snapshot"
-	"github.com/cutkv/cutkv/topology"
 )
 
 // Snapshots at cuts (DESIGN.md, "Snapshots"). Group 0's leader runs
@@ -254,7 +256,7 @@ func CreateSnapshot(ctx context.Context, n *Node, req *kvpb.CreateSnapshotReques
 	stopRefresh()
 	m := &snapshot.Manifest{
 		ID: id, CutVersion: v, Time: time.UnixMilli(c.GetFinishedUnixMs()).UTC(),
-		PartitionCount: n.Layout.Partitions, KeyHash: topology.HashName,
+		PartitionCount: n.Layout.Partitions, KeyHash: keyspace.HashName,
 	}
 	if c.GetFinishedUnixMs() == 0 {
 		m.Time = time.Now().UTC()
@@ -348,7 +350,7 @@ func (n *Node) prepareSnapshot(ctx context.Context, p *partPlan, v uint64, full 
 	for _, m := range n.snapshotMembers(g) {
 		conn, err := n.peerConn(m)
 		if err == nil {
-			resp, err = internalpb.NewSnapshotPartitionsClient(conn).PrepareSnapshot(ctx, &internalpb.PrepareSnapshotRequest{
+			resp, err = internalrpc.NewSnapshotPartitionsClient(conn).PrepareSnapshot(ctx, &internalpb.PrepareSnapshotRequest{
 				ClusterId: n.Layout.ClusterID, Group: g, Version: v, Pos: pos, FinishIndex: end, Full: full,
 				LeaseMs: defaultPinLease.Milliseconds(),
 			})
@@ -422,7 +424,7 @@ func (n *Node) uploadSnapshot(ctx context.Context, p *partPlan, store string) (u
 		return 0, 0, err
 	}
 	p.pin = "" // consumed by the call, whatever it answers
-	resp, err := internalpb.NewSnapshotPartitionsClient(conn).UploadSnapshot(ctx, req)
+	resp, err := internalrpc.NewSnapshotPartitionsClient(conn).UploadSnapshot(ctx, req)
 	if err != nil {
 		return 0, 0, fmt.Errorf("partition %d: upload on %s: %w", p.cp.GetPartition(), p.member, err)
 	}
@@ -459,7 +461,7 @@ func (n *Node) releaseSnapshotPin(p *partPlan) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, _ = internalpb.NewSnapshotPartitionsClient(conn).ReleaseSnapshot(ctx, &internalpb.ReleaseSnapshotRequest{ClusterId: n.Layout.ClusterID, Pin: p.pin})
+	_, _ = internalrpc.NewSnapshotPartitionsClient(conn).ReleaseSnapshot(ctx, &internalpb.ReleaseSnapshotRequest{ClusterId: n.Layout.ClusterID, Pin: p.pin})
 	p.pin = ""
 }
 
@@ -492,7 +494,7 @@ func snapshotInfo(m *snapshot.Manifest, parts bool) *kvpb.SnapshotInfo {
 
 // CreateSnapshot runs on group 0's leader (forwarded there) and streams
 // its progress.
-func (s *ClusterServer) CreateSnapshot(req *kvpb.CreateSnapshotRequest, stream kvpb.Cluster_CreateSnapshotServer) error {
+func (s *ClusterServer) CreateSnapshot(req *kvpb.CreateSnapshotRequest, stream kvrpc.Cluster_CreateSnapshotServer) error {
 	ctx := stream.Context()
 	n := s.n
 	conn, err := n.route(ctx, 0)
@@ -500,7 +502,7 @@ func (s *ClusterServer) CreateSnapshot(req *kvpb.CreateSnapshotRequest, stream k
 		return toStatus(err, n.leaderHintOf(0))
 	}
 	if conn != nil {
-		fwd, err := kvpb.NewClusterClient(conn).CreateSnapshot(forwardCtx(ctx), req)
+		fwd, err := kvrpc.NewClusterClient(conn).CreateSnapshot(forwardCtx(ctx), req)
 		if err != nil {
 			return err
 		}
@@ -533,7 +535,7 @@ func (s *ClusterServer) CreateSnapshot(req *kvpb.CreateSnapshotRequest, stream k
 
 // onMetaStore runs a snapshot call on group 0's leader with the store the
 // request names (or the default), mapping the store's errors.
-func onMetaStore[R any](ctx context.Context, n *Node, raw string, forward func(kvpb.ClusterClient, context.Context) (R, error), local func(*snapshot.Store) (R, error)) (R, error) {
+func onMetaStore[R any](ctx context.Context, n *Node, raw string, forward func(kvrpc.ClusterClient, context.Context) (R, error), local func(*snapshot.Store) (R, error)) (R, error) {
 	r, err := onMeta(ctx, n, forward, func() (R, error) {
 		var zero R
 		st, err := n.Snapshots.store(ctx, raw, n.Layout.ClusterID)
@@ -548,7 +550,7 @@ func onMetaStore[R any](ctx context.Context, n *Node, raw string, forward func(k
 
 // ListSnapshots lists the store's snapshots of this cluster.
 func (s *ClusterServer) ListSnapshots(ctx context.Context, req *kvpb.ListSnapshotsRequest) (*kvpb.ListSnapshotsResponse, error) {
-	return onMetaStore(ctx, s.n, req.GetStore(), func(c kvpb.ClusterClient, fctx context.Context) (*kvpb.ListSnapshotsResponse, error) {
+	return onMetaStore(ctx, s.n, req.GetStore(), func(c kvrpc.ClusterClient, fctx context.Context) (*kvpb.ListSnapshotsResponse, error) {
 		return c.ListSnapshots(fctx, req)
 	}, func(st *snapshot.Store) (*kvpb.ListSnapshotsResponse, error) {
 		ms, err := s.n.Snapshots.manifestsOf(ctx, st)
@@ -565,7 +567,7 @@ func (s *ClusterServer) ListSnapshots(ctx context.Context, req *kvpb.ListSnapsho
 
 // GetSnapshot describes one snapshot with its partitions' handles.
 func (s *ClusterServer) GetSnapshot(ctx context.Context, req *kvpb.GetSnapshotRequest) (*kvpb.GetSnapshotResponse, error) {
-	return onMetaStore(ctx, s.n, req.GetStore(), func(c kvpb.ClusterClient, fctx context.Context) (*kvpb.GetSnapshotResponse, error) {
+	return onMetaStore(ctx, s.n, req.GetStore(), func(c kvrpc.ClusterClient, fctx context.Context) (*kvpb.GetSnapshotResponse, error) {
 		return c.GetSnapshot(fctx, req)
 	}, func(st *snapshot.Store) (*kvpb.GetSnapshotResponse, error) {
 		m, err := st.Get(ctx, req.GetId())
@@ -578,7 +580,7 @@ func (s *ClusterServer) GetSnapshot(ctx context.Context, req *kvpb.GetSnapshotRe
 
 // CheckSnapshot reads and verifies every piece of a snapshot.
 func (s *ClusterServer) CheckSnapshot(ctx context.Context, req *kvpb.CheckSnapshotRequest) (*kvpb.CheckSnapshotResponse, error) {
-	return onMetaStore(ctx, s.n, req.GetStore(), func(c kvpb.ClusterClient, fctx context.Context) (*kvpb.CheckSnapshotResponse, error) {
+	return onMetaStore(ctx, s.n, req.GetStore(), func(c kvrpc.ClusterClient, fctx context.Context) (*kvpb.CheckSnapshotResponse, error) {
 		return c.CheckSnapshot(fctx, req)
 	}, func(st *snapshot.Store) (*kvpb.CheckSnapshotResponse, error) {
 		m, err := st.Get(ctx, req.GetId())
@@ -610,7 +612,7 @@ func gcResponse(n *Node, gc snapshot.GC) *kvpb.SnapshotGCResponse {
 // DeleteSnapshot deletes one snapshot and every piece no other snapshot
 // references.
 func (s *ClusterServer) DeleteSnapshot(ctx context.Context, req *kvpb.DeleteSnapshotRequest) (*kvpb.SnapshotGCResponse, error) {
-	return onMetaStore(ctx, s.n, req.GetStore(), func(c kvpb.ClusterClient, fctx context.Context) (*kvpb.SnapshotGCResponse, error) {
+	return onMetaStore(ctx, s.n, req.GetStore(), func(c kvrpc.ClusterClient, fctx context.Context) (*kvpb.SnapshotGCResponse, error) {
 		return c.DeleteSnapshot(fctx, req)
 	}, func(st *snapshot.Store) (*kvpb.SnapshotGCResponse, error) {
 		s.n.Snapshots.run.Lock()
@@ -628,7 +630,7 @@ func (s *ClusterServer) PruneSnapshots(ctx context.Context, req *kvpb.PruneSnaps
 	if req.GetKeepLast() == 0 && req.GetKeepWithinMs() <= 0 {
 		return nil, status.Error(codes.InvalidArgument, "prune needs keep_last or keep_within: with neither it would delete every snapshot")
 	}
-	return onMetaStore(ctx, s.n, req.GetStore(), func(c kvpb.ClusterClient, fctx context.Context) (*kvpb.SnapshotGCResponse, error) {
+	return onMetaStore(ctx, s.n, req.GetStore(), func(c kvrpc.ClusterClient, fctx context.Context) (*kvpb.SnapshotGCResponse, error) {
 		return c.PruneSnapshots(fctx, req)
 	}, func(st *snapshot.Store) (*kvpb.SnapshotGCResponse, error) {
 		return PruneSnapshots(ctx, s.n, st, int(req.GetKeepLast()), time.Duration(req.GetKeepWithinMs())*time.Millisecond)

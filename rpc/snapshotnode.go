@@ -17,8 +17,10 @@ import (
 	"time"
 
 	"github.com/cutkv/cutkv/checkpoint"
+	"github.com/cutkv/cutkv/internal/command"
 	"github.com/cutkv/cutkv/partition"
 	"github.com/cutkv/cutkv/proto/internalpb"
+	"github.com/cutkv/cutkv/proto/internalrpc"
 	"github.com/cutkv/cutkv/raftstore"
 	"github.com/cutkv/cutkv/snapshot"
 )
@@ -313,10 +315,10 @@ func (s *Snapshots) takePin(token string) *snapshotPin {
 	return p
 }
 
-// SnapshotPartitionsServer implements internalpb.SnapshotPartitionsServer:
+// SnapshotPartitionsServer implements internalrpc.SnapshotPartitionsServer:
 // a node's partitions uploaded for a snapshot the group-0 leader runs.
 type SnapshotPartitionsServer struct {
-	internalpb.UnimplementedSnapshotPartitionsServer
+	internalrpc.UnimplementedSnapshotPartitionsServer
 	n *Node
 }
 
@@ -437,7 +439,7 @@ func (s *SnapshotPartitionsServer) buildFull(ctx context.Context, g, base, pos u
 		return "", err
 	}
 	for _, e := range ents {
-		cmd, ok, err := raftstore.DecodeCommand(e)
+		cmd, ok, err := command.Decode(e)
 		if err != nil {
 			return "", fmt.Errorf("rpc: partition %d entry %d: %w", g, e.GetIndex(), err)
 		}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cutkv/cutkv/proto/internalpb"
+	"github.com/cutkv/cutkv/proto/internalrpc"
 	"github.com/cutkv/cutkv/raftstore"
 	"github.com/cutkv/cutkv/topology"
 )
@@ -126,7 +127,7 @@ func (t *Transport) runPeer(p *peer) {
 		<-t.stopc
 		cancel()
 	}()
-	var stream internalpb.Raft_SendClient
+	var stream internalrpc.Raft_SendClient
 	backoff := 50 * time.Millisecond
 	for {
 		var first []*internalpb.GroupMessage
@@ -189,7 +190,7 @@ func (t *Transport) unreachable(id uint64, err error, wait time.Duration) {
 	}
 }
 
-func (t *Transport) openStream(ctx context.Context, id uint64) (internalpb.Raft_SendClient, error) {
+func (t *Transport) openStream(ctx context.Context, id uint64) (internalrpc.Raft_SendClient, error) {
 	member, addr, ok := t.resolve(id)
 	if !ok {
 		return nil, fmt.Errorf("rpc: no address for raft id %d", id)
@@ -198,7 +199,7 @@ func (t *Transport) openStream(ctx context.Context, id uint64) (internalpb.Raft_
 	if err != nil {
 		return nil, err
 	}
-	return internalpb.NewRaftClient(conn).Send(ctx)
+	return internalrpc.NewRaftClient(conn).Send(ctx)
 }
 
 func msgsSize(msgs []*internalpb.GroupMessage) int {
@@ -211,7 +212,7 @@ func msgsSize(msgs []*internalpb.GroupMessage) int {
 
 // RaftServer is the receiving side of the transport.
 type RaftServer struct {
-	internalpb.UnimplementedRaftServer
+	internalrpc.UnimplementedRaftServer
 	layout    *topology.Layout
 	clusterID uint64
 	self      uint64
@@ -227,7 +228,7 @@ func NewRaftServer(l *topology.Layout, self uint64, recv Receiver, log *slog.Log
 }
 
 // Send receives a peer's stream of batches.
-func (s *RaftServer) Send(stream internalpb.Raft_SendServer) error {
+func (s *RaftServer) Send(stream internalrpc.Raft_SendServer) error {
 	for {
 		b, err := stream.Recv()
 		if err == io.EOF {

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cutkv/cutkv/proto/internalpb"
+	"github.com/cutkv/cutkv/proto/internalrpc"
 	"github.com/cutkv/cutkv/topology"
 )
 
@@ -129,7 +130,7 @@ func startNode(t *testing.T, id, cluster uint64) *testNode {
 	}
 	n := &testNode{id: id, addr: lis.Addr().String(), recv: newFakeReceiver()}
 	srv := grpc.NewServer()
-	internalpb.RegisterRaftServer(srv, NewRaftServer(&topology.Layout{ClusterID: cluster}, id, n.recv, testLog))
+	internalrpc.RegisterRaftServer(srv, NewRaftServer(&topology.Layout{ClusterID: cluster}, id, n.recv, testLog))
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	return n
@@ -267,7 +268,7 @@ func TestTransportWrongCluster(t *testing.T) {
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), testWait)
 	defer cancel()
-	stream, err := internalpb.NewRaftClient(conn).Send(ctx)
+	stream, err := internalrpc.NewRaftClient(conn).Send(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +307,7 @@ func TestTransportWrongRecipient(t *testing.T) {
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), testWait)
 	defer cancel()
-	stream, err := internalpb.NewRaftClient(conn).Send(ctx)
+	stream, err := internalrpc.NewRaftClient(conn).Send(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +359,7 @@ func TestTransportReceiverError(t *testing.T) {
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), testWait)
 	defer cancel()
-	stream, err := internalpb.NewRaftClient(conn).Send(ctx)
+	stream, err := internalrpc.NewRaftClient(conn).Send(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,7 +371,7 @@ func TestTransportReceiverError(t *testing.T) {
 	}
 	// A clean end of stream is acknowledged.
 	b.recv.err = nil
-	stream, err = internalpb.NewRaftClient(conn).Send(ctx)
+	stream, err = internalrpc.NewRaftClient(conn).Send(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

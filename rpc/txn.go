@@ -18,7 +18,9 @@ import (
 	"github.com/cutkv/cutkv/internal/failpoint"
 	"github.com/cutkv/cutkv/partition"
 	"github.com/cutkv/cutkv/proto/internalpb"
+	"github.com/cutkv/cutkv/proto/internalrpc"
 	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 	"github.com/cutkv/cutkv/raftstore"
 	"github.com/cutkv/cutkv/txn"
 )
@@ -58,7 +60,7 @@ const (
 // ParticipantServer implements the node-to-node 2PC service: each call is
 // served by the leader of the partition it names, through raft.
 type ParticipantServer struct {
-	internalpb.UnimplementedParticipantServer
+	internalrpc.UnimplementedParticipantServer
 	n *Node
 }
 
@@ -249,7 +251,7 @@ func (s *KVServer) Txn(ctx context.Context, req *kvpb.TxnRequest) (*kvpb.TxnResp
 }
 
 func (s *KVServer) onePhase(ctx context.Context, req *kvpb.TxnRequest, p uint64, sh *internalpb.TxnShare) (*kvpb.TxnResponse, error) {
-	return onLeader(ctx, s, p, func(c kvpb.KVClient, fctx context.Context) (*kvpb.TxnResponse, error) {
+	return onLeader(ctx, s, p, func(c kvrpc.KVClient, fctx context.Context) (*kvpb.TxnResponse, error) {
 		return c.Txn(fctx, req)
 	}, func() (*kvpb.TxnResponse, error) {
 		if err := waitDie(ctx, s.n.Partitions[p], string(req.GetTxnId()), req.GetPriority(), sh); err != nil {
@@ -325,7 +327,7 @@ func (s *KVServer) twoPhase(ctx context.Context, req *kvpb.TxnRequest, shares ma
 		go func(i int, p uint64) {
 			defer wg.Done()
 			op := &internalpb.TxnPrepareOp{TxnId: req.GetTxnId(), Priority: req.GetPriority(), RecordPartition: record, Share: shares[p], PreparedUnixMs: now}
-			votes[i], errs[i] = callParticipant(ctx, s.n, p, func(c internalpb.ParticipantClient, cctx context.Context) (*internalpb.PrepareResponse, error) {
+			votes[i], errs[i] = callParticipant(ctx, s.n, p, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.PrepareResponse, error) {
 				return c.Prepare(cctx, &internalpb.PrepareRequest{Partition: p, Op: op, CutVersion: s.n.Clock.Load()})
 			})
 		}(i, p)
@@ -357,7 +359,7 @@ func (s *KVServer) twoPhase(ctx context.Context, req *kvpb.TxnRequest, shares ma
 	// the locks sooner and tells the client what happened.
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), decideWait)
 	defer cancel()
-	rec, err := callParticipant(dctx, s.n, record, func(c internalpb.ParticipantClient, cctx context.Context) (*internalpb.DecideResponse, error) {
+	rec, err := callParticipant(dctx, s.n, record, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.DecideResponse, error) {
 		return c.Decide(cctx, &internalpb.DecideRequest{Partition: record, CutVersion: s.n.Clock.Load(), Op: &internalpb.TxnDecideOp{
 			TxnId: req.GetTxnId(), Commit: commit, Succeeded: succeeded, Participants: parts, Stamp: stamp,
 		}})
@@ -441,7 +443,7 @@ func (s *KVServer) finishAll(parent context.Context, id []byte, prepared int64, 
 		wg.Add(1)
 		go func(p uint64) {
 			defer wg.Done()
-			_, err := callParticipant(ctx, s.n, p, func(c internalpb.ParticipantClient, cctx context.Context) (*internalpb.FinishResponse, error) {
+			_, err := callParticipant(ctx, s.n, p, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.FinishResponse, error) {
 				return c.Finish(cctx, &internalpb.FinishRequest{Partition: p, CutVersion: s.n.Clock.Load(),
 					Op: &internalpb.TxnFinishOp{TxnId: id, Commit: commit, Succeeded: succeeded, Stamp: stamp, PreparedUnixMs: prepared}})
 			})
@@ -456,12 +458,12 @@ func (s *KVServer) finishAll(parent context.Context, id []byte, prepared int64, 
 
 // callParticipant calls the participant service of partition p's leader;
 // see callLeader.
-func callParticipant[R any](ctx context.Context, n *Node, p uint64, call func(internalpb.ParticipantClient, context.Context) (R, error)) (R, error) {
+func callParticipant[R any](ctx context.Context, n *Node, p uint64, call func(internalrpc.ParticipantClient, context.Context) (R, error)) (R, error) {
 	return callLeader(ctx, n, p, func(cc *grpc.ClientConn, cctx context.Context) (R, error) {
 		if cc == nil {
 			return call(localParticipant{NewParticipantServer(n)}, cctx)
 		}
-		return call(internalpb.NewParticipantClient(cc), cctx)
+		return call(internalrpc.NewParticipantClient(cc), cctx)
 	})
 }
 
@@ -591,7 +593,7 @@ func resolve(ctx context.Context, n *Node, p uint64, in *partition.Intent) {
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	id := in.Op.GetTxnId()
-	rec, err := callParticipant(rctx, n, in.Op.GetRecordPartition(), func(c internalpb.ParticipantClient, cctx context.Context) (*internalpb.DecideResponse, error) {
+	rec, err := callParticipant(rctx, n, in.Op.GetRecordPartition(), func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.DecideResponse, error) {
 		return c.Decide(cctx, &internalpb.DecideRequest{Partition: in.Op.GetRecordPartition(), CutVersion: n.Clock.Load(),
 			Op: &internalpb.TxnDecideOp{TxnId: id, Commit: false, Stamp: n.Clock.Load()}})
 	})

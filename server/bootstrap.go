@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cutkv/cutkv/proto/internalpb"
+	"github.com/cutkv/cutkv/proto/internalrpc"
 	"github.com/cutkv/cutkv/topology"
 )
 
@@ -100,7 +101,7 @@ func (n *Node) askClusterID(ctx context.Context, m topology.Member) (uint64, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	r, err := internalpb.NewBootstrapClient(conn).ClusterID(cctx, &internalpb.ClusterIDRequest{Digest: n.layout.Digest, Member: n.cfg.ID})
+	r, err := internalrpc.NewBootstrapClient(conn).ClusterID(cctx, &internalpb.ClusterIDRequest{Digest: n.layout.Digest, Member: n.cfg.ID})
 	if err != nil {
 		return 0, err
 	}

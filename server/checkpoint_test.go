@@ -12,8 +12,10 @@ import (
 	"time"
 
 	"github.com/cutkv/cutkv/checkpoint"
+	"github.com/cutkv/cutkv/datadir"
 	"github.com/cutkv/cutkv/internal/clustertest"
 	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 	"github.com/cutkv/cutkv/raftstore"
 	"github.com/cutkv/cutkv/server"
 	"github.com/cutkv/cutkv/wal"
@@ -47,7 +49,7 @@ func writeMany(t *testing.T, c *clustertest.Cluster, prefix string, n int, via .
 
 func checkpointAll(t *testing.T, c *clustertest.Cluster, via int) *kvpb.CheckpointResponse {
 	t.Helper()
-	resp, err := kvpb.NewClusterClient(c.Conn(via)).Checkpoint(ctxT(t, 30*time.Second), &kvpb.CheckpointRequest{})
+	resp, err := kvrpc.NewClusterClient(c.Conn(via)).Checkpoint(ctxT(t, 30*time.Second), &kvpb.CheckpointRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +80,7 @@ func readAll(t *testing.T, c *clustertest.Cluster, via int, want map[string]stri
 func requireConsistent(t *testing.T, c *clustertest.Cluster, via int) {
 	t.Helper()
 	clustertest.Eventually(t, 20*time.Second, func() error {
-		chk, err := kvpb.NewClusterClient(c.Conn(via)).Check(ctxT(t, 15*time.Second), &kvpb.CheckRequest{})
+		chk, err := kvrpc.NewClusterClient(c.Conn(via)).Check(ctxT(t, 15*time.Second), &kvpb.CheckRequest{})
 		if err != nil {
 			return err
 		}
@@ -93,7 +95,7 @@ func requireConsistent(t *testing.T, c *clustertest.Cluster, via int) {
 
 func walFirstIndex(t *testing.T, c *clustertest.Cluster, via int) map[string]uint64 {
 	t.Helper()
-	st, err := kvpb.NewClusterClient(c.Conn(via)).Status(ctxT(t, 10*time.Second), &kvpb.StatusRequest{})
+	st, err := kvrpc.NewClusterClient(c.Conn(via)).Status(ctxT(t, 10*time.Second), &kvpb.StatusRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +129,7 @@ func TestCheckpointTruncatesAndRestarts(t *testing.T) {
 			t.Errorf("node %s: WAL still starts at %d after two checkpoints", id, f)
 		}
 	}
-	st, err := kvpb.NewClusterClient(c.Conn(0)).Status(ctxT(t, 10*time.Second), &kvpb.StatusRequest{LocalOnly: true})
+	st, err := kvrpc.NewClusterClient(c.Conn(0)).Status(ctxT(t, 10*time.Second), &kvpb.StatusRequest{LocalOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +171,7 @@ func TestLaggingFollowerGetsSnapshot(t *testing.T) {
 		want[k] = v
 	}
 	// Two nodes up: materialize them (the third is unreachable: refused).
-	resp, err := kvpb.NewClusterClient(c.Conn(0)).Checkpoint(ctxT(t, 30*time.Second), &kvpb.CheckpointRequest{})
+	resp, err := kvrpc.NewClusterClient(c.Conn(0)).Checkpoint(ctxT(t, 30*time.Second), &kvpb.CheckpointRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +190,7 @@ func TestLaggingFollowerGetsSnapshot(t *testing.T) {
 	c.Restart(2)
 	requireConsistent(t, c, 2)
 	readAll(t, c, 2, want)
-	dir := filepath.Join(c.Config(2).DataDir, server.MaterializeDir)
+	dir := filepath.Join(c.Config(2).DataDir, datadir.MaterializeDir)
 	mats, err := checkpoint.List(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -214,7 +216,7 @@ func TestDamagedMaterialization(t *testing.T) {
 	}
 	checkpointAll(t, c, 0)
 	c.Stop(1)
-	dir := filepath.Join(c.Config(1).DataDir, server.MaterializeDir)
+	dir := filepath.Join(c.Config(1).DataDir, datadir.MaterializeDir)
 	mats, err := checkpoint.List(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -304,7 +306,7 @@ func TestKillDuringMaterialization(t *testing.T) {
 					return
 				default:
 				}
-				raftSrv := kvpb.NewClusterClient(c.Conn(1))
+				raftSrv := kvrpc.NewClusterClient(c.Conn(1))
 				_, _ = raftSrv.Checkpoint(ctxT(t, 5*time.Second), &kvpb.CheckpointRequest{})
 			}
 		}()
@@ -337,7 +339,7 @@ func TestKillDuringMaterialization(t *testing.T) {
 // node's WAL no longer starts at entry 1.
 func groupWithTruncatedLog(t *testing.T, cfg server.Config) uint64 {
 	t.Helper()
-	w, err := wal.Open(filepath.Join(cfg.DataDir, server.WALDir), wal.Options{})
+	w, err := wal.Open(filepath.Join(cfg.DataDir, datadir.WALDir), wal.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

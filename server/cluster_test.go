@@ -15,9 +15,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cutkv/cutkv/internal/clustertest"
+	"github.com/cutkv/cutkv/keyspace"
 	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 	"github.com/cutkv/cutkv/server"
-	"github.com/cutkv/cutkv/topology"
 )
 
 func ctxT(t *testing.T, d time.Duration) context.Context {
@@ -73,7 +74,7 @@ func TestReplicationAndForwarding(t *testing.T) {
 	}
 	// Every replica applied every write: the replicas' key counts agree.
 	clustertest.Eventually(t, 10*time.Second, func() error {
-		st, err := kvpb.NewClusterClient(c.Conn(0)).Status(ctxT(t, 5*time.Second), &kvpb.StatusRequest{})
+		st, err := kvrpc.NewClusterClient(c.Conn(0)).Status(ctxT(t, 5*time.Second), &kvpb.StatusRequest{})
 		if err != nil {
 			return err
 		}
@@ -90,7 +91,7 @@ func TestReplicationAndForwarding(t *testing.T) {
 			return fmt.Errorf("status counts %d keys, want 60", total)
 		}
 		for i := 0; i < 3; i++ {
-			local, err := kvpb.NewClusterClient(c.Conn(i)).Status(ctxT(t, 5*time.Second), &kvpb.StatusRequest{LocalOnly: true})
+			local, err := kvrpc.NewClusterClient(c.Conn(i)).Status(ctxT(t, 5*time.Second), &kvpb.StatusRequest{LocalOnly: true})
 			if err != nil {
 				return err
 			}
@@ -116,7 +117,7 @@ func TestReplicationAndForwarding(t *testing.T) {
 func TestLeaderFailover(t *testing.T) {
 	c := clustertest.Start(t, 3, clustertest.Options{})
 	put(t, c, 0, "k", "v1")
-	p := topology.PartitionOf([]byte("k"), 4)
+	p := keyspace.PartitionOf([]byte("k"), 4)
 	leader := -1
 	for i := 0; i < 3; i++ {
 		if st, _ := c.Node(i).Store().Status(p); st.IsLeader {
@@ -324,7 +325,7 @@ func TestDataDirIdentityAndPorts(t *testing.T) {
 
 func TestMembersFailedAndLeft(t *testing.T) {
 	c := clustertest.Start(t, 3, clustertest.Options{})
-	cl := kvpb.NewClusterClient(c.Conn(0))
+	cl := kvrpc.NewClusterClient(c.Conn(0))
 	state := func(id string) kvpb.MemberState {
 		resp, err := cl.Members(ctxT(t, 3*time.Second), &kvpb.MembersRequest{})
 		if err != nil {

@@ -11,8 +11,9 @@ import (
 
 	"github.com/cutkv/cutkv/internal/clustertest"
 	"github.com/cutkv/cutkv/internal/failpoint"
+	"github.com/cutkv/cutkv/keyspace"
 	"github.com/cutkv/cutkv/proto/kvpb"
-	"github.com/cutkv/cutkv/topology"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 )
 
 // holdTxn starts a cross-partition transaction through node coord and
@@ -47,7 +48,7 @@ type errString string
 func (e errString) Error() string { return string(e) }
 
 // runningCut waits until group 0 reports a running cut and returns it.
-func runningCut(t *testing.T, cl kvpb.ClusterClient) uint64 {
+func runningCut(t *testing.T, cl kvrpc.ClusterClient) uint64 {
 	t.Helper()
 	var v uint64
 	clustertest.Eventually(t, 10*time.Second, func() error {
@@ -72,7 +73,7 @@ func TestCutNonBlocking(t *testing.T) {
 	const parts = 4
 	c := clustertest.Start(t, 3, clustertest.Options{Partitions: parts})
 	a, b, _ := keysIn("hold", parts)
-	pa, pb := topology.PartitionOf([]byte(a), parts), topology.PartitionOf([]byte(b), parts)
+	pa, pb := keyspace.PartitionOf([]byte(a), parts), keyspace.PartitionOf([]byte(b), parts)
 	// Warm the routes and leaders.
 	clustertest.Eventually(t, 10*time.Second, func() error {
 		_, err := c.KV(0).Put(ctxT(t, 2*time.Second), &kvpb.PutRequest{Key: []byte(a), Value: []byte("0")})
@@ -81,7 +82,7 @@ func TestCutNonBlocking(t *testing.T) {
 	start := time.Now()
 	held := holdTxn(t, c, 0, a, b)
 
-	cl := kvpb.NewClusterClient(c.Conn(1))
+	cl := kvrpc.NewClusterClient(c.Conn(1))
 	results := make([]*kvpb.CreateCutResponse, 3)
 	errs := make([]error, 3)
 	var wg sync.WaitGroup
@@ -95,7 +96,7 @@ func TestCutNonBlocking(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i], errs[i] = kvpb.NewClusterClient(c.Conn(i)).CreateCut(ctxT(t, 30*time.Second), &kvpb.CreateCutRequest{})
+			results[i], errs[i] = kvrpc.NewClusterClient(c.Conn(i)).CreateCut(ctxT(t, 30*time.Second), &kvpb.CreateCutRequest{})
 		}()
 	}
 
@@ -180,15 +181,15 @@ func TestCutTakenOverByNewGroup0Leader(t *testing.T) {
 	})
 	held := holdTxn(t, c, coord, a, b)
 	go func() {
-		_, _ = kvpb.NewClusterClient(c.Conn(other)).CreateCut(ctxT(t, 30*time.Second), &kvpb.CreateCutRequest{})
+		_, _ = kvrpc.NewClusterClient(c.Conn(other)).CreateCut(ctxT(t, 30*time.Second), &kvpb.CreateCutRequest{})
 	}()
-	v := runningCut(t, kvpb.NewClusterClient(c.Conn(other)))
+	v := runningCut(t, kvrpc.NewClusterClient(c.Conn(other)))
 	c.Kill(leader)
 	if err := failpoint.Arm(""); err != nil {
 		t.Fatal(err)
 	}
 	<-held // committed or not: either way the cut can finish
-	cl := kvpb.NewClusterClient(c.Conn(other))
+	cl := kvrpc.NewClusterClient(c.Conn(other))
 	clustertest.Eventually(t, 20*time.Second, func() error {
 		r, err := cl.GetCut(ctxT(t, 2*time.Second), &kvpb.GetCutRequest{Version: v})
 		if err != nil {
@@ -206,7 +207,7 @@ func TestCutTakenOverByNewGroup0Leader(t *testing.T) {
 func keyInPartition(prefix string, p uint64, parts uint32, i int) string {
 	for n, seen := 0, 0; ; n++ {
 		k := fmt.Sprintf("%s-%d", prefix, n)
-		if topology.PartitionOf([]byte(k), parts) == p {
+		if keyspace.PartitionOf([]byte(k), parts) == p {
 			if seen == i {
 				return k
 			}

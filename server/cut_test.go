@@ -8,6 +8,7 @@ import (
 
 	"github.com/cutkv/cutkv/internal/clustertest"
 	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 	"github.com/cutkv/cutkv/server"
 )
 
@@ -15,7 +16,7 @@ import (
 // transactions run, and checks what group 0 records about each.
 func TestCutCreateIdleAndBusy(t *testing.T) {
 	c := clustertest.Start(t, 3, clustertest.Options{})
-	cl := kvpb.NewClusterClient(c.Conn(1))
+	cl := kvrpc.NewClusterClient(c.Conn(1))
 	var last uint64
 	for i := 0; i < 3; i++ {
 		var resp *kvpb.CreateCutResponse
@@ -44,7 +45,7 @@ func TestCutCreateIdleAndBusy(t *testing.T) {
 			t.Errorf("reply header carries cut version %d, want >= %d", resp.GetHeader().GetCutVersion(), last)
 		}
 	}
-	list, err := kvpb.NewClusterClient(c.Conn(2)).ListCuts(ctxT(t, 5*time.Second), &kvpb.ListCutsRequest{})
+	list, err := kvrpc.NewClusterClient(c.Conn(2)).ListCuts(ctxT(t, 5*time.Second), &kvpb.ListCutsRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +85,7 @@ func TestCutFailsWithoutQuorumThenRecovers(t *testing.T) {
 	c := clustertest.Start(t, 5, clustertest.Options{Partitions: parts, Configure: func(i int, cfg *server.Config) {
 		cfg.CutTimeout = 2 * time.Second
 	}})
-	cl := kvpb.NewClusterClient(c.Conn(0))
+	cl := kvrpc.NewClusterClient(c.Conn(0))
 	clustertest.Eventually(t, 20*time.Second, func() error {
 		_, err := cl.CreateCut(ctxT(t, 10*time.Second), &kvpb.CreateCutRequest{})
 		return err

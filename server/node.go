@@ -23,6 +23,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/cutkv/cutkv/cut"
+	"github.com/cutkv/cutkv/datadir"
 	"github.com/cutkv/cutkv/discovery"
 	"github.com/cutkv/cutkv/internal/failpoint"
 	"github.com/cutkv/cutkv/meta"
@@ -52,7 +53,7 @@ type Node struct {
 	cfg    Config
 	log    *slog.Logger
 	dir    *dataDir
-	id     identity
+	id     datadir.Identity
 	self   topology.Member
 	layout *topology.Layout
 
@@ -177,7 +178,7 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	limits := cfg.Limits
 	n.pool = rpc.NewPool(rpc.PoolConfig{MaxMsgSize: limits.MaxRequestSize(), TLS: n.trust.peerClient(), ClusterID: func() uint64 { return n.layout.ClusterID }})
 	cleanup = append(cleanup, n.pool.Close)
-	if n.id.pending() {
+	if n.id.Pending() {
 		if err := n.settleClusterID(); err != nil {
 			return nil, err
 		}
@@ -193,9 +194,9 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	if failpoint.Enabled {
 		walOpts.Hooks.BeforeSync = func(string) error { return failpoint.Inject(failpoint.WALBeforeSync) }
 	}
-	n.wal, err = wal.Open(filepath.Join(cfg.DataDir, walDir), walOpts)
+	n.wal, err = wal.Open(filepath.Join(cfg.DataDir, datadir.WALDir), walOpts)
 	if err != nil {
-		return nil, fmt.Errorf("server: open WAL in %s: %w", filepath.Join(cfg.DataDir, walDir), err)
+		return nil, fmt.Errorf("server: open WAL in %s: %w", filepath.Join(cfg.DataDir, datadir.WALDir), err)
 	}
 	cleanup = append(cleanup, func() { n.wal.Close() })
 
@@ -233,7 +234,7 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 		Clock:         n.clock,
 		Logger:        n.log,
 
-		MaterializeDir:      filepath.Join(cfg.DataDir, MaterializeDir),
+		MaterializeDir:      filepath.Join(cfg.DataDir, datadir.MaterializeDir),
 		MaterializeInterval: cfg.MaterializeInterval,
 		MaterializeBytes:    cfg.MaterializeBytes,
 		CatchUpEntries:      cfg.CatchUpEntries,

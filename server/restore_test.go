@@ -14,8 +14,10 @@ import (
 	"time"
 
 	"github.com/cutkv/cutkv/client"
+	"github.com/cutkv/cutkv/datadir"
 	"github.com/cutkv/cutkv/internal/clustertest"
 	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 	"github.com/cutkv/cutkv/restore"
 	"github.com/cutkv/cutkv/restore/restoretest"
 	"github.com/cutkv/cutkv/server"
@@ -105,7 +107,7 @@ func TestRestoredClusterRuns(t *testing.T) {
 	}
 
 	// A cut completes, above the snapshot's.
-	cc := kvpb.NewClusterClient(c.Conn(0))
+	cc := kvrpc.NewClusterClient(c.Conn(0))
 	var cut *kvpb.CutInfo
 	clustertest.Eventually(t, 30*time.Second, func() error {
 		r, err := cc.CreateCut(ctxT(t, 15*time.Second), &kvpb.CreateCutRequest{})
@@ -205,7 +207,7 @@ func TestRestoredIdentity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := server.WriteIdentity(plain, "n1", l, ""); err != nil {
+	if err := datadir.CreateIdentity(plain, datadir.Identity{NodeID: "n1", Layout: l}); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := server.Start(nodeConfig(plain, initial, 4, "second"), quiet); !errors.Is(err, server.ErrWrongCluster) {
@@ -214,16 +216,16 @@ func TestRestoredIdentity(t *testing.T) {
 		}
 		t.Fatalf("plain data dir with another token: %v, want ErrWrongCluster", err)
 	}
-	if err := server.WriteIdentity(plain, "n1", l, ""); err == nil || !strings.Contains(err.Error(), "never replaced") {
-		t.Fatalf("WriteIdentity over an identity: %v", err)
+	if err := datadir.CreateIdentity(plain, datadir.Identity{NodeID: "n1", Layout: l}); err == nil || !strings.Contains(err.Error(), "never replaced") {
+		t.Fatalf("CreateIdentity over an identity: %v", err)
 	}
-	if err := server.WriteIdentity(t.TempDir(), "n9", l, ""); !errors.Is(err, server.ErrConfig) {
-		t.Fatalf("WriteIdentity of a non-member: %v, want ErrConfig", err)
+	if err := datadir.CreateIdentity(t.TempDir(), datadir.Identity{NodeID: "n9", Layout: l}); !errors.Is(err, datadir.ErrNotMember) {
+		t.Fatalf("CreateIdentity of a non-member: %v, want ErrNotMember", err)
 	}
 
 	// An unfinished restore (the marker is there) never starts, whatever
 	// the flags.
-	if err := os.WriteFile(filepath.Join(dir, server.RestoreMarkerFile), nil, 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, datadir.RestoreMarkerFile), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, cfg := range []server.Config{nodeConfig(dir, initial, 4, "cutkv"), nodeConfig(dir, "", 4, "")} {
@@ -237,10 +239,10 @@ func TestRestoredIdentity(t *testing.T) {
 	}
 }
 
-// TestWriteIdentityAsBootstrap: WriteIdentity writes the file a node
+// TestCreateIdentityAsBootstrap: CreateIdentity writes the file a node
 // bootstrapping the same cluster writes, byte for byte, but restored_from
 // (given the cluster id the bootstrap drew).
-func TestWriteIdentityAsBootstrap(t *testing.T) {
+func TestCreateIdentityAsBootstrap(t *testing.T) {
 	const initial = "n1=127.0.0.1:7001"
 	dir := t.TempDir()
 	cfg := nodeConfig(dir, initial, 2, "tok")
@@ -262,7 +264,7 @@ func TestWriteIdentityAsBootstrap(t *testing.T) {
 	}
 	l.ClusterID = id // random, drawn by the bootstrap
 	other := t.TempDir()
-	if err := server.WriteIdentity(other, "n1", l, ""); err != nil {
+	if err := datadir.CreateIdentity(other, datadir.Identity{NodeID: "n1", Layout: l}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := os.ReadFile(filepath.Join(other, "cluster.json"))
@@ -270,6 +272,6 @@ func TestWriteIdentityAsBootstrap(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(got, boot) {
-		t.Fatalf("WriteIdentity wrote\n%s\na bootstrap wrote\n%s", got, boot)
+		t.Fatalf("CreateIdentity wrote\n%s\na bootstrap wrote\n%s", got, boot)
 	}
 }

@@ -14,10 +14,11 @@ import (
 	"time"
 
 	"github.com/cutkv/cutkv/internal/clustertest"
+	"github.com/cutkv/cutkv/keyspace"
 	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 	"github.com/cutkv/cutkv/server"
 	"github.com/cutkv/cutkv/snapshot"
-	"github.com/cutkv/cutkv/topology"
 )
 
 // fileStore returns a fresh file:// store directory and its URL.
@@ -45,7 +46,7 @@ func allowStore(store string, next func(int, *server.Config)) func(int, *server.
 // result and the progress messages seen.
 func createSnapshot(t *testing.T, c *clustertest.Cluster, via int, req *kvpb.CreateSnapshotRequest) (*kvpb.CreateSnapshotResult, []*kvpb.SnapshotProgress, error) {
 	t.Helper()
-	stream, err := kvpb.NewClusterClient(c.Conn(via)).CreateSnapshot(ctxT(t, 60*time.Second), req)
+	stream, err := kvrpc.NewClusterClient(c.Conn(via)).CreateSnapshot(ctxT(t, 60*time.Second), req)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -76,7 +77,7 @@ func mustSnapshot(t *testing.T, c *clustertest.Cluster, via int, req *kvpb.Creat
 
 func checkSnapshot(t *testing.T, c *clustertest.Cluster, store, id string) *kvpb.CheckSnapshotResponse {
 	t.Helper()
-	r, err := kvpb.NewClusterClient(c.Conn(0)).CheckSnapshot(ctxT(t, 30*time.Second), &kvpb.CheckSnapshotRequest{Store: store, Id: id})
+	r, err := kvrpc.NewClusterClient(c.Conn(0)).CheckSnapshot(ctxT(t, 30*time.Second), &kvpb.CheckSnapshotRequest{Store: store, Id: id})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +165,7 @@ func TestSnapshotsIncrementalFullAndPrune(t *testing.T) {
 			t.Fatalf("check %s: %v", s.GetSnapshot().GetId(), r)
 		}
 	}
-	list, err := kvpb.NewClusterClient(c.Conn(2)).ListSnapshots(ctxT(t, 10*time.Second), &kvpb.ListSnapshotsRequest{Store: store})
+	list, err := kvrpc.NewClusterClient(c.Conn(2)).ListSnapshots(ctxT(t, 10*time.Second), &kvpb.ListSnapshotsRequest{Store: store})
 	if err != nil || len(list.GetSnapshots()) != len(all) {
 		t.Fatalf("list: %v, %v", list, err)
 	}
@@ -175,7 +176,7 @@ func TestSnapshotsIncrementalFullAndPrune(t *testing.T) {
 
 	// Prune to the newest two: they still check, and every piece left is
 	// referenced by one of them.
-	gc, err := kvpb.NewClusterClient(c.Conn(0)).PruneSnapshots(ctxT(t, 30*time.Second), &kvpb.PruneSnapshotsRequest{Store: store, KeepLast: 2})
+	gc, err := kvrpc.NewClusterClient(c.Conn(0)).PruneSnapshots(ctxT(t, 30*time.Second), &kvpb.PruneSnapshotsRequest{Store: store, KeepLast: 2})
 	if err != nil || len(gc.GetDeletedSnapshots()) != 3 || len(gc.GetDeletedPieces()) == 0 {
 		t.Fatalf("prune: %v, %v", gc, err)
 	}
@@ -198,14 +199,14 @@ func TestSnapshotsIncrementalFullAndPrune(t *testing.T) {
 	if got := storePieces(t, dir, cluster); !slices.Equal(got, refs) {
 		t.Fatalf("pieces left after prune:\n%v\nreferenced by the kept snapshots:\n%v", got, refs)
 	}
-	if _, err := kvpb.NewClusterClient(c.Conn(0)).PruneSnapshots(ctxT(t, 10*time.Second), &kvpb.PruneSnapshotsRequest{Store: store}); err == nil {
+	if _, err := kvrpc.NewClusterClient(c.Conn(0)).PruneSnapshots(ctxT(t, 10*time.Second), &kvpb.PruneSnapshotsRequest{Store: store}); err == nil {
 		t.Fatal("prune without keep-last or keep-within was accepted")
 	}
 }
 
 func getSnapshot(t *testing.T, c *clustertest.Cluster, store, id string) *kvpb.SnapshotInfo {
 	t.Helper()
-	r, err := kvpb.NewClusterClient(c.Conn(1)).GetSnapshot(ctxT(t, 10*time.Second), &kvpb.GetSnapshotRequest{Store: store, Id: id})
+	r, err := kvrpc.NewClusterClient(c.Conn(1)).GetSnapshot(ctxT(t, 10*time.Second), &kvpb.GetSnapshotRequest{Store: store, Id: id})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +309,7 @@ func TestAutomaticSnapshots(t *testing.T) {
 		if err := st.Check(ctxT(t, 30*time.Second), m.ID); err != nil {
 			t.Fatal(err)
 		}
-		if m.KeyHash != topology.HashName {
+		if m.KeyHash != keyspace.HashName {
 			t.Fatalf("manifest key hash %q", m.KeyHash)
 		}
 	}

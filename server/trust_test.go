@@ -31,11 +31,15 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/cutkv/cutkv/client"
+	"github.com/cutkv/cutkv/datadir"
 	"github.com/cutkv/cutkv/internal/clustertest"
+	"github.com/cutkv/cutkv/keyspace"
 	"github.com/cutkv/cutkv/pki"
 	"github.com/cutkv/cutkv/pki/grpctls"
 	"github.com/cutkv/cutkv/proto/internalpb"
+	"github.com/cutkv/cutkv/proto/internalrpc"
 	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 	"github.com/cutkv/cutkv/server"
 	"github.com/cutkv/cutkv/topology"
 )
@@ -104,7 +108,7 @@ func TestServicesStayOnTheirListener(t *testing.T) {
 			t.Errorf("%s on the client port: %v, want Unimplemented", method, err)
 		}
 	}
-	stream, err := internalpb.NewRaftClient(client).Send(ctxT(t, 5*time.Second))
+	stream, err := internalrpc.NewRaftClient(client).Send(ctxT(t, 5*time.Second))
 	if err == nil {
 		_ = stream.Send(&internalpb.RaftBatch{})
 		_, err = stream.CloseAndRecv()
@@ -113,7 +117,7 @@ func TestServicesStayOnTheirListener(t *testing.T) {
 		t.Errorf("Raft/Send on the client port: %v, want Unimplemented", err)
 	}
 	peerConn := plainConn(t, n.Addrs().Peer)
-	_, err = kvpb.NewKVClient(peerConn).Put(asPeer(ctxT(t, 5*time.Second), n.ClusterID()), &kvpb.PutRequest{Key: []byte("k")})
+	_, err = kvrpc.NewKVClient(peerConn).Put(asPeer(ctxT(t, 5*time.Second), n.ClusterID()), &kvpb.PutRequest{Key: []byte("k")})
 	if status.Code(err) != codes.Unimplemented {
 		t.Errorf("KV/Put on the peer port: %v, want Unimplemented", err)
 	}
@@ -133,7 +137,7 @@ func TestNonMemberRaftMessage(t *testing.T) {
 		m, _ := proto.Marshal(&raftpb.Message{Type: raftpb.MsgHeartbeat.Enum(), From: new(uint64(99)), To: new(self), Term: new(uint64(1 << 62)), Commit: new(uint64(1 << 40))})
 		app, _ := proto.Marshal(&raftpb.Message{Type: raftpb.MsgApp.Enum(), From: new(uint64(99)), To: new(self), Term: new(uint64(1 << 62)), Index: new(uint64(1)), LogTerm: new(uint64(1)),
 			Entries: []*raftpb.Entry{{Term: new(uint64(1 << 62)), Index: new(uint64(2)), Data: []byte("forged")}}})
-		stream, err := internalpb.NewRaftClient(plainConn(t, n.Addrs().Peer)).Send(asPeer(ctxT(t, 5*time.Second), n.ClusterID()))
+		stream, err := internalrpc.NewRaftClient(plainConn(t, n.Addrs().Peer)).Send(asPeer(ctxT(t, 5*time.Second), n.ClusterID()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -176,9 +180,9 @@ func TestNonMemberRaftMessage(t *testing.T) {
 func TestOutsideParticipantCall(t *testing.T) {
 	c := clustertest.Start(t, 1, clustertest.Options{Partitions: 4})
 	n := c.Node(0)
-	pc := internalpb.NewParticipantClient(plainConn(t, n.Addrs().Peer))
+	pc := internalrpc.NewParticipantClient(plainConn(t, n.Addrs().Peer))
 	key := []byte("outside")
-	p := topology.PartitionOf(key, 4)
+	p := keyspace.PartitionOf(key, 4)
 	other := p%4 + 1
 	id := make([]byte, 16)
 	_, _ = rand.Read(id)
@@ -241,7 +245,7 @@ func TestUnallocatedCutVersion(t *testing.T) {
 	}
 	// A peer's marker is bounded the same way.
 	n := c.Node(0)
-	cc := internalpb.NewCutServiceClient(plainConn(t, n.Addrs().Peer))
+	cc := internalrpc.NewCutServiceClient(plainConn(t, n.Addrs().Peer))
 	for p := uint64(1); p <= 2; p++ {
 		_, err := cc.StartCut(asPeer(ctxT(t, 5*time.Second), n.ClusterID()), &internalpb.StartCutRequest{Partition: p, Version: 1 << 40})
 		if c := status.Code(err); c != codes.InvalidArgument && c != codes.Unavailable {
@@ -288,7 +292,7 @@ func createCut(t *testing.T, c *clustertest.Cluster) *kvpb.CutInfo {
 	var resp *kvpb.CreateCutResponse
 	clustertest.Eventually(t, 30*time.Second, func() error {
 		var err error
-		resp, err = kvpb.NewClusterClient(c.Conn(0)).CreateCut(ctxT(t, 20*time.Second), &kvpb.CreateCutRequest{})
+		resp, err = kvrpc.NewClusterClient(c.Conn(0)).CreateCut(ctxT(t, 20*time.Second), &kvpb.CreateCutRequest{})
 		return err
 	})
 	return resp.GetCut()
@@ -300,7 +304,7 @@ func createCut(t *testing.T, c *clustertest.Cluster) *kvpb.CutInfo {
 func TestClientStoreURLRefused(t *testing.T) {
 	c := clustertest.Start(t, 1, clustertest.Options{Partitions: 2})
 	evil := filepath.Join(t.TempDir(), "made-by-a-client")
-	cl := kvpb.NewClusterClient(c.Conn(0))
+	cl := kvrpc.NewClusterClient(c.Conn(0))
 	for _, store := range []string{
 		(&url.URL{Scheme: "file", Path: evil}).String(),
 		"s3://bucket?endpoint=http://127.0.0.1:1&region=us-east-1",
@@ -442,7 +446,7 @@ func TestWALRollbackRefused(t *testing.T) {
 				put(t, c, 0, fmt.Sprintf("k%03d", i), v)
 			}
 			c.Kill(0)
-			dir := filepath.Join(c.Config(0).DataDir, server.WALDir)
+			dir := filepath.Join(c.Config(0).DataDir, datadir.WALDir)
 			segs := segments(t, dir)
 			if len(segs) < 3 {
 				t.Fatalf("only %d WAL segments", len(segs))
@@ -503,7 +507,7 @@ func TestFailedBootstrapRetry(t *testing.T) {
 	if _, err := server.Start(cfg, quiet); err == nil || !strings.Contains(err.Error(), "in use") {
 		t.Fatalf("start on a busy port: %v", err)
 	}
-	for _, f := range []string{"cluster.json", server.WALDir, server.MaterializeDir} {
+	for _, f := range []string{"cluster.json", datadir.WALDir, datadir.MaterializeDir} {
 		if _, err := os.Stat(filepath.Join(dir, f)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("the failed first start left %s: %v", f, err)
 		}
@@ -704,14 +708,14 @@ func TestTLSRoles(t *testing.T) {
 	anon := conn(pki.Files{CA: p.ca()})
 
 	clustertest.Eventually(t, 10*time.Second, func() error {
-		_, err := kvpb.NewKVClient(writer).Put(ctxT(t, 2*time.Second), &kvpb.PutRequest{Key: []byte("k"), Value: []byte("v")})
+		_, err := kvrpc.NewKVClient(writer).Put(ctxT(t, 2*time.Second), &kvpb.PutRequest{Key: []byte("k"), Value: []byte("v")})
 		return err
 	})
-	if _, err := kvpb.NewKVClient(reader).Get(ctxT(t, 5*time.Second), &kvpb.GetRequest{Key: []byte("k")}); err != nil {
+	if _, err := kvrpc.NewKVClient(reader).Get(ctxT(t, 5*time.Second), &kvpb.GetRequest{Key: []byte("k")}); err != nil {
 		t.Fatalf("read role Get: %v", err)
 	}
 	readTxn := &kvpb.TxnRequest{Success: []*kvpb.RequestOp{{Request: &kvpb.RequestOp_Get{Get: &kvpb.GetRequest{Key: []byte("k")}}}}}
-	if _, err := kvpb.NewKVClient(reader).Txn(ctxT(t, 5*time.Second), readTxn); err != nil {
+	if _, err := kvrpc.NewKVClient(reader).Txn(ctxT(t, 5*time.Second), readTxn); err != nil {
 		t.Fatalf("read role, read-only Txn: %v", err)
 	}
 	denied := func(what string, err error, need string) {
@@ -720,18 +724,18 @@ func TestTLSRoles(t *testing.T) {
 			t.Errorf("%s: %v, want PermissionDenied naming role %s", what, err, need)
 		}
 	}
-	_, err := kvpb.NewKVClient(reader).Put(ctxT(t, 5*time.Second), &kvpb.PutRequest{Key: []byte("k"), Value: []byte("r")})
+	_, err := kvrpc.NewKVClient(reader).Put(ctxT(t, 5*time.Second), &kvpb.PutRequest{Key: []byte("k"), Value: []byte("r")})
 	denied("read role Put", err, "write")
-	_, err = kvpb.NewKVClient(reader).Txn(ctxT(t, 5*time.Second), &kvpb.TxnRequest{Success: []*kvpb.RequestOp{{Request: &kvpb.RequestOp_Put{Put: &kvpb.PutRequest{Key: []byte("k")}}}}})
+	_, err = kvrpc.NewKVClient(reader).Txn(ctxT(t, 5*time.Second), &kvpb.TxnRequest{Success: []*kvpb.RequestOp{{Request: &kvpb.RequestOp_Put{Put: &kvpb.PutRequest{Key: []byte("k")}}}}})
 	denied("read role writing Txn", err, "write")
-	stream, err := kvpb.NewClusterClient(writer).CreateSnapshot(ctxT(t, 30*time.Second), &kvpb.CreateSnapshotRequest{})
+	stream, err := kvrpc.NewClusterClient(writer).CreateSnapshot(ctxT(t, 30*time.Second), &kvpb.CreateSnapshotRequest{})
 	if err == nil {
 		_, err = stream.Recv()
 	}
 	denied("write role CreateSnapshot", err, "admin")
-	_, err = kvpb.NewClusterClient(writer).CreateCut(ctxT(t, 5*time.Second), &kvpb.CreateCutRequest{})
+	_, err = kvrpc.NewClusterClient(writer).CreateCut(ctxT(t, 5*time.Second), &kvpb.CreateCutRequest{})
 	denied("write role CreateCut", err, "admin")
-	stream, err = kvpb.NewClusterClient(admin).CreateSnapshot(ctxT(t, 60*time.Second), &kvpb.CreateSnapshotRequest{})
+	stream, err = kvrpc.NewClusterClient(admin).CreateSnapshot(ctxT(t, 60*time.Second), &kvpb.CreateSnapshotRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -745,7 +749,7 @@ func TestTLSRoles(t *testing.T) {
 		}
 	}
 	// Without a certificate: health only.
-	if _, err := kvpb.NewClusterClient(anon).Members(ctxT(t, 5*time.Second), &kvpb.MembersRequest{}); status.Code(err) != codes.PermissionDenied {
+	if _, err := kvrpc.NewClusterClient(anon).Members(ctxT(t, 5*time.Second), &kvpb.MembersRequest{}); status.Code(err) != codes.PermissionDenied {
 		t.Errorf("Members without a certificate: %v, want PermissionDenied", err)
 	}
 	if err := anon.Invoke(ctxT(t, 5*time.Second), "/grpc.health.v1.Health/Check", &kvpb.MembersRequest{}, &kvpb.MembersResponse{}); err != nil {
@@ -754,7 +758,7 @@ func TestTLSRoles(t *testing.T) {
 	// An expired certificate never gets a connection: the server refuses
 	// it in the handshake (with TLS 1.3 the client may only see the
 	// connection closed), so the call is Unavailable, never served.
-	_, err = kvpb.NewKVClient(conn(p.expiredClient())).Get(ctxT(t, 5*time.Second), &kvpb.GetRequest{Key: []byte("k")})
+	_, err = kvrpc.NewKVClient(conn(p.expiredClient())).Get(ctxT(t, 5*time.Second), &kvpb.GetRequest{Key: []byte("k")})
 	if status.Code(err) != codes.Unavailable {
 		t.Errorf("expired certificate: %v, want the connection refused (Unavailable)", err)
 	}
@@ -789,7 +793,7 @@ func TestTLSPeers(t *testing.T) {
 	} {
 		f.CA = p.ca()
 		cc := tlsConn(t, n1.Addrs().Peer, f, false)
-		_, err := internalpb.NewCutServiceClient(cc).AllocatedCut(ctx, &internalpb.AllocatedCutRequest{})
+		_, err := internalrpc.NewCutServiceClient(cc).AllocatedCut(ctx, &internalpb.AllocatedCutRequest{})
 		if status.Code(err) != codes.Unavailable {
 			t.Errorf("%s on the peer port: %v, want the handshake refused", name, err)
 		}
@@ -797,7 +801,7 @@ func TestTLSPeers(t *testing.T) {
 	// n3, a member, claims to be n1 in a raft batch.
 	f3 := pki.Files{Cert: filepath.Join(p.dir, "n3.crt"), Key: filepath.Join(p.dir, "n3.key"), CA: p.ca()}
 	cc := tlsConn(t, c.Node(1).Addrs().Peer, f3, true)
-	stream, err := internalpb.NewRaftClient(cc).Send(asPeer(ctxT(t, 5*time.Second), n1.ClusterID()))
+	stream, err := internalrpc.NewRaftClient(cc).Send(asPeer(ctxT(t, 5*time.Second), n1.ClusterID()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,9 +9,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cutkv/cutkv/internal/clustertest"
+	"github.com/cutkv/cutkv/keyspace"
 	"github.com/cutkv/cutkv/proto/kvpb"
 	"github.com/cutkv/cutkv/rpc"
-	"github.com/cutkv/cutkv/topology"
 )
 
 func opPut(k, v string) *kvpb.RequestOp {
@@ -29,10 +29,10 @@ func cmpVersion(k string, v int64) *kvpb.Compare {
 // keysIn returns a key, one in another partition and one in the same.
 func keysIn(prefix string, parts uint32) (a, b, c string) {
 	a = prefix + "-0"
-	pa := topology.PartitionOf([]byte(a), parts)
+	pa := keyspace.PartitionOf([]byte(a), parts)
 	for i := 1; b == "" || c == ""; i++ {
 		k := fmt.Sprintf("%s-%d", prefix, i)
-		if p := topology.PartitionOf([]byte(k), parts); p != pa && b == "" {
+		if p := keyspace.PartitionOf([]byte(k), parts); p != pa && b == "" {
 			b = k
 		} else if p == pa && c == "" {
 			c = k

@@ -40,7 +40,7 @@ type Manifest struct {
 	// holds one handle for each of 1 … PartitionCount.
 	PartitionCount uint32 `json:"partition_count"`
 	// KeyHash names the function that maps keys to partitions
-	// (topology.HashName); a restore refuses one it does not know.
+	// (keyspace.HashName); a restore refuses one it does not know.
 	KeyHash string `json:"key_hash"`
 	// Partitions are the handles, in partition order.
 	Partitions []Partition `json:"partitions"`

@@ -25,7 +25,7 @@ import (
 	"gocloud.dev/gcerrors"
 
 	"github.com/cutkv/cutkv/checkpoint"
-	"github.com/cutkv/cutkv/raftstore"
+	"github.com/cutkv/cutkv/internal/command"
 )
 
 // Options tune a Store. The zero value is the default.
@@ -721,7 +721,7 @@ func verifyLog(m *Manifest, p *Partition, pc Piece, r io.Reader) error {
 		if i < pc.From || (i != p.Pos-1 && i != p.Pos && i != p.End) {
 			continue
 		}
-		cmd, ok, err := raftstore.DecodeCommand(e)
+		cmd, ok, err := command.Decode(e)
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrCorrupt, err)
 		}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cutkv/cutkv/keyspace"
 	"github.com/cutkv/cutkv/proto/internalpb"
 )
 
@@ -170,7 +171,7 @@ func (l *Layout) MemberByRaftID(raftID uint64) (Member, bool) {
 }
 
 // PartitionOf returns the partition holding key.
-func (l *Layout) PartitionOf(key []byte) uint64 { return PartitionOf(key, l.Partitions) }
+func (l *Layout) PartitionOf(key []byte) uint64 { return keyspace.PartitionOf(key, l.Partitions) }
 
 // Proto converts the layout into its raft-record form.
 func (l *Layout) Proto() *internalpb.ClusterLayout {
@@ -250,6 +251,15 @@ func ParseClusterID(s string) (uint64, error) {
 		return 0, fmt.Errorf("%w: cluster id %q is not 1-16 hex digits", ErrBadLayout, s)
 	}
 	return id, nil
+}
+
+// DescribeMembers renders l's members as --initial-cluster does.
+func (l *Layout) DescribeMembers() string {
+	parts := make([]string, len(l.Members))
+	for i, m := range l.Members {
+		parts[i] = m.ID + "=" + m.PeerAddr
+	}
+	return strings.Join(parts, ",")
 }
 
 // SortedMemberIDs returns the member ids in order.

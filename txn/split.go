@@ -3,9 +3,9 @@ package txn
 import (
 	"bytes"
 
+	"github.com/cutkv/cutkv/keyspace"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/kvpb"
-	"github.com/cutkv/cutkv/topology"
 )
 
 // Split divides a valid transaction into per-partition shares and names
@@ -23,7 +23,7 @@ func Split(req *kvpb.TxnRequest, partitions uint32) (shares map[uint64]*internal
 		return s
 	}
 	for _, c := range req.GetCompare() {
-		s := share(topology.PartitionOf(c.GetKey(), partitions))
+		s := share(keyspace.PartitionOf(c.GetKey(), partitions))
 		s.Compares = append(s.Compares, c)
 	}
 	addOps := func(ops []*kvpb.RequestOp, success bool) {
@@ -34,7 +34,7 @@ func Split(req *kvpb.TxnRequest, partitions uint32) (shares map[uint64]*internal
 					targets = append(targets, p)
 				}
 			} else {
-				targets = []uint64{topology.PartitionOf(OpKey(op), partitions)}
+				targets = []uint64{keyspace.PartitionOf(keyspace.OpKey(op), partitions)}
 			}
 			for _, p := range targets {
 				s := share(p)
@@ -50,46 +50,8 @@ func Split(req *kvpb.TxnRequest, partitions uint32) (shares map[uint64]*internal
 	}
 	addOps(req.GetSuccess(), true)
 	addOps(req.GetFailure(), false)
-	smallest, _ := SmallestKey(req)
-	return shares, topology.PartitionOf(smallest, partitions)
-}
-
-// SmallestKey returns the smallest key req names — compares, gets, puts,
-// deletes, scan starts (even empty) — whose partition holds the
-// transaction record; ok is false when it names none. Clients route a
-// transaction by it.
-func SmallestKey(req *kvpb.TxnRequest) (key []byte, ok bool) {
-	note := func(k []byte) {
-		if !ok || bytes.Compare(k, key) < 0 {
-			key, ok = k, true
-		}
-	}
-	for _, c := range req.GetCompare() {
-		note(c.GetKey())
-	}
-	for _, ops := range [][]*kvpb.RequestOp{req.GetSuccess(), req.GetFailure()} {
-		for _, op := range ops {
-			if sc := op.GetScan(); sc != nil {
-				note(sc.GetStart())
-			} else {
-				note(OpKey(op))
-			}
-		}
-	}
-	return key, ok
-}
-
-// OpKey returns the key of a point op (get, put, delete), nil for a scan.
-func OpKey(op *kvpb.RequestOp) []byte {
-	switch r := op.GetRequest().(type) {
-	case *kvpb.RequestOp_Get:
-		return r.Get.GetKey()
-	case *kvpb.RequestOp_Put:
-		return r.Put.GetKey()
-	case *kvpb.RequestOp_Delete:
-		return r.Delete.GetKey()
-	}
-	return nil
+	smallest, _ := keyspace.SmallestKey(req)
+	return shares, keyspace.PartitionOf(smallest, partitions)
 }
 
 // Wants lists the locks a share needs: shared on compared and read keys

@@ -12,9 +12,9 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/cutkv/cutkv/keyspace"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/kvpb"
-	"github.com/cutkv/cutkv/topology"
 )
 
 func opPut(k, v string) *kvpb.RequestOp {
@@ -252,7 +252,7 @@ func TestSplit(t *testing.T) {
 		// Where each compare/op should go.
 		wantCmps := map[uint64][]*kvpb.Compare{}
 		for _, c := range req.Compare {
-			p := topology.PartitionOf(c.Key, partitions)
+			p := keyspace.PartitionOf(c.Key, partitions)
 			wantCmps[p] = append(wantCmps[p], c)
 		}
 		wantIdx := func(ops []*kvpb.RequestOp) map[uint64][]uint32 {
@@ -265,15 +265,15 @@ func TestSplit(t *testing.T) {
 					}
 					continue
 				}
-				note(OpKey(op))
-				p := topology.PartitionOf(OpKey(op), partitions)
+				note(keyspace.OpKey(op))
+				p := keyspace.PartitionOf(keyspace.OpKey(op), partitions)
 				m[p] = append(m[p], uint32(i))
 			}
 			return m
 		}
 		wantSucc, wantFail := wantIdx(req.Success), wantIdx(req.Failure)
 
-		if want := topology.PartitionOf(smallest, partitions); record != want {
+		if want := keyspace.PartitionOf(smallest, partitions); record != want {
 			t.Fatalf("%s: record partition %d, want %d (of %q)", desc, record, want, smallest)
 		}
 		for p := uint64(1); p <= uint64(partitions); p++ {
@@ -316,7 +316,7 @@ func TestSplit(t *testing.T) {
 
 func TestSplitExamples(t *testing.T) {
 	const n = 4
-	pa, pb := topology.PartitionOf([]byte("a"), n), topology.PartitionOf([]byte("b"), n)
+	pa, pb := keyspace.PartitionOf([]byte("a"), n), keyspace.PartitionOf([]byte("b"), n)
 	req := &kvpb.TxnRequest{
 		Compare: []*kvpb.Compare{cmpVersion("b", kvpb.Compare_EQUAL, 0)},
 		Success: []*kvpb.RequestOp{opPut("b", "1"), opScan("x", "", 0)},

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/cutkv/cutkv/keyspace"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/kvpb"
-	"github.com/cutkv/cutkv/topology"
 )
 
 // The door of each service that carries a transaction (DESIGN.md,
@@ -198,7 +198,7 @@ func checkShare(p uint64, partitions uint32, s *internalpb.TxnShare, l Limits) e
 		return errors.New("empty (no compare and no op)")
 	}
 	owns := func(key []byte) error {
-		if q := topology.PartitionOf(key, partitions); q != p {
+		if q := keyspace.PartitionOf(key, partitions); q != p {
 			return fmt.Errorf("key %s belongs to partition %d, not %d", showKey(key), q, p)
 		}
 		return nil

@@ -6,9 +6,9 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/cutkv/cutkv/keyspace"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/kvpb"
-	"github.com/cutkv/cutkv/topology"
 )
 
 // Small limits, so that the fuzzer reaches them.
@@ -131,7 +131,7 @@ func checkShareInvariants(t *testing.T, p uint64, partitions uint32, s *internal
 		if len(k) == 0 || len(k) > l.MaxKeySize {
 			t.Fatalf("%s: accepted a key of %d bytes", what, len(k))
 		}
-		if q := topology.PartitionOf(k, partitions); q != p {
+		if q := keyspace.PartitionOf(k, partitions); q != p {
 			t.Fatalf("%s: accepted key %q of partition %d in a share of %d", what, k, q, p)
 		}
 	}

@@ -8,9 +8,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cutkv/cutkv/keyspace"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/kvpb"
-	"github.com/cutkv/cutkv/topology"
 )
 
 // keyIn returns a key starting with prefix that partition p of n holds,
@@ -18,7 +18,7 @@ import (
 func keyIn(p uint64, n uint32, prefix string, i int) string {
 	for j := 0; ; j++ {
 		k := fmt.Sprintf("%s%d", prefix, j)
-		if topology.PartitionOf([]byte(k), n) == p {
+		if keyspace.PartitionOf([]byte(k), n) == p {
 			if i == 0 {
 				return k
 			}

@@ -17,13 +17,15 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/cutkv/cutkv/proto/kvpb"
-	"github.com/cutkv/cutkv/topology"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/cutkv/cutkv/keyspace"
+	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 )
 
 // Reasons of the "not applied" ErrorInfo the real server returns.
@@ -141,8 +143,8 @@ func NewCluster(tb testing.TB, opts Options) *Cluster {
 			state:   kvpb.MemberState_MEMBER_STATE_ALIVE,
 			calls:   make(map[string]int),
 		}
-		kvpb.RegisterKVServer(n.srv, kvServer{n: n})
-		kvpb.RegisterClusterServer(n.srv, clusterServer{n: n})
+		kvrpc.RegisterKVServer(n.srv, kvServer{n: n})
+		kvrpc.RegisterClusterServer(n.srv, clusterServer{n: n})
 		go func() { _ = n.srv.Serve(lis) }()
 		c.Nodes = append(c.Nodes, n)
 	}
@@ -167,7 +169,7 @@ func (c *Cluster) Endpoints() []string {
 }
 
 // PartitionOf returns key's partition.
-func (c *Cluster) PartitionOf(key []byte) uint64 { return topology.PartitionOf(key, c.Partitions) }
+func (c *Cluster) PartitionOf(key []byte) uint64 { return keyspace.PartitionOf(key, c.Partitions) }
 
 // Leader returns the node leading key's partition, nil if none.
 func (c *Cluster) Leader(key []byte) *Node {
@@ -397,7 +399,7 @@ func checkKey(key []byte) error {
 }
 
 type kvServer struct {
-	kvpb.UnimplementedKVServer
+	kvrpc.UnimplementedKVServer
 	n *Node
 }
 
@@ -523,7 +525,7 @@ func inRange(k, start, end []byte) bool {
 }
 
 type clusterServer struct {
-	kvpb.UnimplementedClusterServer
+	kvrpc.UnimplementedClusterServer
 	n *Node
 }
 
@@ -612,7 +614,7 @@ func (s clusterServer) Routing(ctx context.Context, r *kvpb.RoutingRequest) (*kv
 	if c.reported != nil {
 		view = c.reported
 	}
-	resp := &kvpb.RoutingResponse{Header: c.headerLocked(s.n, 0), Partitions: c.Partitions, Hash: topology.HashName, Members: c.membersLocked()}
+	resp := &kvpb.RoutingResponse{Header: c.headerLocked(s.n, 0), Partitions: c.Partitions, Hash: keyspace.HashName, Members: c.membersLocked()}
 	for _, i := range view {
 		id := ""
 		if i >= 0 {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cutkv/cutkv/client"
 	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 )
 
 // CutsResult is what the cutter measured (--cut-interval): cuts taken
@@ -59,7 +60,7 @@ func startCutter(endpoint string, interval time.Duration, tlsFiles *client.TLSFi
 
 func (c *cutter) run() {
 	defer close(c.done)
-	cl := kvpb.NewClusterClient(c.conn)
+	cl := kvrpc.NewClusterClient(c.conn)
 	t := time.NewTicker(c.interval)
 	defer t.Stop()
 	for {

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/cutkv/cutkv/client"
-	"github.com/cutkv/cutkv/topology"
+	"github.com/cutkv/cutkv/keyspace"
 )
 
 const (
@@ -124,6 +124,6 @@ func (c cutkvConn) Partitions(ctx context.Context) (uint32, error) {
 	return st.Partitions, nil
 }
 
-func (cutkvConn) PartitionOf(key []byte, n uint32) uint64 { return topology.PartitionOf(key, n) }
+func (cutkvConn) PartitionOf(key []byte, n uint32) uint64 { return keyspace.PartitionOf(key, n) }
 
 func (c cutkvConn) Close() error { return c.c.Close() }

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/cutkv/cutkv/topology"
+	"github.com/cutkv/cutkv/keyspace"
 )
 
 // memDB is an in-memory database behind the "mem" test driver, with
@@ -219,14 +219,14 @@ func TestTxnMem(t *testing.T) {
 // TestKeyPairs: cross picks keys of different partitions, same of one.
 func TestKeyPairs(t *testing.T) {
 	for _, same := range []bool{false, true} {
-		kp := &keyPairs{keyspace: 1000, partitions: 16, same: same, partitionOf: topology.PartitionOf}
+		kp := &keyPairs{keyspace: 1000, partitions: 16, same: same, partitionOf: keyspace.PartitionOf}
 		rng := rand.New(rand.NewPCG(1, 2))
 		k1, k2 := make([]byte, 16), make([]byte, 16)
 		for range 1000 {
 			if err := kp.pick(rng, k1, k2); err != nil {
 				t.Fatal(err)
 			}
-			p1, p2 := topology.PartitionOf(k1, 16), topology.PartitionOf(k2, 16)
+			p1, p2 := keyspace.PartitionOf(k1, 16), keyspace.PartitionOf(k2, 16)
 			if bytes.Equal(k1, k2) || (p1 == p2) != same {
 				t.Fatalf("same=%v: %q (partition %d), %q (partition %d)", same, k1, p1, k2, p2)
 			}
@@ -250,7 +250,7 @@ func TestKeyPairs(t *testing.T) {
 type fakePartitioned struct{ memConn }
 
 func (fakePartitioned) Partitions(context.Context) (uint32, error) { return 1, nil }
-func (fakePartitioned) PartitionOf(key []byte, n uint32) uint64    { return topology.PartitionOf(key, n) }
+func (fakePartitioned) PartitionOf(key []byte, n uint32) uint64    { return keyspace.PartitionOf(key, n) }
 
 func TestAccountKeys(t *testing.T) {
 	b := newBank(&Config{Accounts: 1000, KeySize: 9})

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cutkv/cutkv/client"
-	"github.com/cutkv/cutkv/proto/kvpb"
 	"github.com/spf13/cobra"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
@@ -17,6 +15,10 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
+
+	"github.com/cutkv/cutkv/client"
+	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 )
 
 // The Go client has no methods for the cut, check and checkpoint calls of
@@ -59,7 +61,7 @@ type adminCall struct {
 	// it fails with ErrOutcomeUnknown rather than ErrUnavailable.
 	starts bool
 	// send makes one attempt with request header h.
-	send func(ctx context.Context, c kvpb.ClusterClient, h *kvpb.RequestHeader) error
+	send func(ctx context.Context, c kvrpc.ClusterClient, h *kvpb.RequestHeader) error
 }
 
 // adminConns holds one connection per endpoint for one command.
@@ -196,7 +198,7 @@ func (a *adminConns) do(ctx context.Context, call adminCall) error {
 			if call.attempt > 0 {
 				actx, cancel = context.WithTimeout(ctx, call.attempt)
 			}
-			err = call.send(actx, kvpb.NewClusterClient(cc), &kvpb.RequestHeader{})
+			err = call.send(actx, kvrpc.NewClusterClient(cc), &kvpb.RequestHeader{})
 			cancel()
 			if err == nil {
 				return nil

@@ -7,8 +7,10 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/cutkv/cutkv/proto/kvpb"
 	"github.com/spf13/cobra"
+
+	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 )
 
 func newCheckCmd(g *globals) *cobra.Command {
@@ -28,7 +30,7 @@ Exit 7 unless every partition is OK. --timeout defaults to 30s here.`,
 			return g.withAdmin(cmd, cutCreateTimeout, func(ctx context.Context, a *adminConns) error {
 				var resp *kvpb.CheckResponse
 				err := a.do(ctx, adminCall{name: "check",
-					send: func(ctx context.Context, c kvpb.ClusterClient, h *kvpb.RequestHeader) error {
+					send: func(ctx context.Context, c kvrpc.ClusterClient, h *kvpb.RequestHeader) error {
 						r, err := c.Check(ctx, &kvpb.CheckRequest{Header: h})
 						resp = r
 						return err

@@ -8,8 +8,10 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/cutkv/cutkv/proto/kvpb"
 	"github.com/spf13/cobra"
+
+	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 )
 
 // checkpointTimeout is --timeout of checkpoint when not given: the call
@@ -37,7 +39,7 @@ defaults to 1m here.`,
 				// starts: a checkpoint whose answer is lost may have been
 				// taken; taking another one is harmless.
 				err := a.do(ctx, adminCall{name: "checkpoint", starts: true,
-					send: func(ctx context.Context, c kvpb.ClusterClient, h *kvpb.RequestHeader) error {
+					send: func(ctx context.Context, c kvrpc.ClusterClient, h *kvpb.RequestHeader) error {
 						r, err := c.Checkpoint(ctx, &kvpb.CheckpointRequest{Header: h})
 						resp = r
 						return err

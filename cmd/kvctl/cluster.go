@@ -9,9 +9,11 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/cutkv/cutkv/client"
 	"github.com/cutkv/cutkv/proto/kvpb"
-	"github.com/spf13/cobra"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 )
 
 func errorsIsNotFound(err error) bool { return errors.Is(err, client.ErrNotFound) }
@@ -66,7 +68,7 @@ func newStatusCmd(g *globals) *cobra.Command {
 			return g.withAdmin(cmd, 0, func(ctx context.Context, a *adminConns) error {
 				var resp *kvpb.StatusResponse
 				err := a.do(ctx, adminCall{name: "status", attempt: client.DefaultRequestTimeout,
-					send: func(ctx context.Context, c kvpb.ClusterClient, h *kvpb.RequestHeader) error {
+					send: func(ctx context.Context, c kvrpc.ClusterClient, h *kvpb.RequestHeader) error {
 						r, err := c.Status(ctx, &kvpb.StatusRequest{Header: h})
 						resp = r
 						return err

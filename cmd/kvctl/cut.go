@@ -9,11 +9,13 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/cutkv/cutkv/client"
-	"github.com/cutkv/cutkv/proto/kvpb"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/cutkv/cutkv/client"
+	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 )
 
 // cutCreateTimeout is --timeout of cut create and check when not given: it
@@ -53,7 +55,7 @@ print it instead. Exit 6 when the cluster recorded the cut as failed.
 			return g.withAdmin(cmd, cutCreateTimeout, func(ctx context.Context, a *adminConns) error {
 				var resp *kvpb.CreateCutResponse
 				err := a.do(ctx, adminCall{name: "cut create", starts: true,
-					send: func(ctx context.Context, c kvpb.ClusterClient, h *kvpb.RequestHeader) error {
+					send: func(ctx context.Context, c kvrpc.ClusterClient, h *kvpb.RequestHeader) error {
 						r, err := c.CreateCut(ctx, &kvpb.CreateCutRequest{Header: h})
 						resp = r
 						return err
@@ -89,7 +91,7 @@ time, duration, number of partitions, and why a failed cut failed.
 			return g.withAdmin(cmd, 0, func(ctx context.Context, a *adminConns) error {
 				var resp *kvpb.ListCutsResponse
 				err := a.do(ctx, adminCall{name: "cut list", attempt: client.DefaultRequestTimeout,
-					send: func(ctx context.Context, c kvpb.ClusterClient, h *kvpb.RequestHeader) error {
+					send: func(ctx context.Context, c kvrpc.ClusterClient, h *kvpb.RequestHeader) error {
 						r, err := c.ListCuts(ctx, &kvpb.ListCutsRequest{Header: h, Limit: uint32(limit)})
 						resp = r
 						return err
@@ -131,7 +133,7 @@ does not remember the cut.`,
 			return g.withAdmin(cmd, 0, func(ctx context.Context, a *adminConns) error {
 				var resp *kvpb.GetCutResponse
 				err := a.do(ctx, adminCall{name: "cut show", attempt: client.DefaultRequestTimeout,
-					send: func(ctx context.Context, c kvpb.ClusterClient, h *kvpb.RequestHeader) error {
+					send: func(ctx context.Context, c kvrpc.ClusterClient, h *kvpb.RequestHeader) error {
 						r, err := c.GetCut(ctx, &kvpb.GetCutRequest{Header: h, Version: v})
 						resp = r
 						return err

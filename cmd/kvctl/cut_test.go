@@ -9,11 +9,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cutkv/cutkv/client/clienttest"
-	"github.com/cutkv/cutkv/proto/kvpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/cutkv/cutkv/client/clienttest"
+	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 )
 
 // The fake cluster of client/clienttest has no cut or check calls, so
@@ -22,7 +24,7 @@ import (
 
 // adminFake is one node serving the cut and check calls.
 type adminFake struct {
-	kvpb.UnimplementedClusterServer
+	kvrpc.UnimplementedClusterServer
 	addr string
 
 	mu        sync.Mutex
@@ -44,7 +46,7 @@ func startAdminFake(t *testing.T) *adminFake {
 	}
 	f := &adminFake{addr: l.Addr().String(), calls: map[string]int{}}
 	srv := grpc.NewServer()
-	kvpb.RegisterClusterServer(srv, f)
+	kvrpc.RegisterClusterServer(srv, f)
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(srv.Stop)
 	return f

@@ -10,12 +10,14 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/cutkv/cutkv/client"
-	"github.com/cutkv/cutkv/proto/kvpb"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/cutkv/cutkv/client"
+	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 )
 
 // Default --timeout of the snapshot commands. create uploads every
@@ -109,7 +111,7 @@ written, see 'kvctl snapshot list'. --timeout defaults to 30m here.`,
 				// second snapshot. No attempt bound: the stream lives on ctx,
 				// which do does not cancel when send returns.
 				err := a.do(ctx, adminCall{name: "snapshot create", starts: true,
-					send: func(ctx context.Context, c kvpb.ClusterClient, h *kvpb.RequestHeader) error {
+					send: func(ctx context.Context, c kvrpc.ClusterClient, h *kvpb.RequestHeader) error {
 						s, err := c.CreateSnapshot(ctx, &kvpb.CreateSnapshotRequest{Header: h, Store: store, CutVersion: cutVersion, Full: full})
 						if err != nil {
 							return err
@@ -204,7 +206,7 @@ size of the objects each references (shared pieces count in each).
 			return g.withAdmin(cmd, snapshotReadTimeout, func(ctx context.Context, a *adminConns) error {
 				var resp *kvpb.ListSnapshotsResponse
 				err := a.do(ctx, adminCall{name: "snapshot list", attempt: snapshotReadAttempt,
-					send: func(ctx context.Context, c kvpb.ClusterClient, h *kvpb.RequestHeader) error {
+					send: func(ctx context.Context, c kvrpc.ClusterClient, h *kvpb.RequestHeader) error {
 						r, err := c.ListSnapshots(ctx, &kvpb.ListSnapshotsRequest{Header: h, Store: store})
 						resp = r
 						return err
@@ -252,7 +254,7 @@ has no snapshot ID. --timeout defaults to 1m here.`,
 			return g.withAdmin(cmd, snapshotReadTimeout, func(ctx context.Context, a *adminConns) error {
 				var resp *kvpb.GetSnapshotResponse
 				err := a.do(ctx, adminCall{name: "snapshot show", attempt: snapshotReadAttempt,
-					send: func(ctx context.Context, c kvpb.ClusterClient, h *kvpb.RequestHeader) error {
+					send: func(ctx context.Context, c kvrpc.ClusterClient, h *kvpb.RequestHeader) error {
 						r, err := c.GetSnapshot(ctx, &kvpb.GetSnapshotRequest{Header: h, Store: store, Id: id})
 						resp = r
 						return err
@@ -294,7 +296,7 @@ defaults to 30m here.`,
 			return g.withAdmin(cmd, snapshotCreateTimeout, func(ctx context.Context, a *adminConns) error {
 				var resp *kvpb.CheckSnapshotResponse
 				err := a.do(ctx, adminCall{name: "snapshot check",
-					send: func(ctx context.Context, c kvpb.ClusterClient, h *kvpb.RequestHeader) error {
+					send: func(ctx context.Context, c kvrpc.ClusterClient, h *kvpb.RequestHeader) error {
 						r, err := c.CheckSnapshot(ctx, &kvpb.CheckSnapshotRequest{Header: h, Store: store, Id: id})
 						resp = r
 						return err
@@ -351,7 +353,7 @@ Exit 1 when the store has no snapshot ID. --timeout defaults to 10m here.`,
 				// starts: a delete whose answer is lost may have deleted
 				// the snapshot; a second one then finds no snapshot ID.
 				err := a.do(ctx, adminCall{name: "snapshot delete", starts: true,
-					send: func(ctx context.Context, c kvpb.ClusterClient, h *kvpb.RequestHeader) error {
+					send: func(ctx context.Context, c kvrpc.ClusterClient, h *kvpb.RequestHeader) error {
 						r, err := c.DeleteSnapshot(ctx, &kvpb.DeleteSnapshotRequest{Header: h, Store: store, Id: id})
 						resp = r
 						return err
@@ -399,7 +401,7 @@ snapshot names, as delete does. Prints what delete prints.
 				// starts: a prune whose answer is lost may have deleted
 				// snapshots; pruning again is harmless.
 				err := a.do(ctx, adminCall{name: "snapshot prune", starts: true,
-					send: func(ctx context.Context, c kvpb.ClusterClient, h *kvpb.RequestHeader) error {
+					send: func(ctx context.Context, c kvrpc.ClusterClient, h *kvpb.RequestHeader) error {
 						r, err := c.PruneSnapshots(ctx, &kvpb.PruneSnapshotsRequest{Header: h, Store: store,
 							KeepLast: keepLast, KeepWithinMs: keepWithin.Milliseconds()})
 						resp = r

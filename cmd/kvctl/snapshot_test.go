@@ -10,18 +10,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cutkv/cutkv/client/clienttest"
-	"github.com/cutkv/cutkv/proto/kvpb"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/cutkv/cutkv/client/clienttest"
+	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 )
 
 // snapshotFake is one node serving the snapshot calls of the Cluster
 // service from a catalogue each test sets, and recording every request.
 type snapshotFake struct {
-	kvpb.UnimplementedClusterServer
+	kvrpc.UnimplementedClusterServer
 	addr string
 
 	mu        sync.Mutex
@@ -43,7 +45,7 @@ func startSnapshotFake(t *testing.T) *snapshotFake {
 	}
 	f := &snapshotFake{addr: l.Addr().String()}
 	srv := grpc.NewServer()
-	kvpb.RegisterClusterServer(srv, f)
+	kvrpc.RegisterClusterServer(srv, f)
 	go func() { _ = srv.Serve(l) }()
 	t.Cleanup(srv.Stop)
 	return f

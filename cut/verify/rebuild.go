@@ -6,10 +6,10 @@ import (
 	"math"
 
 	"github.com/cutkv/cutkv/cut"
+	"github.com/cutkv/cutkv/internal/command"
 	"github.com/cutkv/cutkv/partition"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/kvpb"
-	"github.com/cutkv/cutkv/raftstore"
 )
 
 // PartitionState is one partition's state at a cut, rebuilt from one
@@ -81,7 +81,7 @@ func decode(r *Replica) (*replicaLog, error) {
 			return nil, fmt.Errorf("%w: %s group %d: entry %d where %d belongs (the log must follow its base without gaps)",
 				ErrLog, r.Node, r.Group, e.GetIndex(), want)
 		}
-		cmd, ok, err := raftstore.DecodeCommand(e)
+		cmd, ok, err := command.Decode(e)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s group %d: %v", ErrLog, r.Node, r.Group, err)
 		}

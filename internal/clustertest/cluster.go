@@ -22,7 +22,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 	"github.com/cutkv/cutkv/server"
 )
 
@@ -293,7 +293,7 @@ func (c *Cluster) Conn(i int) *grpc.ClientConn {
 }
 
 // KV returns a KV client for node i.
-func (c *Cluster) KV(i int) kvpb.KVClient { return kvpb.NewKVClient(c.Conn(i)) }
+func (c *Cluster) KV(i int) kvrpc.KVClient { return kvrpc.NewKVClient(c.Conn(i)) }
 
 // Close kills every node still up.
 func (c *Cluster) Close() {

@@ -3749,27 +3749,7 @@ const file_internalpb_internal_proto_rawDesc = "" +
 	"\fNodeIdentity\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x128\n" +
 	"\x06layout\x18\x02 \x01(\v2 .cutkv.internal.v1.ClusterLayoutR\x06layout\x12#\n" +
-	"\rrestored_from\x18\x03 \x01(\tR\frestoredFrom2\xcf\x02\n" +
-	"\x12SnapshotPartitions\x12h\n" +
-	"\x0fPrepareSnapshot\x12).cutkv.internal.v1.PrepareSnapshotRequest\x1a*.cutkv.internal.v1.PrepareSnapshotResponse\x12e\n" +
-	"\x0eUploadSnapshot\x12(.cutkv.internal.v1.UploadSnapshotRequest\x1a).cutkv.internal.v1.UploadSnapshotResponse\x12h\n" +
-	"\x0fReleaseSnapshot\x12).cutkv.internal.v1.ReleaseSnapshotRequest\x1a*.cutkv.internal.v1.ReleaseSnapshotResponse2\x90\x02\n" +
-	"\x04Raft\x12B\n" +
-	"\x04Send\x12\x1c.cutkv.internal.v1.RaftBatch\x1a\x1a.cutkv.internal.v1.RaftAck(\x01\x12f\n" +
-	"\x14FetchMaterialization\x12..cutkv.internal.v1.FetchMaterializationRequest\x1a\x1c.cutkv.internal.v1.FileChunk0\x01\x12\\\n" +
-	"\vMaterialize\x12%.cutkv.internal.v1.MaterializeRequest\x1a&.cutkv.internal.v1.MaterializeResponse2\xcc\x02\n" +
-	"\vParticipant\x12P\n" +
-	"\aPrepare\x12!.cutkv.internal.v1.PrepareRequest\x1a\".cutkv.internal.v1.PrepareResponse\x12M\n" +
-	"\x06Finish\x12 .cutkv.internal.v1.FinishRequest\x1a!.cutkv.internal.v1.FinishResponse\x12M\n" +
-	"\x06Decide\x12 .cutkv.internal.v1.DecideRequest\x1a!.cutkv.internal.v1.DecideResponse\x12M\n" +
-	"\x06Forget\x12 .cutkv.internal.v1.ForgetRequest\x1a!.cutkv.internal.v1.ForgetResponse2\xa6\x02\n" +
-	"\n" +
-	"CutService\x12_\n" +
-	"\fAllocatedCut\x12&.cutkv.internal.v1.AllocatedCutRequest\x1a'.cutkv.internal.v1.AllocatedCutResponse\x12S\n" +
-	"\bStartCut\x12\".cutkv.internal.v1.StartCutRequest\x1a#.cutkv.internal.v1.StartCutResponse\x12b\n" +
-	"\rPartitionHash\x12'.cutkv.internal.v1.PartitionHashRequest\x1a(.cutkv.internal.v1.PartitionHashResponse2c\n" +
-	"\tBootstrap\x12V\n" +
-	"\tClusterID\x12#.cutkv.internal.v1.ClusterIDRequest\x1a$.cutkv.internal.v1.ClusterIDResponseB)Z'github.com/cutkv/cutkv/proto/internalpbb\x06proto3"
+	"\rrestored_from\x18\x03 \x01(\tR\frestoredFromB)Z'github.com/cutkv/cutkv/proto/internalpbb\x06proto3"
 
 var (
 	file_internalpb_internal_proto_rawDescOnce sync.Once
@@ -3888,36 +3868,8 @@ var file_internalpb_internal_proto_depIdxs = []int32{
 	50, // 38: cutkv.internal.v1.MetaImage.layout:type_name -> cutkv.internal.v1.ClusterLayout
 	59, // 39: cutkv.internal.v1.MetaImage.cuts:type_name -> cutkv.kv.v1.CutInfo
 	50, // 40: cutkv.internal.v1.NodeIdentity.layout:type_name -> cutkv.internal.v1.ClusterLayout
-	3,  // 41: cutkv.internal.v1.SnapshotPartitions.PrepareSnapshot:input_type -> cutkv.internal.v1.PrepareSnapshotRequest
-	6,  // 42: cutkv.internal.v1.SnapshotPartitions.UploadSnapshot:input_type -> cutkv.internal.v1.UploadSnapshotRequest
-	9,  // 43: cutkv.internal.v1.SnapshotPartitions.ReleaseSnapshot:input_type -> cutkv.internal.v1.ReleaseSnapshotRequest
-	0,  // 44: cutkv.internal.v1.Raft.Send:input_type -> cutkv.internal.v1.RaftBatch
-	11, // 45: cutkv.internal.v1.Raft.FetchMaterialization:input_type -> cutkv.internal.v1.FetchMaterializationRequest
-	13, // 46: cutkv.internal.v1.Raft.Materialize:input_type -> cutkv.internal.v1.MaterializeRequest
-	27, // 47: cutkv.internal.v1.Participant.Prepare:input_type -> cutkv.internal.v1.PrepareRequest
-	29, // 48: cutkv.internal.v1.Participant.Finish:input_type -> cutkv.internal.v1.FinishRequest
-	31, // 49: cutkv.internal.v1.Participant.Decide:input_type -> cutkv.internal.v1.DecideRequest
-	25, // 50: cutkv.internal.v1.Participant.Forget:input_type -> cutkv.internal.v1.ForgetRequest
-	40, // 51: cutkv.internal.v1.CutService.AllocatedCut:input_type -> cutkv.internal.v1.AllocatedCutRequest
-	39, // 52: cutkv.internal.v1.CutService.StartCut:input_type -> cutkv.internal.v1.StartCutRequest
-	43, // 53: cutkv.internal.v1.CutService.PartitionHash:input_type -> cutkv.internal.v1.PartitionHashRequest
-	53, // 54: cutkv.internal.v1.Bootstrap.ClusterID:input_type -> cutkv.internal.v1.ClusterIDRequest
-	4,  // 55: cutkv.internal.v1.SnapshotPartitions.PrepareSnapshot:output_type -> cutkv.internal.v1.PrepareSnapshotResponse
-	8,  // 56: cutkv.internal.v1.SnapshotPartitions.UploadSnapshot:output_type -> cutkv.internal.v1.UploadSnapshotResponse
-	10, // 57: cutkv.internal.v1.SnapshotPartitions.ReleaseSnapshot:output_type -> cutkv.internal.v1.ReleaseSnapshotResponse
-	2,  // 58: cutkv.internal.v1.Raft.Send:output_type -> cutkv.internal.v1.RaftAck
-	12, // 59: cutkv.internal.v1.Raft.FetchMaterialization:output_type -> cutkv.internal.v1.FileChunk
-	15, // 60: cutkv.internal.v1.Raft.Materialize:output_type -> cutkv.internal.v1.MaterializeResponse
-	28, // 61: cutkv.internal.v1.Participant.Prepare:output_type -> cutkv.internal.v1.PrepareResponse
-	30, // 62: cutkv.internal.v1.Participant.Finish:output_type -> cutkv.internal.v1.FinishResponse
-	32, // 63: cutkv.internal.v1.Participant.Decide:output_type -> cutkv.internal.v1.DecideResponse
-	26, // 64: cutkv.internal.v1.Participant.Forget:output_type -> cutkv.internal.v1.ForgetResponse
-	41, // 65: cutkv.internal.v1.CutService.AllocatedCut:output_type -> cutkv.internal.v1.AllocatedCutResponse
-	42, // 66: cutkv.internal.v1.CutService.StartCut:output_type -> cutkv.internal.v1.StartCutResponse
-	44, // 67: cutkv.internal.v1.CutService.PartitionHash:output_type -> cutkv.internal.v1.PartitionHashResponse
-	54, // 68: cutkv.internal.v1.Bootstrap.ClusterID:output_type -> cutkv.internal.v1.ClusterIDResponse
-	55, // [55:69] is the sub-list for method output_type
-	41, // [41:55] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for method output_type
+	41, // [41:41] is the sub-list for method input_type
 	41, // [41:41] is the sub-list for extension type_name
 	41, // [41:41] is the sub-list for extension extendee
 	0,  // [0:41] is the sub-list for field type_name
@@ -3953,7 +3905,7 @@ func file_internalpb_internal_proto_init() {
 			NumEnums:      0,
 			NumMessages:   56,
 			NumExtensions: 0,
-			NumServices:   5,
+			NumServices:   0,
 		},
 		GoTypes:           file_internalpb_internal_proto_goTypes,
 		DependencyIndexes: file_internalpb_internal_proto_depIdxs,

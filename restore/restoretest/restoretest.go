@@ -45,11 +45,11 @@ import (
 
 	"github.com/cutkv/cutkv/checkpoint"
 	"github.com/cutkv/cutkv/cut/verify"
+	"github.com/cutkv/cutkv/keyspace"
 	"github.com/cutkv/cutkv/partition"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/kvpb"
 	"github.com/cutkv/cutkv/snapshot"
-	"github.com/cutkv/cutkv/topology"
 )
 
 // Options shape the synthetic cluster.
@@ -80,11 +80,11 @@ type Fixture struct {
 }
 
 // Key returns the i-th key of partition g of a cluster with n
-// partitions: a key that topology.PartitionOf maps to g.
+// partitions: a key that keyspace.PartitionOf maps to g.
 func Key(g uint64, n uint32, i int) string {
 	for j := 0; ; j++ {
 		k := fmt.Sprintf("k%d-%d-%d", g, i, j)
-		if topology.PartitionOf([]byte(k), n) == g {
+		if keyspace.PartitionOf([]byte(k), n) == g {
 			return k
 		}
 	}
@@ -128,7 +128,7 @@ func Build(t testing.TB, opts Options) *Fixture {
 	for i, v := range []uint64{2, 3} {
 		m := &snapshot.Manifest{
 			ID: snapshot.IDForCut(v), CutVersion: v, Time: opts.Time.Add(time.Duration(i) * time.Hour),
-			PartitionCount: opts.Partitions, KeyHash: topology.HashName,
+			PartitionCount: opts.Partitions, KeyHash: keyspace.HashName,
 		}
 		for g := uint64(1); g <= uint64(opts.Partitions); g++ {
 			m.Partitions = append(m.Partitions, u.handle(logs[g], v))

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 	"github.com/cutkv/cutkv/scripts/internal/benchconn"
 )
 
@@ -25,7 +26,7 @@ import (
 func localApplied(ctx context.Context, cc *grpc.ClientConn) (map[uint64]uint64, error) {
 	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	resp, err := kvpb.NewClusterClient(cc).Status(cctx, &kvpb.StatusRequest{LocalOnly: true})
+	resp, err := kvrpc.NewClusterClient(cc).Status(cctx, &kvpb.StatusRequest{LocalOnly: true})
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +51,7 @@ func runApplied(args []string) error {
 			return err
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		resp, err := kvpb.NewClusterClient(cc).Status(ctx, &kvpb.StatusRequest{LocalOnly: true})
+		resp, err := kvrpc.NewClusterClient(cc).Status(ctx, &kvpb.StatusRequest{LocalOnly: true})
 		cancel()
 		cc.Close()
 		if err != nil {
@@ -76,7 +77,7 @@ func checkpointOnce(ctx context.Context, conns []*grpc.ClientConn) (took time.Du
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 		t0 := time.Now()
 		var resp *kvpb.CheckpointResponse
-		resp, err = kvpb.NewClusterClient(cc).Checkpoint(cctx, &kvpb.CheckpointRequest{})
+		resp, err = kvrpc.NewClusterClient(cc).Checkpoint(cctx, &kvpb.CheckpointRequest{})
 		took = time.Since(t0)
 		cancel()
 		if err != nil {
@@ -219,7 +220,7 @@ func runWatch(args []string) error {
 		rep, firsts := "?", "?"
 		for _, cc := range conns {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-			resp, err := kvpb.NewClusterClient(cc).Status(ctx, &kvpb.StatusRequest{})
+			resp, err := kvrpc.NewClusterClient(cc).Status(ctx, &kvpb.StatusRequest{})
 			cancel()
 			if err != nil {
 				continue

@@ -17,7 +17,7 @@ package main
 
 import "github.com/cutkv/cutkv/scripts/internal/benchconn"
 
-// Layout of a node's data dir (server.WALDir, server.MaterializeDir);
+// Layout of a node's data dir (datadir.WALDir, datadir.MaterializeDir);
 // repeated here so this tool builds without the server package.
 const (
 	walDirName = "wal"

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 	"github.com/cutkv/cutkv/scripts/internal/benchconn"
 )
 
@@ -57,7 +58,7 @@ func runWatch(args []string) error {
 		lastErr = errors.New("no endpoint answered")
 		for _, cc := range conns {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			resp, err := kvpb.NewClusterClient(cc).ListSnapshots(ctx, &kvpb.ListSnapshotsRequest{Store: *store})
+			resp, err := kvrpc.NewClusterClient(cc).ListSnapshots(ctx, &kvpb.ListSnapshotsRequest{Store: *store})
 			cancel()
 			if err != nil {
 				lastErr = err

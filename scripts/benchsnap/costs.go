@@ -27,6 +27,7 @@ import (
 	"github.com/cutkv/cutkv/client"
 	"github.com/cutkv/cutkv/internal/benchfmt"
 	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 	"github.com/cutkv/cutkv/scripts/internal/benchconn"
 )
 
@@ -121,7 +122,7 @@ func createCut(conns []*grpc.ClientConn) (time.Duration, *kvpb.CutInfo, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		t0 := time.Now()
 		var resp *kvpb.CreateCutResponse
-		resp, err = kvpb.NewClusterClient(cc).CreateCut(ctx, &kvpb.CreateCutRequest{})
+		resp, err = kvrpc.NewClusterClient(cc).CreateCut(ctx, &kvpb.CreateCutRequest{})
 		took := time.Since(t0)
 		cancel()
 		if err == nil {

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 	"github.com/cutkv/cutkv/scripts/internal/benchconn"
 )
 
@@ -69,7 +70,7 @@ func createOnce(ctx context.Context, conns []*grpc.ClientConn, store string, ful
 
 func createOn(ctx context.Context, cc *grpc.ClientConn, store string, full bool, r *snapResult) error {
 	t0 := time.Now()
-	stream, err := kvpb.NewClusterClient(cc).CreateSnapshot(ctx, &kvpb.CreateSnapshotRequest{Store: store, Full: full})
+	stream, err := kvrpc.NewClusterClient(cc).CreateSnapshot(ctx, &kvpb.CreateSnapshotRequest{Store: store, Full: full})
 	if err != nil {
 		return err
 	}
@@ -249,7 +250,7 @@ func runCheck(args []string) error {
 	defer closeAll()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
-	c := kvpb.NewClusterClient(conns[0])
+	c := kvrpc.NewClusterClient(conns[0])
 	if *id == "" {
 		resp, err := c.ListSnapshots(ctx, &kvpb.ListSnapshotsRequest{Store: *store})
 		if err != nil {

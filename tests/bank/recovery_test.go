@@ -10,9 +10,10 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/cutkv/cutkv/keyspace"
 	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 	"github.com/cutkv/cutkv/tests/process"
-	"github.com/cutkv/cutkv/topology"
 )
 
 // recoveryBound is how long the participants may take to resolve a
@@ -42,9 +43,9 @@ func TestCoordinatorDeathIsRecovered(t *testing.T) {
 		}
 	}})
 	n1 := c.Nodes[0]
-	coord := kvpb.NewKVClient(dial(t, n1.GRPC))
+	coord := kvrpc.NewKVClient(dial(t, n1.GRPC))
 	n2 := dial(t, c.Nodes[1].GRPC)
-	others := []kvpb.KVClient{kvpb.NewKVClient(n2), kvpb.NewKVClient(dial(t, c.Nodes[2].GRPC))}
+	others := []kvrpc.KVClient{kvrpc.NewKVClient(n2), kvrpc.NewKVClient(dial(t, c.Nodes[2].GRPC))}
 
 	t.Run("AfterPrepare", func(t *testing.T) {
 		k1, k2 := pickKeys(t, n2, "prep", n1.ID)
@@ -125,7 +126,7 @@ func TestCoordinatorDeathIsRecovered(t *testing.T) {
 		n1.Env = nil
 		n1.Restart()
 		for k, v := range map[string]string{k1: "c1x", k2: "d1x"} {
-			if kv := mustGet(t, []kvpb.KVClient{coord}, k); string(kv.GetValue()) != v {
+			if kv := mustGet(t, []kvrpc.KVClient{coord}, k); string(kv.GetValue()) != v {
 				t.Errorf("%s = %q through the restarted coordinator, want %q", k, kv.GetValue(), v)
 			}
 		}
@@ -151,7 +152,7 @@ func pickKeys(t *testing.T, cc *grpc.ClientConn, prefix, avoid string) (string, 
 	ok, last := process.WaitFor(10*time.Second, func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		resp, err := kvpb.NewClusterClient(cc).Routing(ctx, &kvpb.RoutingRequest{})
+		resp, err := kvrpc.NewClusterClient(cc).Routing(ctx, &kvpb.RoutingRequest{})
 		if err != nil {
 			return false, err.Error()
 		}
@@ -180,7 +181,7 @@ func pickKeys(t *testing.T, cc *grpc.ClientConn, prefix, avoid string) (string, 
 	keyIn := func(p uint64, side string) string {
 		for k := 0; ; k++ {
 			key := fmt.Sprintf("rec/%s/%s.%d", prefix, side, k)
-			if topology.PartitionOf([]byte(key), uint32(len(leaders))) == p {
+			if keyspace.PartitionOf([]byte(key), uint32(len(leaders))) == p {
 				return key
 			}
 		}
@@ -203,7 +204,7 @@ func awaitCrash(t *testing.T, n *process.Node, point string) time.Time {
 
 // sendTwoKeyTxn sends once, to kv, a Txn that puts v1 and v2 if both keys
 // are at version 1.
-func sendTwoKeyTxn(kv kvpb.KVClient, k1, k2, v1, v2 string) error {
+func sendTwoKeyTxn(kv kvrpc.KVClient, k1, k2, v1, v2 string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), attemptTimeout)
 	defer cancel()
 	_, err := kv.Txn(ctx, &kvpb.TxnRequest{
@@ -218,7 +219,7 @@ func sendTwoKeyTxn(kv kvpb.KVClient, k1, k2, v1, v2 string) error {
 // fresh txn_id).
 // It fails the test on an answer other than committed or not applied, and
 // reports whether the attempt committed and whether a lock refused it.
-func attempt(t *testing.T, kvs []kvpb.KVClient, i int, req *kvpb.TxnRequest) (resp *kvpb.TxnResponse, committed, aborted bool, err error) {
+func attempt(t *testing.T, kvs []kvrpc.KVClient, i int, req *kvpb.TxnRequest) (resp *kvpb.TxnResponse, committed, aborted bool, err error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), attemptTimeout)
 	resp, err = kvs[i%len(kvs)].Txn(ctx, req)
@@ -236,7 +237,7 @@ func attempt(t *testing.T, kvs []kvpb.KVClient, i int, req *kvpb.TxnRequest) (re
 // txnUntil runs req through the nodes in turn until an attempt commits,
 // retrying attempts that were definitely not applied, until deadline; it
 // fails the test on an unknown outcome.
-func txnUntil(t *testing.T, kvs []kvpb.KVClient, req *kvpb.TxnRequest, deadline time.Time) *kvpb.TxnResponse {
+func txnUntil(t *testing.T, kvs []kvrpc.KVClient, req *kvpb.TxnRequest, deadline time.Time) *kvpb.TxnResponse {
 	t.Helper()
 	req.Priority = time.Now().UnixNano()
 	for i := 0; ; i++ {
@@ -255,7 +256,7 @@ func txnUntil(t *testing.T, kvs []kvpb.KVClient, req *kvpb.TxnRequest, deadline 
 // the keys' attempts interleaved, until each has committed (within
 // recoveryBound of since). It returns, per key, how many attempts a lock
 // refused and when one committed, counted from since.
-func writeUntilCommitted(t *testing.T, kvs []kvpb.KVClient, keys, values []string, since time.Time) (refused []int, took []time.Duration) {
+func writeUntilCommitted(t *testing.T, kvs []kvrpc.KVClient, keys, values []string, since time.Time) (refused []int, took []time.Duration) {
 	t.Helper()
 	refused, took = make([]int, len(keys)), make([]time.Duration, len(keys))
 	reqs := make([]*kvpb.TxnRequest, len(keys))
@@ -288,7 +289,7 @@ func writeUntilCommitted(t *testing.T, kvs []kvpb.KVClient, keys, values []strin
 // mustCommitTwoKeyTxn checks that both keys, at the given versions, are
 // writable together: a two-partition Txn that compares them commits its
 // success branch, writing value+"x".
-func mustCommitTwoKeyTxn(t *testing.T, kvs []kvpb.KVClient, k1, k2 string, v1, v2 int64) {
+func mustCommitTwoKeyTxn(t *testing.T, kvs []kvrpc.KVClient, k1, k2 string, v1, v2 int64) {
 	t.Helper()
 	a, b := mustGet(t, kvs, k1), mustGet(t, kvs, k2)
 	resp := txnUntil(t, kvs, &kvpb.TxnRequest{
@@ -300,12 +301,12 @@ func mustCommitTwoKeyTxn(t *testing.T, kvs []kvpb.KVClient, k1, k2 string, v1, v
 	}
 }
 
-func mustPut(t *testing.T, kvs []kvpb.KVClient, key, value string) {
+func mustPut(t *testing.T, kvs []kvrpc.KVClient, key, value string) {
 	t.Helper()
 	txnUntil(t, kvs, &kvpb.TxnRequest{Success: []*kvpb.RequestOp{putOp(key, []byte(value))}}, time.Now().Add(recoveryBound))
 }
 
-func mustGet(t *testing.T, kvs []kvpb.KVClient, key string) *kvpb.KeyValue {
+func mustGet(t *testing.T, kvs []kvrpc.KVClient, key string) *kvpb.KeyValue {
 	t.Helper()
 	var last error
 	for deadline := time.Now().Add(recoveryBound); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {

@@ -21,8 +21,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cutkv/cutkv/client"
+	"github.com/cutkv/cutkv/keyspace"
 	"github.com/cutkv/cutkv/proto/kvpb"
-	"github.com/cutkv/cutkv/topology"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 )
 
 // Timing of the workload's requests.
@@ -82,7 +83,7 @@ func classify(err error) (verdict, string) {
 type Router struct {
 	eps    []string
 	conns  []*grpc.ClientConn
-	kv     []kvpb.KVClient
+	kv     []kvrpc.KVClient
 	prefer atomic.Int64 // 1 + index of the preferred node; 0: none
 	avoid  atomic.Int64 // 1 + index of a node to send nothing to; 0: none
 	// multi counts the multi-partition Txn attempts sent to each node:
@@ -105,7 +106,7 @@ func NewRouter(endpoints []string) (*Router, error) {
 			return nil, err
 		}
 		r.conns = append(r.conns, cc)
-		r.kv = append(r.kv, kvpb.NewKVClient(cc))
+		r.kv = append(r.kv, kvrpc.NewKVClient(cc))
 	}
 	return r, nil
 }
@@ -162,7 +163,7 @@ func (r *Router) Leaders(rng *mrand.Rand) ([]string, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	resp, err := kvpb.NewClusterClient(r.conns[i]).Routing(ctx, &kvpb.RoutingRequest{})
+	resp, err := kvrpc.NewClusterClient(r.conns[i]).Routing(ctx, &kvpb.RoutingRequest{})
 	if err != nil {
 		return nil, err
 	}
@@ -233,7 +234,7 @@ func NewBank(r *Router, partitions uint32, accounts int, initial int64) *Bank {
 		want := uint64(i%int(partitions)) + 1
 		for k := 0; ; k++ {
 			key := fmt.Sprintf("acct/%02d.%d", i, k)
-			if topology.PartitionOf([]byte(key), partitions) == want {
+			if keyspace.PartitionOf([]byte(key), partitions) == want {
 				b.Keys = append(b.Keys, key)
 				break
 			}
@@ -246,10 +247,10 @@ func NewBank(r *Router, partitions uint32, accounts int, initial int64) *Bank {
 // markerKey is marker i of transaction id: a key in the partition of
 // account acct.
 func (b *Bank) markerKey(id string, i, acct int) string {
-	want := topology.PartitionOf([]byte(b.Keys[acct]), b.Partitions)
+	want := keyspace.PartitionOf([]byte(b.Keys[acct]), b.Partitions)
 	for k := 0; ; k++ {
 		key := fmt.Sprintf("tx/%s/%d.%d", id, i, k)
-		if topology.PartitionOf([]byte(key), b.Partitions) == want {
+		if keyspace.PartitionOf([]byte(key), b.Partitions) == want {
 			return key
 		}
 	}
@@ -305,7 +306,7 @@ func (b *Bank) noteUnknown(why string) {
 
 func (b *Bank) multiPartition(req *kvpb.TxnRequest) bool {
 	parts := map[uint64]bool{}
-	add := func(k []byte) { parts[topology.PartitionOf(k, b.Partitions)] = true }
+	add := func(k []byte) { parts[keyspace.PartitionOf(k, b.Partitions)] = true }
 	for _, c := range req.GetCompare() {
 		add(c.GetKey())
 	}

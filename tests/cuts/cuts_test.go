@@ -14,8 +14,10 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/cutkv/cutkv/cut/verify"
+	"github.com/cutkv/cutkv/datadir"
 	"github.com/cutkv/cutkv/internal/clustertest"
 	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 	"github.com/cutkv/cutkv/server"
 	"github.com/cutkv/cutkv/tests/bank"
 	"github.com/cutkv/cutkv/tests/process"
@@ -140,7 +142,7 @@ func runCutsUnderLoad(t *testing.T, kill, checkpoints bool) {
 	}
 	var verifyFrom uint64 // checkpoints: the cuts after it lie after every base
 	if checkpoints {
-		cl := kvpb.NewClusterClient(conns[0])
+		cl := kvrpc.NewClusterClient(conns[0])
 		n := 0
 		for time.Since(began) < 2*soak/3 {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -168,7 +170,7 @@ func runCutsUnderLoad(t *testing.T, kill, checkpoints bool) {
 	}
 
 	// The replicas of every partition hold the same state.
-	cl := kvpb.NewClusterClient(conns[0])
+	cl := kvrpc.NewClusterClient(conns[0])
 	clustertest.Eventually(t, 30*time.Second, func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
@@ -225,7 +227,7 @@ func runCutsUnderLoad(t *testing.T, kill, checkpoints bool) {
 	dirs := map[string]string{}
 	for i := 0; i < nodes; i++ {
 		c.Stop(i)
-		dir := filepath.Join(c.Config(i).DataDir, server.WALDir)
+		dir := filepath.Join(c.Config(i).DataDir, datadir.WALDir)
 		if _, err := os.Stat(dir); err != nil {
 			t.Fatalf("node n%d's WAL: %v", i+1, err)
 		}
@@ -302,7 +304,7 @@ func metaLeader(c *clustertest.Cluster, conns []*grpc.ClientConn) (int, error) {
 	var last error
 	for _, cc := range conns {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		st, err := kvpb.NewClusterClient(cc).Status(ctx, &kvpb.StatusRequest{LocalOnly: true})
+		st, err := kvrpc.NewClusterClient(cc).Status(ctx, &kvpb.StatusRequest{LocalOnly: true})
 		cancel()
 		if err != nil {
 			last = err
@@ -364,7 +366,7 @@ func (c *cutter) run(stop <-chan struct{}) {
 		}
 		c.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), cutCallTimeout)
-		resp, err := kvpb.NewClusterClient(c.conns[i]).CreateCut(ctx, &kvpb.CreateCutRequest{})
+		resp, err := kvrpc.NewClusterClient(c.conns[i]).CreateCut(ctx, &kvpb.CreateCutRequest{})
 		cancel()
 		gap = cutGapMin + time.Duration(c.rng.Int64N(int64(cutGapMax-cutGapMin)))
 		c.mu.Lock()

@@ -9,7 +9,7 @@
 //
 // A Workload (workload.go) runs concurrent clients doing Get, Put and
 // Delete on a few keys (PickKeys spreads them over every partition)
-// through one kvpb.KVClient per node, which the caller dials (DialOptions
+// through one kvrpc.KVClient per node, which the caller dials (DialOptions
 // gives the short reconnect back-off a restarted node needs). Every Put
 // writes a value no other Put writes, so a value read names the write
 // that produced it. Each operation is recorded with its call and return

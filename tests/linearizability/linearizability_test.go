@@ -17,7 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/cutkv/cutkv/internal/clustertest"
-	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 )
 
 const (
@@ -43,9 +43,9 @@ func TestLinearizable(t *testing.T) {
 
 	c := clustertest.Start(t, nodes, clustertest.Options{Partitions: partitions})
 	conns := dialAll(t, c)
-	var kvs []kvpb.KVClient
+	var kvs []kvrpc.KVClient
 	for _, cc := range conns {
-		kvs = append(kvs, kvpb.NewKVClient(cc))
+		kvs = append(kvs, kvrpc.NewKVClient(cc))
 	}
 	keys := PickKeys(numKeys, partitions)
 	t.Logf("keys %v; nodes n1..n%d at %v", keys, nodes, c.Endpoints())

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/cutkv/cutkv/topology"
+	"github.com/cutkv/cutkv/keyspace"
 )
 
 // Shorthands for hand-made histories. Times are abstract ticks.
@@ -400,7 +400,7 @@ func TestPickKeysCoversEveryPartition(t *testing.T) {
 			t.Fatalf("duplicate key %q in %v", k, keys)
 		}
 		seen[k] = true
-		covered[topology.PartitionOf([]byte(k), partitions)] = true
+		covered[keyspace.PartitionOf([]byte(k), partitions)] = true
 	}
 	if len(covered) != partitions {
 		t.Fatalf("keys %v cover partitions %v, want all %d", keys, fmt.Sprint(covered), partitions)

@@ -19,8 +19,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/cutkv/cutkv/keyspace"
 	"github.com/cutkv/cutkv/proto/kvpb"
-	"github.com/cutkv/cutkv/topology"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 )
 
 // Defaults that Config.Validate fills in.
@@ -44,7 +45,7 @@ var ErrFinalReadsIncomplete = errors.New("linearizability: final reads incomplet
 type Config struct {
 	// Nodes holds one client per node. Operations go to a node picked at
 	// random; node i is named n<i+1> in the history's metadata. Required.
-	Nodes []kvpb.KVClient
+	Nodes []kvrpc.KVClient
 	// Keys are the keys operated on, uniformly (see PickKeys). Required,
 	// no duplicates.
 	Keys []string
@@ -269,7 +270,7 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 }
 
 // PickKeys returns max(n, partitions) keys, sorted, that cover every one
-// of the partitions (topology.PartitionOf), so that every raft group is
+// of the partitions (keyspace.PartitionOf), so that every raft group is
 // under test. With partitions 0 it returns n keys.
 func PickKeys(n int, partitions uint32) []string {
 	var keys []string
@@ -277,7 +278,7 @@ func PickKeys(n int, partitions uint32) []string {
 	covered := map[uint64]bool{}
 	for i := 0; len(covered) < int(partitions); i++ {
 		k := fmt.Sprintf("k%d", i)
-		if p := topology.PartitionOf([]byte(k), partitions); !covered[p] {
+		if p := keyspace.PartitionOf([]byte(k), partitions); !covered[p] {
 			covered[p], chosen[k] = true, true
 			keys = append(keys, k)
 		}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 )
 
 // fakeStore is one linearizable register per key, shared by the fake
@@ -82,7 +83,7 @@ const (
 // fakeNode serves the KV API over a fakeStore with a fault. Scan and Txn
 // are not used by the workload (the embedded nil interface panics).
 type fakeNode struct {
-	kvpb.KVClient
+	kvrpc.KVClient
 	s      *fakeStore
 	fault  fault
 	misses atomic.Int64
@@ -150,7 +151,7 @@ func runFake(t *testing.T, calls int64, faults ...fault) (history []porcupine.Op
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s := &fakeStore{kv: map[string]*kvpb.KeyValue{}, stopAfter: calls, stop: cancel}
-	var kvs []kvpb.KVClient
+	var kvs []kvrpc.KVClient
 	for _, f := range faults {
 		n := &fakeNode{s: s, fault: f}
 		nodes = append(nodes, n)
@@ -273,7 +274,7 @@ func TestWorkloadCatchesLostWrites(t *testing.T) {
 
 func TestConfigValidate(t *testing.T) {
 	node := &fakeNode{}
-	good := func() Config { return Config{Nodes: []kvpb.KVClient{node}, Keys: []string{"a"}, Clients: 1} }
+	good := func() Config { return Config{Nodes: []kvrpc.KVClient{node}, Keys: []string{"a"}, Clients: 1} }
 	c := good()
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
@@ -304,7 +305,7 @@ func TestConfigValidate(t *testing.T) {
 func TestFinalReadsIncomplete(t *testing.T) {
 	s := &fakeStore{kv: map[string]*kvpb.KeyValue{}}
 	w, err := NewWorkload(Config{
-		Nodes:           []kvpb.KVClient{&fakeNode{s: s, fault: applyThenTimeOut}},
+		Nodes:           []kvrpc.KVClient{&fakeNode{s: s, fault: applyThenTimeOut}},
 		Keys:            []string{"a", "b"},
 		Clients:         1,
 		FinalReadWithin: 20 * time.Millisecond,

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cutkv/cutkv/topology"
+	"github.com/cutkv/cutkv/keyspace"
 )
 
 // The JSON shapes of docs/cli.md, decoded by the test independently of
@@ -207,7 +207,7 @@ func TestKvctl(t *testing.T) {
 	keys = append(keys, "alpha", "zeta", "user0")
 	parts := map[uint64]bool{}
 	for _, k := range keys {
-		parts[topology.PartitionOf([]byte(k), 4)] = true
+		parts[keyspace.PartitionOf([]byte(k), 4)] = true
 	}
 	if len(parts) < 3 {
 		t.Fatalf("test keys cover only %d of 4 partitions", len(parts))

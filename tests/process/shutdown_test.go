@@ -11,8 +11,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/cutkv/cutkv/keyspace"
 	"github.com/cutkv/cutkv/proto/kvpb"
-	"github.com/cutkv/cutkv/topology"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 )
 
 // dial opens a raw gRPC connection to one node, closed when the test ends.
@@ -29,7 +30,7 @@ func dial(t testing.TB, addr string) *grpc.ClientConn {
 // localKeys returns how many keys the node at addr holds in its own
 // replicas of the data partitions, without asking any other node.
 func localKeys(ctx context.Context, cc *grpc.ClientConn) (uint64, error) {
-	st, err := kvpb.NewClusterClient(cc).Status(ctx, &kvpb.StatusRequest{LocalOnly: true})
+	st, err := kvrpc.NewClusterClient(cc).Status(ctx, &kvpb.StatusRequest{LocalOnly: true})
 	if err != nil {
 		return 0, err
 	}
@@ -146,13 +147,13 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 	ok, last := WaitFor(10*time.Second, func() (bool, string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		rt, err := kvpb.NewClusterClient(cc).Routing(ctx, &kvpb.RoutingRequest{})
+		rt, err := kvrpc.NewClusterClient(cc).Routing(ctx, &kvpb.RoutingRequest{})
 		if err != nil {
 			return false, err.Error()
 		}
 		for i := 0; i < 1000; i++ {
 			k := fmt.Sprintf("slow/%d", i)
-			lead := rt.GetLeaders()[topology.PartitionOf([]byte(k), rt.GetPartitions())-1]
+			lead := rt.GetLeaders()[keyspace.PartitionOf([]byte(k), rt.GetPartitions())-1]
 			if lead == "n1" || lead == "n2" {
 				key = k
 				return true, ""
@@ -174,7 +175,7 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 	defer cancel()
 	putDone := make(chan error, 1)
 	go func() {
-		_, err := kvpb.NewKVClient(cc).Put(ctx, &kvpb.PutRequest{Key: []byte(key), Value: []byte("x")})
+		_, err := kvrpc.NewKVClient(cc).Put(ctx, &kvpb.PutRequest{Key: []byte(key), Value: []byte("x")})
 		putDone <- err
 	}()
 	select {

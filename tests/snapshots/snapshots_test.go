@@ -14,8 +14,10 @@ import (
 	"time"
 
 	"github.com/cutkv/cutkv/cut/verify"
+	"github.com/cutkv/cutkv/datadir"
 	"github.com/cutkv/cutkv/internal/clustertest"
 	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 	"github.com/cutkv/cutkv/restore"
 	"github.com/cutkv/cutkv/server"
 	"github.com/cutkv/cutkv/tests/bank"
@@ -125,7 +127,7 @@ func TestSnapshotsUnderBankLoadRestore(t *testing.T) {
 
 	// The cuts behind the snapshots, as group 0 recorded them.
 	cuts := map[uint64]*kvpb.CutInfo{}
-	cl := kvpb.NewClusterClient(c.Conn(0))
+	cl := kvrpc.NewClusterClient(c.Conn(0))
 	for _, s := range taken {
 		v := s.GetSnapshot().GetCutVersion()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -144,7 +146,7 @@ func TestSnapshotsUnderBankLoadRestore(t *testing.T) {
 	dirs := map[string]string{}
 	for i := 0; i < nodes; i++ {
 		c.Stop(i)
-		dirs[c.Config(i).ID] = filepath.Join(c.Config(i).DataDir, server.WALDir)
+		dirs[c.Config(i).ID] = filepath.Join(c.Config(i).DataDir, datadir.WALDir)
 	}
 	picks := []struct {
 		snap  *kvpb.CreateSnapshotResult
@@ -251,7 +253,7 @@ func restoreAndCompare(t *testing.T, store, id string, v uint64, n int, want map
 	if _, err := c.KV(n-1).Put(ctx, &kvpb.PutRequest{Key: []byte("after-restore"), Value: []byte("yes")}); err != nil {
 		t.Fatalf("write to the restored cluster: %v", err)
 	}
-	cut, err := kvpb.NewClusterClient(c.Conn(0)).CreateCut(ctx, &kvpb.CreateCutRequest{})
+	cut, err := kvrpc.NewClusterClient(c.Conn(0)).CreateCut(ctx, &kvpb.CreateCutRequest{})
 	if err != nil || cut.GetCut().GetState() != kvpb.CutState_CUT_STATE_COMPLETED || cut.GetCut().GetVersion() <= v {
 		t.Fatalf("cut on the restored cluster: %v, %v (want completed, version > %d)", cut, err, v)
 	}
@@ -287,7 +289,7 @@ func scanAll(t *testing.T, c *clustertest.Cluster, via int) map[string][]byte {
 func createSnapshot(c *clustertest.Cluster, via int, req *kvpb.CreateSnapshotRequest) (*kvpb.CreateSnapshotResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	stream, err := kvpb.NewClusterClient(c.Conn(via)).CreateSnapshot(ctx, req)
+	stream, err := kvrpc.NewClusterClient(c.Conn(via)).CreateSnapshot(ctx, req)
 	if err != nil {
 		return nil, err
 	}
@@ -309,7 +311,7 @@ func checkSnapshot(t *testing.T, c *clustertest.Cluster, store, id string) *kvpb
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	r, err := kvpb.NewClusterClient(c.Conn(0)).CheckSnapshot(ctx, &kvpb.CheckSnapshotRequest{Store: store, Id: id})
+	r, err := kvrpc.NewClusterClient(c.Conn(0)).CheckSnapshot(ctx, &kvpb.CheckSnapshotRequest{Store: store, Id: id})
 	if err != nil {
 		t.Fatal(err)
 	}
