@@ -1,8 +1,7 @@
-// Package checkpoint holds the two halves of cutkv's changelog checkpoints
-// (DESIGN.md, "Checkpoints (FLIP-158)" and "Snapshots"): the files that
-// hold a partition's materialized state, and the bookkeeping that says
-// which stored pieces of state a checkpoint is made of and when a piece
-// may be deleted.
+// Package checkpoint holds the files of cutkv's changelog checkpoints
+// (DESIGN.md, "Checkpoints (FLIP-158)" and "Snapshots"): the
+// materializations that hold a partition's state, and the names of the
+// changelog pieces stored beside them.
 //
 // # The idea
 //
@@ -15,62 +14,19 @@
 //	materialization at m  +  the committed entries (m, n]
 //
 // and the entries travel as pieces: a Piece is a stored, immutable run of
-// committed entries [Lo, Hi] of one group, named by its bounds. A Handle
-// says which materialization (its Base) and which pieces make up one
-// checkpoint. A piece stored for one checkpoint is reused by the next ones
-// rather than uploaded again; when a newer materialization lies inside a
-// piece, the handle uses the piece from an index on (a PieceRef with From
-// above the piece's Lo): recovery skips the entries the materialization
-// already holds. Hence "incremental": a checkpoint stores only what no
-// earlier one stored.
+// committed entries [Lo, Hi] of one group, named by its bounds. A
+// checkpoint's handle says which materialization (its base) and which
+// pieces make it up. A piece stored for one checkpoint is reused by the
+// next ones rather than uploaded again; when a newer materialization lies
+// inside a piece, the handle uses the piece from an index on: recovery
+// skips the entries the materialization already holds. Hence
+// "incremental": a checkpoint stores only what no earlier one stored.
 //
-// # The Registry
-//
-// Registry counts who holds each stored piece and materialization, and
-// tells the caller when one is no longer held, so that it can be deleted.
-// The holders are
-//
-//   - every retained handle: a checkpoint that is pending (pinned from the
-//     moment it is planned until it fails or is released) or finalized
-//     and not yet subsumed;
-//   - the changelog, for each piece it stored (AddPiece), until it is
-//     truncated behind a materialization (Truncate), so that later
-//     checkpoints can reuse the piece;
-//   - the partition, for its newest materialization (AddMaterialization),
-//     which is the base of the checkpoints it plans next.
-//
-// The checkpoint protocol, per partition, with the calls that go with it:
-//
-//	state changes           raft entries are committed and applied
-//	checkpoint at n         h, missing := Plan(p, n); store *missing, AddPiece(*missing);
-//	                        Retain(cp, h)
-//	checkpoint finalized    Subsume(cp, p): every older handle of p is released
-//	checkpoint failed       Release(cp, p)
-//	materialization at m    partition.Image at m, Write in the background; when
-//	                        durable, AddMaterialization(m), then Truncate(p, m)
-//
-// Every call that can drop a holder returns the Garbage: the pieces and
-// materializations that became unheld by that call. The caller deletes
-// them, and only them, after the call.
-//
-// # Invariants
-//
-//  1. A piece or materialization is reported as garbage exactly once, by
-//     the call that removes its last holder; never while a retained handle
-//     names it (the subsumption rule of FLIP-158).
-//  2. A retained handle is contiguous: with base index m (0 without a base)
-//     its piece refs cover m+1 … n with no gap and no overlap, each inside
-//     its piece and of the handle's partition.
-//  3. The changelog lets go of a piece only when the piece lies wholly at or
-//     below the partition's newest materialization (Truncate refuses an
-//     index above it), so Plan can always cover (m, n] with stored pieces
-//     and at most one new piece at the end.
-//  4. Bases only move forward: AddMaterialization refuses an index below
-//     the current base's.
-//
-// The Registry is a plain value: no I/O, no goroutines, no locks. Its owner
-// serializes calls; Plan's answer holds until the next call that releases
-// something, so plan and retain in one step.
+// Snapshots are the checkpoints cutkv keeps, and their store is
+// authoritative: package snapshot plans a snapshot's handles from the
+// manifests it holds (snapshot.PlanPartition) and deletes a piece when no
+// manifest names it any more (Prune, Delete). Nothing is counted in
+// memory, so nothing is lost when a node restarts or leadership moves.
 //
 // # Materialization files
 //

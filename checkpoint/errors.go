@@ -12,12 +12,6 @@ var (
 	// ErrVersion means a materialization file has a format version this
 	// binary does not read (written by a newer one).
 	ErrVersion = errors.New("checkpoint: unsupported format version")
-	// ErrInvalid is returned for arguments that break the rules of a call:
-	// a malformed piece or handle, a base moving backwards, a truncation
-	// ahead of the materialization.
-	ErrInvalid = errors.New("checkpoint: invalid argument")
-	// ErrUnknownHandle is returned by Release for a handle not retained.
-	ErrUnknownHandle = errors.New("checkpoint: no such handle")
 	// ErrClosed is returned by reads of a closed Reader.
 	ErrClosed = errors.New("checkpoint: reader closed")
 )

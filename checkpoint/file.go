@@ -42,8 +42,9 @@ var (
 )
 
 // Materialization names one materialized state: partition Partition at
-// applied index Index. It is what a Handle's base and the Registry refer
-// to; its file is Name() in the materialization directory.
+// applied index Index, the base of a checkpoint's handle; its file is
+// Name() in the materialization directory (and the object name in a
+// snapshot store).
 type Materialization struct {
 	Partition uint64
 	Index     uint64

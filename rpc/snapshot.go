@@ -83,47 +83,13 @@ type SnapshotResult struct {
 	Duration       time.Duration
 }
 
-// partPlan is one partition's part of a snapshot being made.
+// partPlan is one partition's part of a snapshot being made: the replica
+// that uploads it, its pin, and the handle planned (snapshot.PlanPartition).
 type partPlan struct {
 	cp     *kvpb.CutPartition
 	member string // the node that uploads it
 	pin    string
-	base   uint64 // 0: none
-	// upBase: the node uploads the base; else it is stored (baseObj).
-	upBase  bool
-	baseObj snapshot.Object
-	pieces  []snapshot.Piece // the chain; new ones get their Object on upload
-	newAt   []int            // indexes in pieces of the ones to upload
-}
-
-// storedObjects is what a store's snapshots of one partition hold.
-type storedObjects struct {
-	bases  map[uint64]snapshot.Object // by index
-	pieces []snapshot.Piece
-}
-
-func indexStored(ms []*snapshot.Manifest) map[uint64]*storedObjects {
-	out := map[uint64]*storedObjects{}
-	seen := map[string]bool{}
-	for _, m := range ms {
-		for _, p := range m.Partitions {
-			so := out[p.Partition]
-			if so == nil {
-				so = &storedObjects{bases: map[uint64]snapshot.Object{}}
-				out[p.Partition] = so
-			}
-			if p.Base != nil {
-				so.bases[p.Base.Index] = p.Base.Object
-			}
-			for _, pc := range p.Pieces {
-				if !seen[pc.Name] {
-					seen[pc.Name] = true
-					so.pieces = append(so.pieces, pc)
-				}
-			}
-		}
-	}
-	return out
+	snapshot.PartitionPlan
 }
 
 // CreateSnapshot takes (or uses) a completed cut and stores a snapshot of
@@ -173,7 +139,7 @@ func CreateSnapshot(ctx context.Context, n *Node, req *kvpb.CreateSnapshotReques
 	if err != nil {
 		return nil, err
 	}
-	stored := indexStored(ms)
+	stored := snapshot.IndexStored(ms)
 	total := uint32(len(c.GetPartitions()))
 	progress(&kvpb.SnapshotProgress{Phase: "prepare", PartitionsTotal: total, CutVersion: v})
 
@@ -202,10 +168,10 @@ func CreateSnapshot(ctx context.Context, n *Node, req *kvpb.CreateSnapshotReques
 	}
 	var names []string
 	for _, p := range plans {
-		if p.base > 0 {
-			names = append(names, checkpoint.Materialization{Partition: p.cp.GetPartition(), Index: p.base}.Name())
+		if p.Base > 0 {
+			names = append(names, checkpoint.Materialization{Partition: p.cp.GetPartition(), Index: p.Base}.Name())
 		}
-		for _, pc := range p.pieces {
+		for _, pc := range p.Pieces {
 			names = append(names, pc.Name)
 		}
 	}
@@ -262,14 +228,14 @@ func CreateSnapshot(ctx context.Context, n *Node, req *kvpb.CreateSnapshotReques
 		m.Time = time.Now().UTC()
 	}
 	for _, p := range plans {
-		mp := snapshot.Partition{Partition: p.cp.GetPartition(), Pos: p.cp.GetPos(), End: p.cp.GetFinishIndex(), Pieces: p.pieces}
-		if p.base > 0 {
-			mp.Base = &snapshot.Base{Object: p.baseObj, Index: p.base}
-			if !p.upBase {
+		mp := snapshot.Partition{Partition: p.cp.GetPartition(), Pos: p.cp.GetPos(), End: p.cp.GetFinishIndex(), Pieces: p.Pieces}
+		if p.Base > 0 {
+			mp.Base = &snapshot.Base{Object: p.BaseObject, Index: p.Base}
+			if !p.UploadBase {
 				res.PiecesReused++
 			}
 		}
-		res.PiecesReused += len(p.pieces) - len(p.newAt)
+		res.PiecesReused += len(p.Pieces) - len(p.New)
 		m.Partitions = append(m.Partitions, mp)
 	}
 	slices.SortFunc(m.Partitions, func(a, b snapshot.Partition) int { return cmp.Compare(a.Partition, b.Partition) })
@@ -343,7 +309,7 @@ func (n *Node) snapshotMembers(p uint64) []string {
 
 // prepareSnapshot pins partition p.cp on one of its replicas and plans its
 // handle from what the store holds.
-func (n *Node) prepareSnapshot(ctx context.Context, p *partPlan, v uint64, full bool, stored *storedObjects) error {
+func (n *Node) prepareSnapshot(ctx context.Context, p *partPlan, v uint64, full bool, stored *snapshot.Stored) error {
 	g, pos, end := p.cp.GetPartition(), p.cp.GetPos(), p.cp.GetFinishIndex()
 	var errs []error
 	var resp *internalpb.PrepareSnapshotResponse
@@ -368,44 +334,7 @@ func (n *Node) prepareSnapshot(ctx context.Context, p *partPlan, v uint64, full 
 	if p.pin == "" {
 		return fmt.Errorf("partition %d: no replica could prepare its part of cut %d: %w", g, v, errors.Join(errs...))
 	}
-	if stored == nil {
-		stored = &storedObjects{}
-	}
-	p.base = resp.GetBaseIndex()
-	if !full {
-		// A stored base newer than the node's own, whose log the node
-		// can extend, costs nothing to upload.
-		for idx := range stored.bases {
-			if idx > p.base && idx < pos && idx+1 >= resp.GetLogFrom() {
-				p.base = idx
-			}
-		}
-	}
-	if p.base > 0 {
-		o, ok := stored.bases[p.base]
-		p.upBase = !ok
-		p.baseObj = o
-		if ok {
-			p.baseObj.Name = checkpoint.Materialization{Partition: g, Index: p.base}.Name()
-		}
-	}
-	for cur := p.base + 1; cur <= end; {
-		best := -1
-		for i, pc := range stored.pieces {
-			if pc.Lo <= cur && cur <= pc.Hi && pc.Hi <= end && (best < 0 || pc.Hi > stored.pieces[best].Hi) {
-				best = i
-			}
-		}
-		if best >= 0 {
-			pc := stored.pieces[best]
-			p.pieces = append(p.pieces, snapshot.Piece{Object: pc.Object, Lo: pc.Lo, Hi: pc.Hi, From: cur})
-			cur = pc.Hi + 1
-			continue
-		}
-		p.newAt = append(p.newAt, len(p.pieces))
-		p.pieces = append(p.pieces, snapshot.Piece{Object: snapshot.Object{Name: snapshot.PieceName(g, cur, end)}, Lo: cur, Hi: end, From: cur})
-		cur = end + 1
-	}
+	p.PartitionPlan = snapshot.PlanPartition(g, pos, end, snapshot.Offer{Base: resp.GetBaseIndex(), LogFrom: resp.GetLogFrom()}, full, stored)
 	return nil
 }
 
@@ -413,11 +342,11 @@ func (n *Node) prepareSnapshot(ctx context.Context, p *partPlan, v uint64, full 
 // bytes and objects uploaded.
 func (n *Node) uploadSnapshot(ctx context.Context, p *partPlan, store string) (uint64, int, error) {
 	req := &internalpb.UploadSnapshotRequest{ClusterId: n.Layout.ClusterID, Pin: p.pin, Store: store, Group: p.cp.GetPartition()}
-	if p.upBase {
-		req.BaseIndex = p.base
+	if p.UploadBase {
+		req.BaseIndex = p.Base
 	}
-	for _, i := range p.newAt {
-		req.Pieces = append(req.Pieces, &internalpb.LogRange{Lo: p.pieces[i].Lo, Hi: p.pieces[i].Hi})
+	for _, i := range p.New {
+		req.Pieces = append(req.Pieces, &internalpb.LogRange{Lo: p.Pieces[i].Lo, Hi: p.Pieces[i].Hi})
 	}
 	conn, err := n.peerConn(p.member)
 	if err != nil {
@@ -441,13 +370,13 @@ func (n *Node) uploadSnapshot(ctx context.Context, p *partPlan, store string) (u
 		}
 		return snapshot.Object{Name: name, Size: o.GetSize(), SHA256: o.GetSha256()}, nil
 	}
-	if p.upBase {
-		if p.baseObj, err = obj(checkpoint.Materialization{Partition: p.cp.GetPartition(), Index: p.base}.Name()); err != nil {
+	if p.UploadBase {
+		if p.BaseObject, err = obj(checkpoint.Materialization{Partition: p.cp.GetPartition(), Index: p.Base}.Name()); err != nil {
 			return 0, 0, err
 		}
 	}
-	for _, i := range p.newAt {
-		if p.pieces[i].Object, err = obj(p.pieces[i].Name); err != nil {
+	for _, i := range p.New {
+		if p.Pieces[i].Object, err = obj(p.Pieces[i].Name); err != nil {
 			return 0, 0, err
 		}
 	}

@@ -1,9 +1,10 @@
 // Package snapshot stores cutkv's snapshots in a blob store (DESIGN.md,
 // "Snapshots" and "Checkpoints"): the pieces, the manifests that are the
 // catalogue, and the rules for sharing and deleting pieces. It is the
-// storage layer only: which handles a snapshot has is the node's to plan
-// (checkpoint.Registry), and restoring a partition from a handle is
-// cut/verify's rebuild.
+// storage layer, and the planning of a snapshot's handles from what the
+// store holds (PlanPartition, a pure function the node calls); taking the
+// cut and having replicas upload is the node's, and restoring a partition
+// from a handle is cut/verify's rebuild.
 //
 // # The idea
 //
@@ -90,8 +91,8 @@
 //
 // # Uploading
 //
-// The node plans a snapshot's handles (checkpoint.Registry.Plan) and
-// then:
+// The node plans each partition's handle (IndexStored of the manifests,
+// then PlanPartition with what the uploading replica offers) and then:
 //
 //	u := store.BeginUpload(ctx, id, names)  // every piece the manifest will name
 //	for each name: if !store.HasPiece(name) { u.PutPiece(name, bytes) }

@@ -107,23 +107,6 @@ func (p *Partition) BaseIndex() uint64 {
 	return p.Base.Index
 }
 
-// Handle returns the partition's handle in the checkpoint package's
-// terms, for a checkpoint.Registry (after a restart, the handles of the
-// retained snapshots are registered again from the catalogue).
-func (p *Partition) Handle() checkpoint.Handle {
-	h := checkpoint.Handle{Partition: p.Partition}
-	if p.Base != nil {
-		h.Base = &checkpoint.Materialization{Partition: p.Partition, Index: p.Base.Index}
-	}
-	for _, pc := range p.Pieces {
-		h.Pieces = append(h.Pieces, checkpoint.PieceRef{
-			Piece: checkpoint.Piece{Group: p.Partition, Lo: pc.Lo, Hi: pc.Hi},
-			From:  pc.From,
-		})
-	}
-	return h
-}
-
 // Objects returns every stored object the manifest references: the
 // partitions' bases and pieces, each once, sorted by name.
 func (m *Manifest) Objects() []Object {

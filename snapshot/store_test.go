@@ -294,7 +294,7 @@ func roundTrip(t *testing.T, openStore func(cluster uint64) *Store) {
 	if want := []string{s1.ID, s2.ID, s3.ID}; !slices.Equal(ids, want) {
 		t.Fatalf("List: %v, want %v", ids, want)
 	}
-	if ms[1].Partitions[1].Handle().String() != "p2: p2@12 + g2[13,18]" || ms[0].Cluster != "00000000000000a1" {
+	if p := ms[1].Partitions[1]; p.Partition != 2 || p.BaseIndex() != 12 || len(p.Pieces) != 1 || p.Pieces[0].Lo != 13 || p.Pieces[0].Hi != 18 || ms[0].Cluster != "00000000000000a1" {
 		t.Fatalf("listed manifest: %+v", ms[1])
 	}
 	mustCheck(t, fresh, s1.ID, s2.ID, s3.ID)
