@@ -60,8 +60,10 @@
 // sleeps with exponential backoff and jitter, and it never starts a sleep
 // that would end past the ctx deadline: it returns ErrUnavailable instead.
 //
-//   - Reads (Get, Scan, Members, Status) are retried on Unavailable, a timed
-//     out attempt, Aborted and broken connections.
+//   - Reads (Get, Scan, Members, Status, and a Txn with no put or delete
+//     in either branch) are retried on Unavailable, a timed out attempt,
+//     Aborted and broken connections: a read-only Txn is never of unknown
+//     outcome.
 //   - Writes (Put, Delete) are retried only when they were certainly not
 //     applied: the server said so (an ErrorInfo reason above, or Aborted),
 //     or the request was never sent because the connection to that address

@@ -302,7 +302,9 @@ type OpResponse struct {
 // retrying as doc.go ("Transactions") describes. On success the
 // transaction ran: resp.Succeeded says which branch. On error the
 // transaction was not applied, except that an error wrapping
-// ErrOutcomeUnknown means it may or may not have been. Errors wrap
+// ErrOutcomeUnknown means it may or may not have been; a transaction that
+// writes nothing (only compares, gets and scans) is never of unknown
+// outcome: an attempt whose answer is lost is sent again. Errors wrap
 // ErrInvalidArgument (never sent, or refused by the server), ErrConflict
 // (kept conflicting with other transactions until ctx's deadline),
 // ErrUnavailable, ErrOutcomeUnknown or ErrClosed.
@@ -315,7 +317,10 @@ func (t *Txn) Commit() (*TxnResponse, error) {
 	// that lost to older ones ages until it wins (wait-die).
 	priority := time.Now().UnixNano()
 	var resp *kvpb.TxnResponse
-	o := op{name: "txn", key: routeKey(req), write: true, conflicts: true}
+	// A transaction that writes nothing in either branch is a read: an
+	// attempt whose answer was lost changed nothing, so it is sent again
+	// rather than reported as of unknown outcome.
+	o := op{name: "txn", key: routeKey(req), write: writes(req), conflicts: true}
 	err := t.c.do(t.ctx, o, func(ctx context.Context, cc *grpc.ClientConn, h *kvpb.RequestHeader) (*kvpb.ResponseHeader, error) {
 		// Each attempt is a new transaction for the server, with an id
 		// the server makes. The server accepts a priority from the last
@@ -355,6 +360,18 @@ func (t *Txn) request() *kvpb.TxnRequest {
 		req.Failure = append(req.Failure, o.toPB())
 	}
 	return req
+}
+
+// writes says whether either branch of req puts or deletes a key.
+func writes(req *kvpb.TxnRequest) bool {
+	for _, ops := range [][]*kvpb.RequestOp{req.GetSuccess(), req.GetFailure()} {
+		for _, o := range ops {
+			if o.GetPut() != nil || o.GetDelete() != nil {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // smallestKey is routeKey of the transaction as built so far.

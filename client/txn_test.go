@@ -305,6 +305,39 @@ func TestTxnAmbiguousNotResent(t *testing.T) {
 	}
 }
 
+// TestReadOnlyTxnRetriedWhenAmbiguous: a transaction that only reads is
+// sent again after an answer that leaves a write's outcome unknown (it
+// changed nothing either way), and succeeds.
+func TestReadOnlyTxnRetriedWhenAmbiguous(t *testing.T) {
+	cl := clienttest.NewCluster(t, clienttest.Options{Nodes: 3, Partitions: 2})
+	cl.Put([]byte("k"), []byte("v"))
+	var failures atomic.Int32
+	failures.Store(2)
+	txnHook(cl, func(ctx context.Context, r *kvpb.TxnRequest) error {
+		if failures.Add(-1) >= 0 {
+			return status.Error(codes.Unavailable, "connection reset by peer")
+		}
+		return nil
+	})
+	c := newClient(t, testConfig(cl.Endpoints()...))
+	resp, err := c.Txn(testCtx(t)).If(client.Compare(client.Version([]byte("k")), ">", 0)).Then(client.OpGet([]byte("k")), client.OpGet([]byte("j"))).Commit()
+	if err != nil {
+		t.Fatalf("read-only Commit = %v, want it retried until it succeeds", err)
+	}
+	if !resp.Succeeded || len(resp.Responses) != 2 || len(resp.Responses[0].KVs) != 1 {
+		t.Errorf("read-only Commit answered %+v", resp)
+	}
+	if got := totalCalls(cl, clienttest.MethodTxn); got != 3 {
+		t.Errorf("txn sent %d times, want 3", got)
+	}
+	// With a write in the branch that did not run, it is a write.
+	failures.Store(1)
+	_, err = c.Txn(testCtx(t)).If(client.Compare(client.Version([]byte("k")), ">", 0)).Then(client.OpGet([]byte("k"))).Else(client.OpPut([]byte("k"), []byte("w"))).Commit()
+	if !errors.Is(err, client.ErrOutcomeUnknown) {
+		t.Errorf("a transaction that may write: %v, want ErrOutcomeUnknown", err)
+	}
+}
+
 func TestTxnConflictUntilDeadline(t *testing.T) {
 	cl := clienttest.NewCluster(t, clienttest.Options{Nodes: 3, Partitions: 2})
 	aborted := status.Error(codes.Aborted, "cutkv: txn: wounded")
