@@ -22,6 +22,7 @@ import (
 	"github.com/cutkv/cutkv/proto/kvrpc"
 	"github.com/cutkv/cutkv/raftstore"
 	"github.com/cutkv/cutkv/topology"
+	"github.com/cutkv/cutkv/txn"
 )
 
 // DefaultScanLimit caps a scan that names no limit.
@@ -93,6 +94,16 @@ type Node struct {
 	forget    forgetter     // records of transactions finished everywhere
 	versions  versionGate   // cut versions from outside; see admitVersion
 	overtaken atomic.Uint64 // highest version a partition reported above a cut
+	waits     sync.Map      // partition → *txn.WaitQueue: who waits for locks (wait-die)
+}
+
+// waitQueue returns partition p's wait queue.
+func (n *Node) waitQueue(p uint64) *txn.WaitQueue {
+	if q, ok := n.waits.Load(p); ok {
+		return q.(*txn.WaitQueue)
+	}
+	q, _ := n.waits.LoadOrStore(p, &txn.WaitQueue{})
+	return q.(*txn.WaitQueue)
 }
 
 func (n *Node) logger() *slog.Logger {

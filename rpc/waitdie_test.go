@@ -9,10 +9,15 @@ import (
 	"github.com/cutkv/cutkv/partition"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/txn"
 )
 
-func putShare(key string) *internalpb.TxnShare {
-	return &internalpb.TxnShare{Success: []*kvpb.RequestOp{{Request: &kvpb.RequestOp_Put{Put: &kvpb.PutRequest{Key: []byte(key), Value: []byte("v")}}}}}
+func putShare(keys ...string) *internalpb.TxnShare {
+	s := &internalpb.TxnShare{}
+	for _, k := range keys {
+		s.Success = append(s.Success, &kvpb.RequestOp{Request: &kvpb.RequestOp_Put{Put: &kvpb.PutRequest{Key: []byte(k), Value: []byte("v")}}})
+	}
+	return s
 }
 
 // holding returns a partition in which transaction id (priority prio)
@@ -36,7 +41,7 @@ func TestWaitDie(t *testing.T) {
 	ctx := context.Background()
 	p := holding(t, "old", 1, "k")
 	start := time.Now()
-	if err := waitDie(ctx, p, "young", 2, putShare("k")); !errors.Is(err, ErrConflict) || time.Since(start) > dieWait/2 {
+	if err := waitDie(ctx, p, &txn.WaitQueue{}, "young", 2, putShare("k")); !errors.Is(err, ErrConflict) || time.Since(start) > dieWait/2 {
 		t.Fatalf("younger behind an older holder: %v after %v, want ErrConflict at once", err, time.Since(start))
 	}
 
@@ -45,13 +50,48 @@ func TestWaitDie(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 		_, _ = p.ApplyCommand(2, &internalpb.Command{Op: &internalpb.Command_TxnFinish{TxnFinish: &internalpb.TxnFinishOp{TxnId: []byte("young"), Commit: true, Succeeded: true}}})
 	}()
-	if err := waitDie(ctx, p, "old", 1, putShare("k")); err != nil {
+	if err := waitDie(ctx, p, &txn.WaitQueue{}, "old", 1, putShare("k")); err != nil {
 		t.Fatalf("older behind a younger holder that finishes: %v, want to proceed", err)
 	}
 
 	p = holding(t, "old", 1, "k")
-	if err := waitDie(ctx, p, "young", 2, putShare("other")); err != nil {
+	if err := waitDie(ctx, p, &txn.WaitQueue{}, "young", 2, putShare("other")); err != nil {
 		t.Fatalf("no conflict: %v", err)
+	}
+}
+
+// TestWaitDieReserves: an older transaction waiting behind a younger
+// holder reserves what it wants: a transaction younger than the waiter
+// that wants one of those keys dies, although nobody holds it, so the
+// waiter is not overtaken; once the waiter is through, the key is free.
+func TestWaitDieReserves(t *testing.T) {
+	ctx := context.Background()
+	p := holding(t, "young", 5, "k1")
+	q := &txn.WaitQueue{}
+	waited := make(chan error, 1)
+	go func() { waited <- waitDie(ctx, p, q, "old", 1, putShare("k1", "k2")) }()
+	deadline := time.Now().Add(dieWait / 2)
+	for q.Len() == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if q.Len() != 1 {
+		t.Fatal("the older transaction did not wait behind the younger holder")
+	}
+	if err := waitDie(ctx, p, q, "mid", 3, putShare("k2")); !errors.Is(err, ErrConflict) {
+		t.Fatalf("younger than a waiter that wants k2: %v, want ErrConflict", err)
+	}
+	if err := waitDie(ctx, p, q, "oldest", 0, putShare("k2")); err != nil {
+		t.Fatalf("older than the waiter, k2 not held: %v, want to proceed", err)
+	}
+	_, _ = p.ApplyCommand(2, &internalpb.Command{Op: &internalpb.Command_TxnFinish{TxnFinish: &internalpb.TxnFinishOp{TxnId: []byte("young"), Commit: true, Succeeded: true}}})
+	if err := <-waited; err != nil {
+		t.Fatalf("the waiter, once the holder finished: %v", err)
+	}
+	if q.Len() != 0 {
+		t.Fatal("the waiter's reservation outlived its wait")
+	}
+	if err := waitDie(ctx, p, q, "mid", 3, putShare("k2")); err != nil {
+		t.Fatalf("k2 after the waiter went: %v", err)
 	}
 }
 
