@@ -19,13 +19,25 @@ RACE_PKGS := ./wal/... ./discovery/... ./raftstore/... ./partition/... ./rpc/...
 CUTKV_SOAK ?= 10s
 export CUTKV_SOAK
 
-.PHONY: all build run run-secure chaos test test-unit verify fmt vet staticcheck tidy-check proto proto-check e2e bench clean bench-compare
+.PHONY: all build etcd run run-secure chaos test test-unit verify fmt vet staticcheck tidy-check proto proto-check e2e bench clean bench-compare
 
 all: build
+
+# The benchmark tools (kvbench, benchplot and the scripts' helpers) are
+# a module of their own, bench/, so that etcd's client and server are
+# dependencies of the benchmarks only.
+BENCH_TOOLS := ./cmd/kvbench ./cmd/benchplot ./cmd/benchckpt ./cmd/benchsnap ./cmd/benchtrust ./cmd/benchrow
 
 build:
 	@mkdir -p $(BIN)
 	$(GO) build -o $(BIN)/ ./cmd/...
+	cd bench && $(GO) build -o $(BIN)/ $(BENCH_TOOLS)
+
+# etcd's server at the version bench/go.mod requires (v3.7.x), built from
+# the Go module proxy, for make bench-compare.
+etcd:
+	@mkdir -p $(BIN)
+	cd bench && $(GO) build -o $(BIN)/etcd ./cmd/etcd
 
 # A 3-node local cluster in the foreground; Ctrl-C stops it. Data under ./data.
 run: build
@@ -43,6 +55,7 @@ test-unit: build
 	$(GO) test -count=1 -race -timeout 20m $(RACE_PKGS)
 	$(GO) test -count=1 -tags failpoints ./internal/failpoint/
 	$(GO) test -count=1 -race -tags failpoints -run '^TestCut' ./server/
+	cd bench && $(GO) test -count=1 -timeout 20m ./...
 
 verify: fmt vet staticcheck tidy-check proto-check
 
@@ -52,15 +65,19 @@ fmt:
 
 vet:
 	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
 
 staticcheck:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	cd bench && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
 tidy-check:
-	@cp go.mod /tmp/cutkv.go.mod.bak; cp go.sum /tmp/cutkv.go.sum.bak; \
-	$(GO) mod tidy; \
-	if ! git diff --quiet -- go.mod go.sum; then echo "go mod tidy changed go.mod/go.sum"; git diff -- go.mod go.sum | head -40; \
-	  cp /tmp/cutkv.go.mod.bak go.mod; cp /tmp/cutkv.go.sum.bak go.sum; exit 1; fi
+	@for m in . bench; do \
+	  cp $$m/go.mod /tmp/cutkv.go.mod.bak; cp $$m/go.sum /tmp/cutkv.go.sum.bak; \
+	  (cd $$m && $(GO) mod tidy) || exit 1; \
+	  if ! git diff --quiet -- $$m/go.mod $$m/go.sum; then echo "go mod tidy changed $$m/go.mod or $$m/go.sum"; git diff -- $$m/go.mod $$m/go.sum | head -40; \
+	    cp /tmp/cutkv.go.mod.bak $$m/go.mod; cp /tmp/cutkv.go.sum.bak $$m/go.sum; exit 1; fi; \
+	done
 
 $(BIN)/protoc-gen-go:
 	GOBIN=$(BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)

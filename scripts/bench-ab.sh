@@ -75,7 +75,7 @@ rows=()
 for i in $(seq "$PAIRS"); do
 	for side in a b; do
 		run "$side" "$i" "$@"
-		rows+=("$(go run ./scripts/benchrow "$i" "$side" "$OUT/$side-$i.json")")
+		rows+=("$(bin/benchrow "$i" "$side" "$OUT/$side-$i.json")")
 	done
 done
 echo

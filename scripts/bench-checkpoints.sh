@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Measures what checkpoints (materializations) buy and cost on a local
 # 3-node cluster (the addresses of scripts/run-local.sh; nodes started and
-# timed by scripts/benchckpt), and prints Markdown tables:
+# timed by bench/cmd/benchckpt), and prints Markdown tables:
 #
 #  1. Restart time vs history length: write N keys (256 B values, keyspace
 #     100000, 64 clients) with automatic materialization off, stop all
@@ -42,7 +42,7 @@ PUT=(--endpoints "$EP" --clients "$CLIENTS" --conns 4 --keyspace 100000 --value-
 
 make -s build
 WORK=$(mktemp -d /tmp/cutkv-bench-ckpt.XXXXXX)
-go build -o "$WORK/benchckpt" ./scripts/benchckpt
+go build -C bench -o "$WORK/benchckpt" ./cmd/benchckpt
 B=$WORK/benchckpt
 
 # shellcheck source=scripts/lib/cluster.sh

@@ -4,7 +4,7 @@
 # B = a 3-member etcd cluster, both on loopback, both fsyncing). Each
 # run starts its system fresh (new data directories) and stops it after,
 # so only the system being measured runs. Then it measures what cutkv's
-# own features cost (COSTS, below), and cmd/benchplot writes the Markdown
+# own features cost (COSTS, below), and bench/cmd/benchplot writes the Markdown
 # section (the etcd comparison and one subsection per cost part) and one
 # SVG chart per workload and per cost part.
 #
@@ -38,7 +38,7 @@
 #              RESTART_WRITES (default "25000 50000 100000 200000"): a
 #              fresh cluster with the default materialization settings,
 #              kvbench put --total N, all nodes stopped and restarted
-#              (scripts/benchckpt cluster times them).
+#              (bench/cmd/benchckpt cluster times them).
 #     memory   heap in use and RSS per node after a forced GC, on one
 #              cluster, empty and then holding each N of MEM_KEYS keys
 #              (increasing; default "125000 250000 500000 1000000";
@@ -56,8 +56,9 @@
 # RESTART_WRITES="2000 4000" MEM_KEYS="5000 10000" DOC=/tmp/b.md
 # IMGDIR=/tmp/img scripts/bench-compare.sh
 #
-# Installs etcd with apt-get (Debian's etcd-server) if it is missing and
-# WORKLOADS is not empty. Not part of make test or CI: the comparison
+# Runs etcd as built by make etcd (bin/etcd: the v3.7.x server that
+# bench/go.mod requires, from the Go module proxy) when WORKLOADS is not
+# empty; ETCD=/path/to/etcd runs another build. Not part of make test or CI: the comparison
 # takes about 2 minutes per workload, the cost parts with their defaults
 # about 15 minutes on a 2-core machine (ab 4, cuts 0.5, upload 1,
 # restart 3, memory 6; memory and restart scale with the write rate).
@@ -121,13 +122,13 @@ for n in $MEM_KEYS; do
 done
 has_cost() { [[ " $COSTS " == *" $1 "* ]]; }
 
-if [ -n "$WORKLOADS" ] && ! command -v etcd >/dev/null; then
-	echo "etcd not found: installing Debian's etcd-server"
-	if ! { apt-get update && apt-get install -y etcd-server; } || ! command -v etcd >/dev/null; then
-		echo "bench-compare: could not install etcd with apt-get (needs root and Debian's apt); install etcd 3.x and retry" >&2
-		exit 1
-	fi
+ETCD=${ETCD:-}
+if [ -n "$WORKLOADS" ] && [ -z "$ETCD" ]; then
+	echo "building etcd from the Go module proxy (make etcd)"
+	make -s etcd || { echo "bench-compare: make etcd failed (it needs the Go module proxy); or give ETCD=/path/to/etcd" >&2; exit 1; }
+	ETCD=$PWD/bin/etcd
 fi
+export ETCD # start_etcd runs it in a shell of its own
 
 # check_ports PORT...: fails, naming them, when some are taken (another
 # cluster is running on this machine).
@@ -147,7 +148,7 @@ check_ports 7001 7002 7003 7101 7102 7103 7201 7202 7203
 make -s build
 OUT=$(mktemp -d /tmp/cutkv-bench-compare.XXXXXX)
 SYS_PID=""
-# The cost parts run their clusters under scripts/benchckpt's supervisor
+# The cost parts run their clusters under bench/cmd/benchckpt's supervisor
 # with scripts/lib/cluster.sh (WORK and B are its inputs); its cleanup
 # stops them and removes WORK (= OUT) unless KEEP=1 or a step failed.
 WORK=$OUT
@@ -212,7 +213,7 @@ start_etcd() {
 	setsid bash -c '
 		for i in 1 2 3; do
 			c=$(( i == 1 ? 2379 : i * 10000 + 2379 )); p=$((c + 1))
-			etcd --name "e$i" --data-dir "$0/e$i" \
+			"$ETCD" --name "e$i" --data-dir "$0/e$i" \
 				--listen-client-urls "http://127.0.0.1:$c" --advertise-client-urls "http://127.0.0.1:$c" \
 				--listen-peer-urls "http://127.0.0.1:$p" --initial-advertise-peer-urls "http://127.0.0.1:$p" \
 				--initial-cluster-token bench-compare --initial-cluster "$1" --initial-cluster-state new \
@@ -255,7 +256,7 @@ for w in $WORKLOADS; do
 done
 took=$(($(date +%s) - start))
 
-# ---- The cost parts (COSTS). Results go to $C, as cmd/benchplot's type
+# ---- The cost parts (COSTS). Results go to $C, as bench/cmd/benchplot's type
 # Costs describes; each part writes the commands it ran to
 # $C/PART/command.txt.
 C=$OUT/costs
@@ -409,8 +410,8 @@ cost_memory() {
 
 costs_took=""
 if [ -n "$COSTS" ]; then
-	go build -o "$B" ./scripts/benchckpt
-	go build -o "$S" ./scripts/benchsnap
+	go build -C bench -o "$B" ./cmd/benchckpt
+	go build -C bench -o "$S" ./cmd/benchsnap
 	mkdir -p "$C"
 	printf 'cut_interval=%s\nsnapshot_interval=%s\nsnapshot_keep=%s\nidle_cuts=%s\nidle_every=1s\n' \
 		"$CUT_EVERY" "$SNAP_EVERY" "$SNAP_KEEP" "$IDLE_CUTS" >"$C/params"
@@ -436,8 +437,8 @@ has_cost memory && knobs+=" MEM_KEYS=\"$MEM_KEYS\" MEM_KEY_SIZE=$MEM_KEY_SIZE ME
 cmds="$knobs make bench-compare"
 [ -n "$WORKLOADS" ] && cmds+="; each run: bin/kvbench WORKLOAD --target cutkv|etcd --metrics-url NODES ${COMMON[*]} --value-size 256 --seed N (txn on cutkv: --txn-keys cross)"
 etcd_version=""
-[ -n "$WORKLOADS" ] && etcd_version=$(etcd --version | sed -n 's/^etcd Version: //p')
+[ -n "$WORKLOADS" ] && etcd_version=$("$ETCD" --version | sed -n 's/^etcd Version: //p')
 plot=(--results "$OUT" --doc "$DOC" --imgdir "$IMGDIR" --etcd-version "$etcd_version" --commands "$cmds" --took "${took}s" --run "$RUN")
 [ -n "$COSTS" ] && plot+=(--costs "$C" --costs-took "$costs_took")
-go run ./cmd/benchplot "${plot[@]}" || fail "benchplot could not write the section (results in $OUT)"
+bin/benchplot "${plot[@]}" || fail "benchplot could not write the section (results in $OUT)"
 echo "bench-compare: section in $DOC, charts in $IMGDIR (measured runs took ${took}s${costs_took:+, cost parts $costs_took})"

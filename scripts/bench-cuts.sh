@@ -23,6 +23,6 @@ for i in 1 2 3 4; do
 		out="$DATA/r$i-$mode.json"
 		bin/kvbench bank --endpoints "$EP" --metrics-url 127.0.0.1:7201,127.0.0.1:7202,127.0.0.1:7203 --clients "$CLIENTS" --conns 4 --duration "$DUR" --warmup 2s \
 			--seed "$i" --progress 0 --out "$out" "${extra[@]}" >"$DATA/r$i-$mode.txt" 2>&1
-		go run ./scripts/benchrow "$i" "$mode" "$out"
+		bin/benchrow "$i" "$mode" "$out"
 	done
 done

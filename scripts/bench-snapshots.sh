@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Measures snapshots on a local 3-node cluster (run-local.sh's addresses;
-# nodes started and timed by scripts/benchckpt, snapshots taken, restored
-# and compared by scripts/benchsnap) and prints Markdown tables. Every
+# nodes started and timed by bench/cmd/benchckpt, snapshots taken, restored
+# and compared by bench/cmd/benchsnap) and prints Markdown tables. Every
 # node gets --snapshot-store file://WORK/store (one shared store).
 #
 #  Setup: KEYS keys (16 B) with 1 KiB values, written once (kvbench get's
@@ -74,8 +74,8 @@ BANK=(--endpoints "$EP" --clients 16 --conns 4 --accounts 1000 --warmup 2s --pro
 
 make -s build
 WORK=$(mktemp -d /tmp/cutkv-bench-snap.XXXXXX)
-go build -o "$WORK/benchckpt" ./scripts/benchckpt
-go build -o "$WORK/benchsnap" ./scripts/benchsnap
+go build -C bench -o "$WORK/benchckpt" ./cmd/benchckpt
+go build -C bench -o "$WORK/benchsnap" ./cmd/benchsnap
 B=$WORK/benchckpt
 S=$WORK/benchsnap
 STORE=file://$WORK/store

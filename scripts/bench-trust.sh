@@ -13,7 +13,7 @@
 #          clients, 4 connections, 256 B values) and --metrics-url on the
 #          three nodes.
 #   flood  One node (a 1-node cluster, plaintext) with --max-connections
-#          MAX_CONNS: scripts/benchtrust flood times the Puts of a client
+#          MAX_CONNS: bench/cmd/benchtrust flood times the Puts of a client
 #          connected before, during and after a flood of FLOOD_CONNS
 #          connection slots on its client port and as many on its peer
 #          port (each held open until the node closes it, then dialed
@@ -21,7 +21,7 @@
 #          /healthz all along; then the script checks that the node is
 #          still running and stops it (SIGTERM: it must exit 0).
 #
-# Then scripts/benchtrust section writes the tables into DOC, between the
+# Then bench/cmd/benchtrust section writes the tables into DOC, between the
 # markers of the section (appended with the next run number if missing;
 # the text after the end marker is written by hand and kept).
 #
@@ -114,7 +114,7 @@ has_part flood && check_ports "$FLOOD_BASE" 1
 
 make build
 OUT=$(mktemp -d /tmp/cutkv-bench-trust.XXXXXX)
-go build -o "$OUT/benchtrust" ./scripts/benchtrust
+go build -C bench -o "$OUT/benchtrust" ./cmd/benchtrust
 START_EPOCH=$(date +%s)
 STARTED=$(date -u '+%Y-%m-%d %H:%M')
 LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)

@@ -1,5 +1,5 @@
 # Functions shared by the bench scripts that run a local 3-node cluster
-# under scripts/benchckpt's supervisor. Source it after setting WORK (the
+# under bench/cmd/benchckpt's supervisor. Source it after setting WORK (the
 # temporary directory) and B (the benchckpt binary). start_cluster sets
 # CL_PID, stop_cluster clears it; a helper a script runs in the background
 # goes in BG_PID. On exit the cluster and the helper are stopped and WORK

@@ -17,7 +17,7 @@ package main
 import (
 	"os"
 
-	"github.com/cutkv/cutkv/scripts/internal/benchconn"
+	"github.com/cutkv/cutkv/bench/internal/benchconn"
 )
 
 func main() {

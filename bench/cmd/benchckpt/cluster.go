@@ -17,7 +17,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cutkv/cutkv/scripts/internal/benchconn"
+	"github.com/cutkv/cutkv/bench/internal/benchconn"
 )
 
 // node is one kvnode process of the local cluster, with the moments of

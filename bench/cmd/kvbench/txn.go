@@ -5,7 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cutkv/cutkv/internal/benchfmt"
+	"github.com/cutkv/cutkv/bench/internal/benchfmt"
 	"math/rand/v2"
 	"strconv"
 	"sync"

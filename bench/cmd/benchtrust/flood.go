@@ -17,9 +17,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cutkv/cutkv/bench/internal/benchconn"
+	"github.com/cutkv/cutkv/bench/internal/benchfmt"
 	"github.com/cutkv/cutkv/client"
-	"github.com/cutkv/cutkv/internal/benchfmt"
-	"github.com/cutkv/cutkv/scripts/internal/benchconn"
 )
 
 // floodConfig is what `benchtrust flood` is told.

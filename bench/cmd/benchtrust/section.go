@@ -146,7 +146,7 @@ func render(dir string, meta map[string]string) (string, error) {
 		}
 		return "?"
 	}
-	fmt.Fprintf(&w, "Written by `scripts/bench-trust.sh` (with its helper `scripts/benchtrust`), %s to %s UTC; rerunning it replaces the text between this section's markers, the reading after them is written by hand.\n\n", get("started"), get("ended"))
+	fmt.Fprintf(&w, "Written by `scripts/bench-trust.sh` (with its helper `bench/cmd/benchtrust`), %s to %s UTC; rerunning it replaces the text between this section's markers, the reading after them is written by hand.\n\n", get("started"), get("ended"))
 	fmt.Fprintf(&w, "* Command: `%s`\n", get("command"))
 	commit := "commit " + get("commit")
 	if d := meta["dirty"]; d != "" {

@@ -1,5 +1,5 @@
 // Package benchconn holds what the bench scripts' Go helpers
-// (scripts/benchckpt, scripts/benchsnap, scripts/benchtrust) share:
+// (bench/cmd/benchckpt, bench/cmd/benchsnap, bench/cmd/benchtrust) share:
 // connecting to the nodes, reading their /metrics, subcommand flags and
 // dispatch.
 package benchconn

@@ -23,7 +23,7 @@
 // contract, not an API.
 package main
 
-import "github.com/cutkv/cutkv/scripts/internal/benchconn"
+import "github.com/cutkv/cutkv/bench/internal/benchconn"
 
 func main() {
 	benchconn.Main("benchsnap", map[string]func([]string) error{

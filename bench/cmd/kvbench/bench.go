@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cutkv/cutkv/internal/benchfmt"
+	"github.com/cutkv/cutkv/bench/internal/benchfmt"
 	"io"
 	"math/rand/v2"
 	"net/http"

@@ -371,7 +371,7 @@ func slowest(m map[string]float64) (float64, bool) {
 func writeRestart(b *strings.Builder, ps []RestartPoint) {
 	b.WriteString("\n### Restart time vs history length\n\n")
 	b.WriteString("For each history length N: a fresh cluster with the default materialization settings (`--materialize-interval 1m`, `--materialize-bytes` 64 MiB), " +
-		"kvbench put `--total N` (64 clients, 4 connections, keyspace 100000, 256 B values), then all nodes stopped (SIGTERM) and restarted together and timed by `scripts/benchckpt cluster` (as in run 6's part 1). " +
+		"kvbench put `--total N` (64 clients, 4 connections, keyspace 100000, 256 B values), then all nodes stopped (SIGTERM) and restarted together and timed by `bench/cmd/benchckpt cluster` (as in run 6's part 1). " +
 		"Seconds from process start, per node (n1 / n2 / n3): to its \"node started\" log line (WAL read, state restored), to its \"ready\" line (every group knows a leader), " +
 		"and to having applied again everything it had applied before the stop. WAL and materializations: bytes on disk, sum of the 3 nodes, before the restart.\n\n")
 	b.WriteString("| writes | written in | WAL MiB | materializations MiB | node started s | ready s | applied s |\n|--:|---|--:|--:|---|---|---|\n")

@@ -15,7 +15,7 @@
 // contract, not an API.
 package main
 
-import "github.com/cutkv/cutkv/scripts/internal/benchconn"
+import "github.com/cutkv/cutkv/bench/internal/benchconn"
 
 // Layout of a node's data dir (datadir.WALDir, datadir.MaterializeDir);
 // repeated here so this tool builds without the server package.

@@ -1,7 +1,7 @@
 // Package benchfmt holds what the benchmark tools share across binaries:
-// kvbench's key format (so a fill by scripts/benchsnap and kvbench runs
-// name the same keys) and the JSON lines scripts/benchsnap prints that
-// cmd/benchplot reads.
+// kvbench's key format (so a fill by bench/cmd/benchsnap and kvbench runs
+// name the same keys) and the JSON lines bench/cmd/benchsnap prints that
+// bench/cmd/benchplot reads.
 package benchfmt
 
 import "time"

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Run is the part of a kvbench JSON result (cmd/kvbench/result.go) that
+// Run is the part of a kvbench JSON result (bench/cmd/kvbench/result.go) that
 // benchplot shows, with the pass number taken from the file name.
 type Run struct {
 	Workload string `json:"workload"`

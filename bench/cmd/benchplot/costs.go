@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cutkv/cutkv/internal/benchfmt"
+	"github.com/cutkv/cutkv/bench/internal/benchfmt"
 )
 
 // Costs is what scripts/bench-compare.sh measured of cutkv's own

@@ -8,8 +8,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/cutkv/cutkv/bench/internal/benchconn"
 	"github.com/cutkv/cutkv/client"
-	"github.com/cutkv/cutkv/scripts/internal/benchconn"
 )
 
 // digested is what digest prints.

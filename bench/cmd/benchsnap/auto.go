@@ -16,9 +16,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cutkv/cutkv/bench/internal/benchconn"
 	"github.com/cutkv/cutkv/proto/kvpb"
 	"github.com/cutkv/cutkv/proto/kvrpc"
-	"github.com/cutkv/cutkv/scripts/internal/benchconn"
 )
 
 // listed is a snapshot as ListSnapshots showed it.

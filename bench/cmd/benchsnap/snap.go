@@ -17,9 +17,9 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/cutkv/cutkv/bench/internal/benchconn"
 	"github.com/cutkv/cutkv/proto/kvpb"
 	"github.com/cutkv/cutkv/proto/kvrpc"
-	"github.com/cutkv/cutkv/scripts/internal/benchconn"
 )
 
 const mib = 1 << 20

@@ -24,11 +24,11 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/cutkv/cutkv/bench/internal/benchconn"
+	"github.com/cutkv/cutkv/bench/internal/benchfmt"
 	"github.com/cutkv/cutkv/client"
-	"github.com/cutkv/cutkv/internal/benchfmt"
 	"github.com/cutkv/cutkv/proto/kvpb"
 	"github.com/cutkv/cutkv/proto/kvrpc"
-	"github.com/cutkv/cutkv/scripts/internal/benchconn"
 )
 
 // cutLatency is a set of cut completion times in ms; the field names are
