@@ -320,7 +320,7 @@ func (t *Txn) Commit() (*TxnResponse, error) {
 	// A transaction that writes nothing in either branch is a read: an
 	// attempt whose answer was lost changed nothing, so it is sent again
 	// rather than reported as of unknown outcome.
-	o := op{name: "txn", key: routeKey(req), write: writes(req), conflicts: true}
+	o := op{name: "txn", key: routeKey(req), write: keyspace.Writes(req), conflicts: true}
 	err := t.c.do(t.ctx, o, func(ctx context.Context, cc *grpc.ClientConn, h *kvpb.RequestHeader) (*kvpb.ResponseHeader, error) {
 		// Each attempt is a new transaction for the server, with an id
 		// the server makes. The server accepts a priority from the last
@@ -360,18 +360,6 @@ func (t *Txn) request() *kvpb.TxnRequest {
 		req.Failure = append(req.Failure, o.toPB())
 	}
 	return req
-}
-
-// writes says whether either branch of req puts or deletes a key.
-func writes(req *kvpb.TxnRequest) bool {
-	for _, ops := range [][]*kvpb.RequestOp{req.GetSuccess(), req.GetFailure()} {
-		for _, o := range ops {
-			if o.GetPut() != nil || o.GetDelete() != nil {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // smallestKey is routeKey of the transaction as built so far.

@@ -43,3 +43,17 @@ func OpKey(op *kvpb.RequestOp) []byte {
 	}
 	return nil
 }
+
+// Writes says whether either branch of req puts or deletes a key. A
+// transaction that writes nothing is a read: the client retries it after
+// an ambiguous failure, and the node gives it wait-die's head start.
+func Writes(req *kvpb.TxnRequest) bool {
+	for _, ops := range [][]*kvpb.RequestOp{req.GetSuccess(), req.GetFailure()} {
+		for _, o := range ops {
+			if o.GetPut() != nil || o.GetDelete() != nil {
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cutkv/cutkv/internal/failpoint"
+	"github.com/cutkv/cutkv/keyspace"
 	"github.com/cutkv/cutkv/partition"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/internalrpc"
@@ -40,6 +41,14 @@ const (
 	// dieWait bounds how long an older transaction waits for younger lock
 	// holders before it aborts too (wait-die, bounded).
 	dieWait = 500 * time.Millisecond
+	// readOnlyHeadStart: a transaction that writes nothing takes a
+	// priority this much older than its arrival, so that under wait-die it
+	// waits for the writers it meets (reserving its keys) instead of dying
+	// against every older one and starting over. A read over many keys (an
+	// audit of every account) otherwise meets some older writer at almost
+	// every attempt. Readers share their locks, so they never hold each
+	// other up; a writer beats a reader once it has retried this long.
+	readOnlyHeadStart = 10 * time.Second
 	// readLockWait bounds how long a plain read waits for a prepared write
 	// on its key to finish.
 	readLockWait = time.Second
@@ -252,9 +261,7 @@ func (s *KVServer) Txn(ctx context.Context, req *kvpb.TxnRequest) (*kvpb.TxnResp
 		_, _ = rand.Read(id)
 		req.TxnId = id
 	}
-	if req.GetPriority() == 0 {
-		req.Priority = time.Now().UnixNano()
-	}
+	req.Priority = txnPriority(req, time.Now())
 	shares, record := txn.Split(req, s.n.Layout.Partitions)
 	if len(shares) == 0 {
 		return &kvpb.TxnResponse{Header: s.n.header(0), Succeeded: true}, nil
@@ -265,6 +272,20 @@ func (s *KVServer) Txn(ctx context.Context, req *kvpb.TxnRequest) (*kvpb.TxnResp
 		}
 	}
 	return s.twoPhase(ctx, req, shares, record)
+}
+
+// txnPriority is the wait-die priority of req arriving at now: the
+// client's (the time of its first attempt), else now; a transaction that
+// writes nothing is readOnlyHeadStart older.
+func txnPriority(req *kvpb.TxnRequest, now time.Time) int64 {
+	p := req.GetPriority()
+	if p == 0 {
+		p = now.UnixNano()
+	}
+	if !keyspace.Writes(req) {
+		p = min(p, now.Add(-readOnlyHeadStart).UnixNano())
+	}
+	return p
 }
 
 func (s *KVServer) onePhase(ctx context.Context, req *kvpb.TxnRequest, p uint64, sh *internalpb.TxnShare) (*kvpb.TxnResponse, error) {

@@ -119,3 +119,28 @@ func TestWaitWritable(t *testing.T) {
 		t.Fatalf("waited %v past its context", took)
 	}
 }
+
+// TestTxnPriority: the client's priority, else the arrival time; a
+// transaction that writes nothing is readOnlyHeadStart older, so that it
+// waits for the writers it meets rather than dying against them.
+func TestTxnPriority(t *testing.T) {
+	now := time.Unix(1000, 0)
+	get := &kvpb.RequestOp{Request: &kvpb.RequestOp_Get{Get: &kvpb.GetRequest{Key: []byte("a")}}}
+	put := &kvpb.RequestOp{Request: &kvpb.RequestOp_Put{Put: &kvpb.PutRequest{Key: []byte("a"), Value: []byte("v")}}}
+	first := now.Add(-3 * time.Second).UnixNano()
+	for name, tc := range map[string]struct {
+		req  *kvpb.TxnRequest
+		want int64
+	}{
+		"a write, no priority":      {&kvpb.TxnRequest{Success: []*kvpb.RequestOp{put}}, now.UnixNano()},
+		"a write retried":           {&kvpb.TxnRequest{Success: []*kvpb.RequestOp{put}, Priority: first}, first},
+		"a read":                    {&kvpb.TxnRequest{Success: []*kvpb.RequestOp{get}}, now.Add(-readOnlyHeadStart).UnixNano()},
+		"a read retried":            {&kvpb.TxnRequest{Success: []*kvpb.RequestOp{get}, Priority: first}, now.Add(-readOnlyHeadStart).UnixNano()},
+		"a write in the else":       {&kvpb.TxnRequest{Success: []*kvpb.RequestOp{get}, Failure: []*kvpb.RequestOp{put}}, now.UnixNano()},
+		"a read retried for longer": {&kvpb.TxnRequest{Success: []*kvpb.RequestOp{get}, Priority: now.Add(-time.Minute).UnixNano()}, now.Add(-time.Minute).UnixNano()},
+	} {
+		if got := txnPriority(tc.req, now); got != tc.want {
+			t.Errorf("%s: priority %d, want %d", name, got, tc.want)
+		}
+	}
+}
