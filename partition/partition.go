@@ -72,6 +72,32 @@ type Partition struct {
 	onCutReady func(partition uint64)
 
 	hashes hashes
+
+	// changed is closed by the next apply, for the waiters that asked
+	// for it (Changed); nil while nobody waits. REQUIRES: mu held.
+	changed chan struct{}
+}
+
+// Changed returns a channel that is closed when the next entry applies
+// (a command, or an index recorded by SetApplied). Waiters take it before
+// they look at the state and wait on it when what they need is not there
+// yet: the apply that changes the state wakes them, so no waiter polls,
+// and none misses a change made between its look and its wait.
+func (p *Partition) Changed() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.changed == nil {
+		p.changed = make(chan struct{})
+	}
+	return p.changed
+}
+
+// notifyLocked wakes the waiters on Changed. REQUIRES: mu held.
+func (p *Partition) notifyLocked() {
+	if p.changed != nil {
+		close(p.changed)
+		p.changed = nil
+	}
 }
 
 // New returns an empty partition.
@@ -130,6 +156,7 @@ func (p *Partition) SetApplied(index uint64) {
 	defer p.mu.Unlock()
 	if index > p.applied {
 		p.applied = index
+		p.notifyLocked()
 	}
 }
 
@@ -245,6 +272,7 @@ func (p *Partition) ApplyCommand(index uint64, cmd *internalpb.Command) (any, er
 		res = p.applyTxnLocked(index, cmd)
 	}
 	p.applied = index
+	p.notifyLocked()
 	if !wasReady && p.cut.ReadyToFinish() && p.onCutReady != nil {
 		p.onCutReady(p.id)
 	}

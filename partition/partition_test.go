@@ -123,3 +123,40 @@ func mustApply(t *testing.T, p *Partition, index uint64, cmd *internalpb.Command
 	}
 	return res
 }
+
+// TestChanged: the channel closes on the next apply (a command, an index
+// recorded without one, an image loaded), not before; a new one is
+// handed out after.
+func TestChanged(t *testing.T) {
+	p := New(1)
+	closed := func(ch <-chan struct{}) bool {
+		select {
+		case <-ch:
+			return true
+		default:
+			return false
+		}
+	}
+	ch := p.Changed()
+	if closed(ch) || p.Changed() != ch {
+		t.Fatal("closed before any apply, or a second waiter got another channel")
+	}
+	if _, err := p.ApplyCommand(1, &internalpb.Command{Op: &internalpb.Command_Put{Put: &internalpb.PutOp{Key: []byte("k"), Value: []byte("v")}}}); err != nil {
+		t.Fatal(err)
+	}
+	if !closed(ch) {
+		t.Fatal("not closed by an applied command")
+	}
+	ch = p.Changed()
+	if closed(ch) {
+		t.Fatal("the next channel is closed already")
+	}
+	p.SetApplied(1) // at or below applied: nothing happens
+	if closed(ch) {
+		t.Fatal("closed by an index already applied")
+	}
+	p.SetApplied(2)
+	if !closed(ch) {
+		t.Fatal("not closed by SetApplied")
+	}
+}

@@ -168,7 +168,7 @@ func (s *CutServer) StartCut(ctx context.Context, req *internalpb.StartCutReques
 		wait = startCutWait
 	}
 	var res cut.Finished
-	err := poll(ctx, wait, func() (bool, error) {
+	err := awaitApply(ctx, part, wait, func() (bool, error) {
 		var ok bool
 		if res, ok = part.CutResult(v); ok {
 			return true, nil

@@ -260,16 +260,17 @@ func (n *Node) waitLeader(ctx context.Context, p uint64) uint64 {
 	return lead
 }
 
-// errPollTimeout is poll's answer when the wait ran out.
+// errPollTimeout is the answer of poll and awaitApply when the wait ran
+// out.
 var errPollTimeout = errors.New("rpc: wait ran out")
 
 // poll calls check every 2 ms until it reports done or fails, ctx ends,
-// or within has passed (errPollTimeout). The waits of the request path
-// (for a leader, a lock, a prepared write) are short and bounded; polling
-// state the raft loop publishes keeps them off the loop.
+// or within has passed (errPollTimeout). It is for state that no apply
+// announces (a raft group's leader); what a partition's entries change is
+// waited for with awaitApply.
 func poll(ctx context.Context, within time.Duration, check func() (done bool, err error)) error {
-	// Most waits are over at the first look (every Get, Put and prepare
-	// checks its locks this way): no clock reading or ticker for those.
+	// Most waits are over at the first look: no clock reading or ticker
+	// for those.
 	if done, err := check(); done || err != nil {
 		return err
 	}
@@ -287,6 +288,44 @@ func poll(ctx context.Context, within time.Duration, check func() (done bool, er
 		}
 		if time.Now().After(deadline) {
 			return errPollTimeout
+		}
+	}
+}
+
+// waitTimer starts the timer that bounds a wait; tests replace it with
+// one that never fires, to show that waiters wake on applies alone.
+var waitTimer = func(d time.Duration) (<-chan time.Time, func()) {
+	t := time.NewTimer(d)
+	return t.C, func() { t.Stop() }
+}
+
+// awaitApply waits until check reports done or fails, ctx ends, or within
+// has passed (errPollTimeout), looking again each time part applies an
+// entry: what the request path waits for on a partition (a lock released,
+// a prepared write finished, a cut closed) changes only there. So a
+// waiter wakes on the apply that releases it, and costs nothing between
+// applies.
+func awaitApply(ctx context.Context, part *partition.Partition, within time.Duration, check func() (done bool, err error)) error {
+	// Most waits are over at the first look (every Get, Put and prepare
+	// checks its locks this way): no channel or timer for those.
+	if done, err := check(); done || err != nil {
+		return err
+	}
+	timeout, stop := waitTimer(within)
+	defer stop()
+	for {
+		// Taken before the look, so an apply between the look and the
+		// wait is not missed.
+		changed := part.Changed()
+		if done, err := check(); done || err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timeout:
+			return errPollTimeout
+		case <-changed:
 		}
 	}
 }
@@ -507,7 +546,7 @@ func (s *KVServer) scanPartition(ctx context.Context, req *kvpb.ScanRequest) (*k
 // moves forward past the read index.
 func waitUnlocked(ctx context.Context, part *partition.Partition, start, end []byte) error {
 	var holder string
-	err := poll(ctx, readLockWait, func() (bool, error) {
+	err := awaitApply(ctx, part, readLockWait, func() (bool, error) {
 		h, locked := part.ReadBlocker(start, end)
 		holder = h
 		return !locked, nil
@@ -524,7 +563,7 @@ func waitUnlocked(ctx context.Context, part *partition.Partition, start, end []b
 // refused (ErrConflict) and retried by the client after a backoff. The
 // check is advisory: the lock is checked again where the write applies.
 func waitWritable(ctx context.Context, part *partition.Partition, key []byte) {
-	_ = poll(ctx, readLockWait, func() (bool, error) {
+	_ = awaitApply(ctx, part, readLockWait, func() (bool, error) {
 		_, locked := part.WriteBlocker(key)
 		return !locked, nil
 	})

@@ -192,7 +192,7 @@ func waitDie(ctx context.Context, part *partition.Partition, q *txn.WaitQueue, i
 			done()
 		}
 	}()
-	err := poll(ctx, dieWait, func() (bool, error) {
+	err := awaitApply(ctx, part, dieWait, func() (bool, error) {
 		if _, ok := q.OlderWaiter(id, prio, wants); ok {
 			return false, ErrConflict // an older waiter reserved it: die
 		}

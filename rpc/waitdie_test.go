@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -143,4 +144,58 @@ func TestTxnPriority(t *testing.T) {
 			t.Errorf("%s: priority %d, want %d", name, got, tc.want)
 		}
 	}
+}
+
+// neverTimeout makes the waits' timers never fire, for the test's life.
+func neverTimeout(t *testing.T) {
+	old := waitTimer
+	waitTimer = func(time.Duration) (<-chan time.Time, func()) { return nil, func() {} }
+	t.Cleanup(func() { waitTimer = old })
+}
+
+// TestWaitsWakeOnApply: with a clock that never advances (the waits'
+// timers never fire, and nothing polls), each wait on a partition ends on
+// the apply that releases it: a lock's holder finishing wakes an older
+// transaction (wait-die), a plain write and a plain read.
+func TestWaitsWakeOnApply(t *testing.T) {
+	neverTimeout(t)
+	ctx := context.Background()
+	finishLater := func(p *partition.Partition, id string) {
+		go func() {
+			time.Sleep(20 * time.Millisecond)
+			_, _ = p.ApplyCommand(2, &internalpb.Command{Op: &internalpb.Command_TxnFinish{TxnFinish: &internalpb.TxnFinishOp{TxnId: []byte(id), Commit: true, Succeeded: true}}})
+		}()
+	}
+	ends := func(name string, f func() error) {
+		t.Helper()
+		done := make(chan error, 1)
+		go func() { done <- f() }()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: still waiting 10 s after the apply that releases it", name)
+		}
+	}
+	p := holding(t, "young", 2, "k")
+	finishLater(p, "young")
+	ends("an older transaction behind a younger holder", func() error {
+		return waitDie(ctx, p, &txn.WaitQueue{}, "old", 1, putShare("k"))
+	})
+
+	p = holding(t, "txn", 1, "k")
+	finishLater(p, "txn")
+	ends("a plain write behind a lock", func() error {
+		waitWritable(ctx, p, []byte("k"))
+		if h, locked := p.WriteBlocker([]byte("k")); locked {
+			return fmt.Errorf("returned while %s still locks k", h)
+		}
+		return nil
+	})
+
+	p = holding(t, "txn", 1, "k")
+	finishLater(p, "txn")
+	ends("a plain read behind a prepared write", func() error { return waitUnlocked(ctx, p, []byte("k"), nil) })
 }
