@@ -122,8 +122,8 @@ func TestWaitWritable(t *testing.T) {
 }
 
 // TestTxnPriority: the client's priority, else the arrival time; a
-// transaction that writes nothing is readOnlyHeadStart older, so that it
-// waits for the writers it meets rather than dying against them.
+// transaction that writes nothing gets no head start (it starved
+// writers).
 func TestTxnPriority(t *testing.T) {
 	now := time.Unix(1000, 0)
 	get := &kvpb.RequestOp{Request: &kvpb.RequestOp_Get{Get: &kvpb.GetRequest{Key: []byte("a")}}}
@@ -133,12 +133,10 @@ func TestTxnPriority(t *testing.T) {
 		req  *kvpb.TxnRequest
 		want int64
 	}{
-		"a write, no priority":      {&kvpb.TxnRequest{Success: []*kvpb.RequestOp{put}}, now.UnixNano()},
-		"a write retried":           {&kvpb.TxnRequest{Success: []*kvpb.RequestOp{put}, Priority: first}, first},
-		"a read":                    {&kvpb.TxnRequest{Success: []*kvpb.RequestOp{get}}, now.Add(-readOnlyHeadStart).UnixNano()},
-		"a read retried":            {&kvpb.TxnRequest{Success: []*kvpb.RequestOp{get}, Priority: first}, now.Add(-readOnlyHeadStart).UnixNano()},
-		"a write in the else":       {&kvpb.TxnRequest{Success: []*kvpb.RequestOp{get}, Failure: []*kvpb.RequestOp{put}}, now.UnixNano()},
-		"a read retried for longer": {&kvpb.TxnRequest{Success: []*kvpb.RequestOp{get}, Priority: now.Add(-time.Minute).UnixNano()}, now.Add(-time.Minute).UnixNano()},
+		"a write, no priority": {&kvpb.TxnRequest{Success: []*kvpb.RequestOp{put}}, now.UnixNano()},
+		"a write retried":      {&kvpb.TxnRequest{Success: []*kvpb.RequestOp{put}, Priority: first}, first},
+		"a read":               {&kvpb.TxnRequest{Success: []*kvpb.RequestOp{get}}, now.UnixNano()},
+		"a read retried":       {&kvpb.TxnRequest{Success: []*kvpb.RequestOp{get}, Priority: first}, first},
 	} {
 		if got := txnPriority(tc.req, now); got != tc.want {
 			t.Errorf("%s: priority %d, want %d", name, got, tc.want)
