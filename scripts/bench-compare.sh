@@ -123,7 +123,9 @@ done
 has_cost() { [[ " $COSTS " == *" $1 "* ]]; }
 
 ETCD=${ETCD:-}
+ETCD_BUILD="ETCD=$ETCD"
 if [ -n "$WORKLOADS" ] && [ -z "$ETCD" ]; then
+	ETCD_BUILD="built by \`make etcd\` from the Go module proxy"
 	echo "building etcd from the Go module proxy (make etcd)"
 	make -s etcd || { echo "bench-compare: make etcd failed (it needs the Go module proxy); or give ETCD=/path/to/etcd" >&2; exit 1; }
 	ETCD=$PWD/bin/etcd
@@ -438,7 +440,7 @@ cmds="$knobs make bench-compare"
 [ -n "$WORKLOADS" ] && cmds+="; each run: bin/kvbench WORKLOAD --target cutkv|etcd --metrics-url NODES ${COMMON[*]} --value-size 256 --seed N (txn on cutkv: --txn-keys cross)"
 etcd_version=""
 [ -n "$WORKLOADS" ] && etcd_version=$("$ETCD" --version | sed -n 's/^etcd Version: //p')
-plot=(--results "$OUT" --doc "$DOC" --imgdir "$IMGDIR" --etcd-version "$etcd_version" --commands "$cmds" --took "${took}s" --run "$RUN")
+plot=(--results "$OUT" --doc "$DOC" --imgdir "$IMGDIR" --etcd-version "$etcd_version" --etcd-build "$ETCD_BUILD" --commands "$cmds" --took "${took}s" --run "$RUN")
 [ -n "$COSTS" ] && plot+=(--costs "$C" --costs-took "$costs_took")
 bin/benchplot "${plot[@]}" || fail "benchplot could not write the section (results in $OUT)"
 echo "bench-compare: section in $DOC, charts in $IMGDIR (measured runs took ${took}s${costs_took:+, cost parts $costs_took})"

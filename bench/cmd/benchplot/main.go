@@ -10,7 +10,7 @@
 // Usage:
 //
 //	benchplot --results DIR --doc docs/benchmarks.md --imgdir docs/img \
-//	    [--etcd-version V] [--commands TEXT] [--took 240s] [--run 20s] \
+//	    [--etcd-version V] [--etcd-build TEXT] [--commands TEXT] [--took 240s] [--run 20s] \
 //	    [--costs DIR/costs] [--costs-took 600s]
 //
 // DIR holds files named WORKLOAD-N-TARGET.json (N the pass, TARGET cutkv
@@ -46,8 +46,9 @@ type options struct {
 	// ImgDir is where the SVG charts are written; the section links them
 	// relative to Doc's directory.
 	ImgDir string
-	// EtcdVersion, Commands, Took and RunDur are shown in the section as given.
-	EtcdVersion, Commands, Took, RunDur string
+	// EtcdVersion, EtcdBuild, Commands, Took and RunDur are shown in the
+	// section as given.
+	EtcdVersion, EtcdBuild, Commands, Took, RunDur string
 	// Costs is the directory of the cost parts' results (empty: none);
 	// CostsTook is shown as given.
 	Costs, CostsTook string
@@ -60,6 +61,7 @@ func run(args []string) error {
 	fl.StringVar(&o.Doc, "doc", "docs/benchmarks.md", "Markdown file whose bench-compare section is replaced or appended")
 	fl.StringVar(&o.ImgDir, "imgdir", "docs/img", "directory for the SVG charts")
 	fl.StringVar(&o.EtcdVersion, "etcd-version", "", "etcd's version, as shown in the section")
+	fl.StringVar(&o.EtcdBuild, "etcd-build", "built by `make etcd` from the Go module proxy", "where that etcd came from, as shown in the section")
 	fl.StringVar(&o.Commands, "commands", "", "the kvbench command line, as shown in the section")
 	fl.StringVar(&o.Took, "took", "", "how long the measured runs took, as shown in the section")
 	fl.StringVar(&o.RunDur, "run", "", "the duration of each run, as shown in the section")
@@ -121,7 +123,7 @@ func run(args []string) error {
 	}
 	sec := section(sectionInput{
 		Groups: groups, Links: links, Machine: describeMachine(all),
-		EtcdVersion: o.EtcdVersion, Commands: o.Commands, Took: o.Took, RunDur: o.RunDur,
+		EtcdVersion: o.EtcdVersion, EtcdBuild: o.EtcdBuild, Commands: o.Commands, Took: o.Took, RunDur: o.RunDur,
 		Date: date.UTC(), Costs: costs, CostLinks: costLinks, CostsTook: o.CostsTook,
 	})
 	doc, err := os.ReadFile(o.Doc)

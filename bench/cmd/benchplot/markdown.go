@@ -15,9 +15,9 @@ const sectionTitle = "Side by side with etcd (make bench-compare)"
 type sectionInput struct {
 	Groups []Group
 	// Links maps a workload to its chart, relative to the document.
-	Links                               map[string]string
-	Machine                             string
-	EtcdVersion, Commands, Took, RunDur string
+	Links                                          map[string]string
+	Machine                                        string
+	EtcdVersion, EtcdBuild, Commands, Took, RunDur string
 	// Date is when the first run started.
 	Date time.Time
 	// Costs, if set, adds the cost subsections, with their charts'
@@ -122,7 +122,7 @@ func section(in sectionInput) string {
 // writeEtcdSetup writes the bullets that describe the runs against etcd.
 func writeEtcdSetup(b *strings.Builder, in sectionInput) {
 	if in.EtcdVersion != "" {
-		fmt.Fprintf(b, "* etcd %s (Debian's `etcd-server`), 3 members on 127.0.0.1, default settings (every commit fsynced).\n", in.EtcdVersion)
+		fmt.Fprintf(b, "* etcd %s (%s), 3 members on 127.0.0.1, default settings (every commit fsynced).\n", in.EtcdVersion, in.EtcdBuild)
 	}
 	b.WriteString("* cutkv: 3 nodes by `scripts/run-local.sh` with `CUTKV_RUN_FLAGS=\"--cut-interval 0\"` (no cuts), WAL fsynced.\n")
 	run := in.RunDur

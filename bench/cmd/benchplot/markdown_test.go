@@ -50,3 +50,13 @@ func TestEtcdSummaryCPU(t *testing.T) {
 		}
 	}
 }
+
+// TestEtcdSetupNamesItsBuild: the section says which etcd ran and where it
+// came from, as bench-compare passes them.
+func TestEtcdSetupNamesItsBuild(t *testing.T) {
+	var b strings.Builder
+	writeEtcdSetup(&b, sectionInput{EtcdVersion: "3.7.3", EtcdBuild: "built by `make etcd` from the Go module proxy"})
+	if want := "* etcd 3.7.3 (built by `make etcd` from the Go module proxy), 3 members"; !strings.Contains(b.String(), want) {
+		t.Errorf("setup %q lacks %q", b.String(), want)
+	}
+}
