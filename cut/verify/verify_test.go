@@ -528,23 +528,7 @@ func TestRebuildPartition(t *testing.T) {
 		{2, put("c", "after the cut")}, // 11
 	})
 	const m = 5
-	start := func() (*partition.Partition, error) {
-		p := partition.New(1)
-		for _, e := range full[:m] {
-			cmd, ok, err := decodeForTest(e)
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				p.SetApplied(e.GetIndex())
-				continue
-			}
-			if _, err := p.ApplyCommand(e.GetIndex(), cmd); err != nil {
-				return nil, err
-			}
-		}
-		return p, nil
-	}
+	start := baseOf(full, m)
 	base, err := start()
 	if err != nil {
 		t.Fatal(err)
@@ -621,6 +605,28 @@ func TestRebuildPartition(t *testing.T) {
 	}
 }
 
+// baseOf returns a replica's Start: partition 1 with the first m
+// entries of full applied, as a materialization at m would hold it.
+func baseOf(full []*raftpb.Entry, m int) func() (*partition.Partition, error) {
+	return func() (*partition.Partition, error) {
+		p := partition.New(1)
+		for _, e := range full[:m] {
+			cmd, ok, err := decodeForTest(e)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				p.SetApplied(e.GetIndex())
+				continue
+			}
+			if _, err := p.ApplyCommand(e.GetIndex(), cmd); err != nil {
+				return nil, err
+			}
+		}
+		return p, nil
+	}
+}
+
 func decodeForTest(e *raftpb.Entry) (*internalpb.Command, bool, error) {
 	if len(e.GetData()) == 0 {
 		return nil, false, nil
@@ -678,23 +684,7 @@ func TestVerifyRecordOnALessTruncatedReplica(t *testing.T) {
 	)
 	full := entries(t, c.p1)
 	const m = 18
-	start := func() (*partition.Partition, error) {
-		p := partition.New(1)
-		for _, e := range full[:m] {
-			cmd, ok, err := decodeForTest(e)
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				p.SetApplied(e.GetIndex())
-				continue
-			}
-			if _, err := p.ApplyCommand(e.GetIndex(), cmd); err != nil {
-				return nil, err
-			}
-		}
-		return p, nil
-	}
+	start := baseOf(full, m)
 	src := append(c.source(t, "n1"), &Replica{Node: "n2", Group: 1, BaseIndex: m, Start: start, Entries: full[m:], Commit: uint64(len(full)) + 1})
 	rep, err := Verify(src, Options{Invariant: bankTotal(100)})
 	if err != nil {
@@ -728,23 +718,7 @@ func TestVerifyDuplicateFinishAfterBase(t *testing.T) {
 	c.p1 = append(c.p1, step{2, finish("T1", true, 0)}) // 18: the second Finish
 	full := entries(t, c.p1)
 	const m = 6 // after T1's first Finish (5)
-	start := func() (*partition.Partition, error) {
-		p := partition.New(1)
-		for _, e := range full[:m] {
-			cmd, ok, err := decodeForTest(e)
-			if err != nil {
-				return nil, err
-			}
-			if !ok {
-				p.SetApplied(e.GetIndex())
-				continue
-			}
-			if _, err := p.ApplyCommand(e.GetIndex(), cmd); err != nil {
-				return nil, err
-			}
-		}
-		return p, nil
-	}
+	start := baseOf(full, m)
 	src := append(c.source(t, "n1"), &Replica{Node: "n2", Group: 1, BaseIndex: m, Start: start, Entries: full[m:], Commit: uint64(len(full)) + 1})
 	rep, err := Verify(src, Options{Invariant: bankTotal(100)})
 	if err != nil {
