@@ -3,17 +3,16 @@ package rpc
 import (
 	"context"
 	"crypto/x509"
+	"fmt"
 	"strconv"
 	"strings"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	grpcpeer "google.golang.org/grpc/peer"
 	"google.golang.org/grpc/reflection"
-	"google.golang.org/grpc/status"
 
 	"github.com/cutkv/cutkv/pki"
 	"github.com/cutkv/cutkv/proto/internalpb"
@@ -168,9 +167,9 @@ func forwardCtx(ctx context.Context) context.Context {
 // permissionDenied says which role a method needs.
 func permissionDenied(method string, need, have pki.Role, certified bool) error {
 	if !certified {
-		return status.Errorf(codes.PermissionDenied, "cutkv: %s needs a client certificate with role %s (or higher); this connection presented none (pass --cert and --key)", method, need)
+		return toStatus(fmt.Errorf("%w: %s needs a client certificate with role %s (or higher); this connection presented none (pass --cert and --key)", ErrPermissionDenied, method, need), "")
 	}
-	return status.Errorf(codes.PermissionDenied, "cutkv: %s needs role %s (or higher); the caller has role %s", method, need, have)
+	return toStatus(fmt.Errorf("%w: %s needs role %s (or higher); the caller has role %s", ErrPermissionDenied, method, need, have), "")
 }
 
 // ClientAuth checks the client listener's calls. With requireCerts (a
@@ -183,7 +182,7 @@ type ClientAuth struct {
 func (a ClientAuth) authorize(ctx context.Context, method string, req any) (context.Context, error) {
 	need, ok := ClientRole(method, req)
 	if !ok {
-		return nil, status.Errorf(codes.Unimplemented, "cutkv: %s is not served on the client port", method)
+		return nil, toStatus(fmt.Errorf("%w: %s is not served on the client port", ErrUnimplemented, method), "")
 	}
 	role, certified := pki.RoleAdmin, true
 	if a.RequireCerts {
@@ -237,17 +236,17 @@ type PeerAuth struct {
 
 func (a PeerAuth) authorize(ctx context.Context, method string, req any) (context.Context, error) {
 	if !IsPeerMethod(method) {
-		return nil, status.Errorf(codes.Unimplemented, "cutkv: %s is not served on the peer port (clients use the client port)", method)
+		return nil, toStatus(fmt.Errorf("%w: %s is not served on the peer port (clients use the client port)", ErrUnimplemented, method), "")
 	}
 	var who string
 	if a.RequireCerts {
 		cert := peerCert(ctx)
 		if cert == nil {
-			return nil, status.Errorf(codes.Unauthenticated, "cutkv: peer calls need a member certificate")
+			return nil, toStatus(fmt.Errorf("%w: peer calls need a member certificate", ErrUnauthenticated), "")
 		}
 		id, ok := pki.NodeID(cert)
 		if _, member := a.Layout.Member(id); !ok || !member {
-			return nil, status.Errorf(codes.PermissionDenied, "cutkv: the peer certificate names %q, not a member of this cluster", id)
+			return nil, toStatus(fmt.Errorf("%w: the peer certificate names %q, not a member of this cluster", ErrPermissionDenied, id), "")
 		}
 		who = id
 	}
@@ -264,15 +263,15 @@ func (a PeerAuth) authorize(ctx context.Context, method string, req any) (contex
 		orig = "/" + orig
 		need, ok := ClientRole(orig, req)
 		if !ok {
-			return nil, status.Errorf(codes.Unimplemented, "cutkv: %s forwards no client method", method)
+			return nil, toStatus(fmt.Errorf("%w: %s forwards no client method", ErrUnimplemented, method), "")
 		}
 		role, err := pki.ParseRole(lastValue(md, roleKey))
 		if err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "cutkv: forwarded call without a valid %s: %v", roleKey, err)
+			return nil, toStatus(fmt.Errorf("%w: forwarded call without a valid %s: %v", ErrInvalidArgument, roleKey, err), "")
 		}
 		hops, err := strconv.Atoi(lastValue(md, forwardedKey))
 		if err != nil || hops < 1 || hops > maxHops {
-			return nil, status.Errorf(codes.InvalidArgument, "cutkv: forwarded call with %s %q, not 1..%d", forwardedKey, lastValue(md, forwardedKey), maxHops)
+			return nil, toStatus(fmt.Errorf("%w: forwarded call with %s %q, not 1..%d", ErrInvalidArgument, forwardedKey, lastValue(md, forwardedKey), maxHops), "")
 		}
 		if !role.Includes(need) {
 			return nil, permissionDenied(orig, need, role, true)
@@ -286,11 +285,11 @@ func (a PeerAuth) checkCluster(md metadata.MD) error {
 	got := lastValue(md, clusterIDKey)
 	id, err := topology.ParseClusterID(got)
 	if err != nil {
-		return status.Errorf(codes.FailedPrecondition, "cutkv: peer call without a valid cluster id (%q)", got)
+		return toStatus(fmt.Errorf("%w: peer call without a valid cluster id (%q)", ErrFailedPrecondition, got), "")
 	}
 	if id != a.Layout.ClusterID {
-		return status.Errorf(codes.FailedPrecondition, "%v: the caller is in cluster %s, this node is in %s",
-			ErrWrongCluster, topology.FormatClusterID(id), topology.FormatClusterID(a.Layout.ClusterID))
+		return toStatus(fmt.Errorf("%w: the caller is in cluster %s, this node is in %s",
+			ErrWrongCluster, topology.FormatClusterID(id), topology.FormatClusterID(a.Layout.ClusterID)), "")
 	}
 	return nil
 }
@@ -431,15 +430,14 @@ type BootstrapServer struct {
 // ClusterID answers the cluster id to a member with the same digest.
 func (s BootstrapServer) ClusterID(ctx context.Context, req *internalpb.ClusterIDRequest) (*internalpb.ClusterIDResponse, error) {
 	if _, ok := s.Layout.Member(req.GetMember()); !ok {
-		return nil, status.Errorf(codes.PermissionDenied, "cutkv: %q is not a member of this cluster", req.GetMember())
+		return nil, toStatus(fmt.Errorf("%w: %q is not a member of this cluster", ErrPermissionDenied, req.GetMember()), "")
 	}
 	if who := authenticatedPeer(ctx); who != "" && who != req.GetMember() {
-		return nil, status.Errorf(codes.PermissionDenied, "cutkv: member %s asked for member %s", who, req.GetMember())
+		return nil, toStatus(fmt.Errorf("%w: member %s asked for member %s", ErrPermissionDenied, who, req.GetMember()), "")
 	}
 	if s.Layout.Digest == 0 || req.GetDigest() != s.Layout.Digest {
-		return nil, status.Errorf(codes.FailedPrecondition,
-			"cutkv: this node's cluster was bootstrapped from other settings (--initial-cluster, --initial-cluster-token, --partitions, or another restore): digest %016x, asked for %016x",
-			s.Layout.Digest, req.GetDigest())
+		return nil, toStatus(fmt.Errorf("%w: this node's cluster was bootstrapped from other settings (--initial-cluster, --initial-cluster-token, --partitions, or another restore): digest %016x, asked for %016x",
+			ErrFailedPrecondition, s.Layout.Digest, req.GetDigest()), "")
 	}
 	return &internalpb.ClusterIDResponse{ClusterId: s.Layout.ClusterID}, nil
 }

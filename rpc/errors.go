@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cutkv/cutkv/raftstore"
+	"github.com/cutkv/cutkv/snapshot"
 )
 
 // ErrorDomain is the ErrorInfo domain of cutkv's status details.
@@ -41,6 +42,19 @@ var (
 	ErrPermissionDenied = errors.New("rpc: not allowed")
 	// ErrUnconfirmed: see ReasonUnconfirmed.
 	ErrUnconfirmed = errors.New("rpc: cut version not confirmed")
+	// ErrUnauthenticated: the call needs a certificate this node accepts
+	// and came without one.
+	ErrUnauthenticated = errors.New("rpc: unauthenticated")
+	// ErrUnimplemented: the method is not served on this listener.
+	ErrUnimplemented = errors.New("rpc: not served here")
+	// ErrOutcomeUnknown: a transaction's decision may or may not have
+	// been recorded (the coordinator lost track of it after proposing).
+	ErrOutcomeUnknown = errors.New("rpc: outcome unknown")
+	// ErrUnavailable: this node cannot take the request now; whether a
+	// write it carried was applied is not said (no reason detail).
+	ErrUnavailable = errors.New("rpc: unavailable")
+	// ErrInternal: a state that should not occur; nothing was applied.
+	ErrInternal = errors.New("rpc: internal error")
 )
 
 // notApplied builds an Unavailable status that tells the client the
@@ -54,8 +68,10 @@ func notApplied(reason, msg string, meta map[string]string) error {
 }
 
 // toStatus maps an internal error to the gRPC status clients see. It is
-// the only place that picks codes; clients never see a bare Unknown.
-// leaderID names the leader for NOT_LEADER when known.
+// the only place that picks codes (for the node's own errors, the
+// snapshot store's and the listeners' authentication alike); clients
+// never see a bare Unknown. leaderID names the leader for NOT_LEADER
+// when known.
 func toStatus(err error, leaderID string) error {
 	if err == nil {
 		return nil
@@ -65,10 +81,28 @@ func toStatus(err error, leaderID string) error {
 	}
 	var nl *raftstore.NotLeaderError
 	switch {
-	case errors.Is(err, ErrInvalidArgument):
+	case errors.Is(err, ErrInvalidArgument), errors.Is(err, snapshot.ErrInvalid):
 		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, ErrPermissionDenied):
+	case errors.Is(err, ErrPermissionDenied), errors.Is(err, snapshot.ErrAccess):
 		return status.Error(codes.PermissionDenied, err.Error())
+	case errors.Is(err, ErrUnauthenticated):
+		return status.Error(codes.Unauthenticated, err.Error())
+	case errors.Is(err, ErrUnimplemented):
+		return status.Error(codes.Unimplemented, err.Error())
+	case errors.Is(err, snapshot.ErrNotFound):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, snapshot.ErrExists):
+		return status.Error(codes.AlreadyExists, err.Error())
+	case errors.Is(err, snapshot.ErrBusy), errors.Is(err, snapshot.ErrLockLost):
+		return status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, snapshot.ErrCorrupt), errors.Is(err, snapshot.ErrMissing), errors.Is(err, snapshot.ErrIncomplete), errors.Is(err, snapshot.ErrVersion):
+		return status.Error(codes.DataLoss, err.Error())
+	case errors.Is(err, ErrOutcomeUnknown):
+		return status.Error(codes.Unavailable, "cutkv: "+err.Error()+"; a write's outcome is unknown")
+	case errors.Is(err, ErrUnavailable):
+		return status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, ErrInternal):
+		return status.Error(codes.Internal, err.Error())
 	case errors.Is(err, ErrWrongCluster), errors.Is(err, ErrFailedPrecondition):
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, ErrConflict):

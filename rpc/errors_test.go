@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cutkv/cutkv/raftstore"
+	"github.com/cutkv/cutkv/snapshot"
 	"github.com/cutkv/cutkv/wal"
 )
 
@@ -52,6 +53,25 @@ func TestToStatus(t *testing.T) {
 		// reason that tells the client it may resend.
 		{"stopped", raftstore.ErrStopped, codes.Unavailable, "", nil},
 		{"stopped by a fatal error", fmt.Errorf("%w: outcome unknown: %w", raftstore.ErrStopped, wal.ErrWrite), codes.Unavailable, "", nil},
+		{"unauthenticated", fmt.Errorf("%w: peer calls need a member certificate", ErrUnauthenticated), codes.Unauthenticated, "", nil},
+		{"not served here", fmt.Errorf("%w: /x on the client port", ErrUnimplemented), codes.Unimplemented, "", nil},
+		{"permission denied", fmt.Errorf("%w: needs role admin", ErrPermissionDenied), codes.PermissionDenied, "", nil},
+		// A coordinator that lost track of its decision: Unavailable
+		// without a reason, so the client does not resend a write.
+		{"outcome unknown", fmt.Errorf("%w: decision not confirmed", ErrOutcomeUnknown), codes.Unavailable, "", nil},
+		{"internal", fmt.Errorf("%w: a reused id", ErrInternal), codes.Internal, "", nil},
+		{"unavailable", fmt.Errorf("%w: raft messages not taken: stopped", ErrUnavailable), codes.Unavailable, "", nil},
+		// The snapshot store's errors.
+		{"snapshot not found", fmt.Errorf("%w: cut-1", snapshot.ErrNotFound), codes.NotFound, "", nil},
+		{"snapshot exists", snapshot.ErrExists, codes.AlreadyExists, "", nil},
+		{"snapshot store invalid", snapshot.ErrInvalid, codes.InvalidArgument, "", nil},
+		{"snapshot store refused", snapshot.ErrAccess, codes.PermissionDenied, "", nil},
+		{"snapshot store busy", snapshot.ErrBusy, codes.Unavailable, "", nil},
+		{"snapshot lock lost", snapshot.ErrLockLost, codes.Unavailable, "", nil},
+		{"snapshot corrupt", snapshot.ErrCorrupt, codes.DataLoss, "", nil},
+		{"snapshot piece missing", snapshot.ErrMissing, codes.DataLoss, "", nil},
+		{"snapshot incomplete", snapshot.ErrIncomplete, codes.DataLoss, "", nil},
+		{"snapshot of a newer format", snapshot.ErrVersion, codes.DataLoss, "", nil},
 		{"unknown", errors.New("disk on fire"), codes.Internal, "", nil},
 		{"corrupt WAL", wal.ErrCorrupt, codes.Internal, "", nil},
 	}

@@ -11,9 +11,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/cutkv/cutkv/checkpoint"
 	"github.com/cutkv/cutkv/keyspace"
 	"github.com/cutkv/cutkv/proto/internalpb"
@@ -41,31 +38,6 @@ import (
 
 // snapshotUploaders bounds the partitions prepared and uploaded at once.
 const snapshotUploaders = 4
-
-// snapshotStatus maps the snapshot store's errors to gRPC codes.
-func snapshotStatus(err error) error {
-	if err == nil {
-		return nil
-	}
-	if _, ok := status.FromError(err); ok {
-		return err
-	}
-	switch {
-	case errors.Is(err, snapshot.ErrNotFound):
-		return status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, snapshot.ErrExists):
-		return status.Error(codes.AlreadyExists, err.Error())
-	case errors.Is(err, snapshot.ErrInvalid):
-		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, snapshot.ErrAccess):
-		return status.Error(codes.PermissionDenied, err.Error())
-	case errors.Is(err, snapshot.ErrBusy), errors.Is(err, snapshot.ErrLockLost):
-		return status.Error(codes.Unavailable, err.Error())
-	case errors.Is(err, snapshot.ErrCorrupt), errors.Is(err, snapshot.ErrMissing), errors.Is(err, snapshot.ErrIncomplete), errors.Is(err, snapshot.ErrVersion):
-		return status.Error(codes.DataLoss, err.Error())
-	}
-	return toStatus(err, "")
-}
 
 func sortManifests(ms []*snapshot.Manifest) {
 	slices.SortFunc(ms, func(a, b *snapshot.Manifest) int {
@@ -453,7 +425,7 @@ func (s *ClusterServer) CreateSnapshot(req *kvpb.CreateSnapshotRequest, stream k
 		_ = stream.Send(&kvpb.CreateSnapshotResponse{Header: n.header(0), Progress: p})
 	})
 	if err != nil {
-		return snapshotStatus(err)
+		return toStatus(err, "")
 	}
 	return stream.Send(&kvpb.CreateSnapshotResponse{Header: n.header(0), Result: &kvpb.CreateSnapshotResult{
 		Snapshot: snapshotInfo(res.Manifest, false), BytesUploaded: res.BytesUploaded,
@@ -469,10 +441,10 @@ func onMetaStore[R any](ctx context.Context, n *Node, raw string, forward func(k
 		var zero R
 		st, err := n.Snapshots.store(ctx, raw, n.Layout.ClusterID)
 		if err != nil {
-			return zero, snapshotStatus(err)
+			return zero, toStatus(err, "")
 		}
 		r, err := local(st)
-		return r, snapshotStatus(err)
+		return r, toStatus(err, "")
 	})
 	return r, err
 }
@@ -557,7 +529,7 @@ func (s *ClusterServer) DeleteSnapshot(ctx context.Context, req *kvpb.DeleteSnap
 // PruneSnapshots expires snapshots by count and age.
 func (s *ClusterServer) PruneSnapshots(ctx context.Context, req *kvpb.PruneSnapshotsRequest) (*kvpb.SnapshotGCResponse, error) {
 	if req.GetKeepLast() == 0 && req.GetKeepWithinMs() <= 0 {
-		return nil, status.Error(codes.InvalidArgument, "prune needs keep_last or keep_within: with neither it would delete every snapshot")
+		return nil, toStatus(fmt.Errorf("%w: prune needs keep_last or keep_within: with neither it would delete every snapshot", ErrInvalidArgument), "")
 	}
 	return onMetaStore(ctx, s.n, req.GetStore(), func(c kvrpc.ClusterClient, fctx context.Context) (*kvpb.SnapshotGCResponse, error) {
 		return c.PruneSnapshots(fctx, req)

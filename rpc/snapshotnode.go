@@ -490,7 +490,7 @@ func (s *SnapshotPartitionsServer) UploadSnapshot(ctx context.Context, req *inte
 	}
 	st, err := n.Snapshots.store(ctx, req.GetStore(), n.Layout.ClusterID)
 	if err != nil {
-		return nil, snapshotStatus(err)
+		return nil, toStatus(err, "")
 	}
 	out := &internalpb.UploadSnapshotResponse{}
 	if b := req.GetBaseIndex(); b > 0 {
@@ -501,7 +501,7 @@ func (s *SnapshotPartitionsServer) UploadSnapshot(ctx context.Context, req *inte
 		name := checkpoint.Materialization{Partition: g, Index: b}.Name()
 		o, err := putObject(ctx, st, n.Snapshots.UploadRate, name, func() (io.ReadCloser, error) { return os.Open(path) })
 		if err != nil {
-			return nil, snapshotStatus(err)
+			return nil, toStatus(err, "")
 		}
 		out.Objects = append(out.Objects, o)
 	}
@@ -519,7 +519,7 @@ func (s *SnapshotPartitionsServer) UploadSnapshot(ctx context.Context, req *inte
 			return pr, nil
 		})
 		if err != nil {
-			return nil, snapshotStatus(err)
+			return nil, toStatus(err, "")
 		}
 		out.Objects = append(out.Objects, o)
 	}

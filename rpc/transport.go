@@ -8,9 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/internalrpc"
 	"github.com/cutkv/cutkv/raftstore"
@@ -249,13 +246,13 @@ func (s *RaftServer) Send(stream internalrpc.Raft_SendServer) error {
 			// one member cannot speak for another.
 			if m, _ := s.layout.Member(who); m.RaftID != b.GetFrom() {
 				s.log.Warn("refused raft messages claiming another sender", "peer", who, "claimed_from", b.GetFrom())
-				return status.Errorf(codes.PermissionDenied, "cutkv: member %s sent a raft batch as raft id %d", who, b.GetFrom())
+				return toStatus(fmt.Errorf("%w: member %s sent a raft batch as raft id %d", ErrPermissionDenied, who, b.GetFrom()), "")
 			}
 		}
 		if err := s.recv.Receive(b.GetFrom(), b.GetMessages()); err != nil {
 			// The store takes nothing any more (stopped, or stopped
 			// serving); what it refuses it drops and counts itself.
-			return status.Errorf(codes.Unavailable, "cutkv: raft messages not taken: %v", err)
+			return toStatus(fmt.Errorf("%w: raft messages not taken: %w", ErrUnavailable, err), "")
 		}
 	}
 }

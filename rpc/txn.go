@@ -401,18 +401,18 @@ func (s *KVServer) twoPhase(ctx context.Context, req *kvpb.TxnRequest, shares ma
 			}
 			return nil, toStatus(fmt.Errorf("%w: a participant could not prepare: %v", raftstore.ErrProposalDropped, firstErr(errs)), "")
 		}
-		return nil, status.Error(codes.Unavailable, "cutkv: transaction decision not confirmed; outcome unknown: "+err.Error())
+		return nil, toStatus(fmt.Errorf("%w: transaction decision not confirmed: %v", ErrOutcomeUnknown, err), "")
 	}
 	d := rec.GetRecorded()
 	if d.GetCommit() && !commit {
 		// Only this coordinator, having every vote, decides commit: a
 		// commit recorded against its abort belongs to another
 		// transaction under this id, and none of this one's writes apply.
-		return nil, status.Errorf(codes.Internal, "cutkv: transaction %x: the record holds a commit this coordinator did not decide (a reused id); this transaction was not applied", req.GetTxnId())
+		return nil, toStatus(fmt.Errorf("%w: transaction %x: the record holds a commit this coordinator did not decide (a reused id); this transaction was not applied", ErrInternal, req.GetTxnId()), "")
 	}
 	if err := failpoint.Inject(failpoint.TxnAfterDecide); err != nil {
 		// Leave Finish to recovery, as a coordinator dying here would.
-		return nil, status.Error(codes.Unavailable, "cutkv: coordinator failed after the decision; outcome unknown: "+err.Error())
+		return nil, toStatus(fmt.Errorf("%w: coordinator failed after the decision: %v", ErrOutcomeUnknown, err), "")
 	}
 
 	// Phase 2: apply or drop everywhere. An abort is finished before the
