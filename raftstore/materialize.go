@@ -28,7 +28,9 @@ import (
 // the file as a raft snapshot) and the node WAL is truncated below the
 // lowest WAL position any group still needs. A group needs its entries
 // after keepIndex, the older of the two newest materializations kept, so
-// that a damaged newest file can fall back to the older one; a pin (a
+// that a damaged newest file can fall back to the older one (the first
+// one falls back to the whole log, kept until the second, or until a
+// materialization of the idle group finds nothing new); a pin (a
 // snapshot upload in progress) can hold more.
 
 // ErrWALBehind: a materialization names an index past everything the WAL
@@ -312,7 +314,8 @@ func (s *Store) MaterializationPath(group, index uint64) string {
 // Materialize writes the state of group at its applied index to a
 // materialization file, waits until it is durable, and returns the index.
 // When nothing was applied since the newest materialization it returns
-// that one's index and writes nothing.
+// that one's index and writes nothing, and the WAL kept behind that one
+// as its fallback may go.
 func (s *Store) Materialize(ctx context.Context, groupID uint64) (uint64, error) {
 	if s.cfg.MaterializeDir == "" {
 		return 0, ErrNoMaterializeDir
@@ -335,6 +338,12 @@ func (s *Store) Materialize(ctx context.Context, groupID uint64) (uint64, error)
 		img := g.sm.Materialize()
 		idx := img.Applied()
 		if idx <= g.matIndex {
+			// Idle since its newest materialization, which has lasted
+			// a whole interval: the log kept as its fallback goes.
+			if g.keepIndex < g.matIndex {
+				g.keepIndex = g.matIndex
+				s.persist.noteKeep(g.id, s.keepFrom(g), g.matIndex, g.matTerm)
+			}
 			ch <- res{index: g.matIndex}
 			return
 		}
@@ -377,11 +386,11 @@ func (s *Store) materialized(g *group, idx, term uint64, err error) {
 		return
 	}
 	// The WAL is kept from the previous materialization, the fallback if
-	// this one is found damaged; the first one has no fallback.
+	// this one is found damaged. The first one's fallback is the whole
+	// log, kept until the second: a cut positioned before the first
+	// materialization (one running across it, or completed just before)
+	// can still be rebuilt, verified and snapshotted from it.
 	g.keepIndex = g.matIndex
-	if g.keepIndex == 0 {
-		g.keepIndex = idx
-	}
 	g.matIndex, g.matTerm, g.matAt = idx, term, time.Now()
 	cs := &raftpb.ConfState{Voters: g.peers}
 	if _, err := g.storage.CreateSnapshot(idx, cs, snapshotData(g.id, idx)); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {

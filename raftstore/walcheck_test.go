@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -158,6 +159,14 @@ func TestOpenAfterTruncation(t *testing.T) {
 	s := c.store(v)
 	mi := materialize(t, s, idle)
 	materialize(t, s, busy)
+	// A first materialization keeps the whole log as its fallback: a
+	// second one of the busy group, and one of the idle group that finds
+	// nothing new, let it go.
+	c.waitConverged(busy, c.putMany(busy, "c", 30))
+	materialize(t, s, busy)
+	if again := materialize(t, s, idle); again != mi {
+		t.Fatalf("the idle group materialized again at %d, want %d", again, mi)
+	}
 	w := c.openWAL(v)
 	waitFor(t, "the WAL front to be truncated", func() bool { return w.FirstIndex() > 1 })
 
@@ -325,4 +334,25 @@ func TestLaggingFollowerInstallsSnapshot(t *testing.T) {
 	c.closeWAL(f)
 	c.start(f)
 	c.waitConverged(g, c.put(g, "after", "1"))
+}
+
+// TestFirstMaterializationKeepsTheLog: a group's first materialization
+// falls back to the whole log, so the WAL front stays until a second one
+// lets it go: a cut positioned just before the first materialization (one
+// running across it) can still be rebuilt and snapshotted.
+func TestFirstMaterializationKeepsTheLog(t *testing.T) {
+	c := newTestCluster(t, matOptions(t, 3, 1, nil))
+	const g = 1
+	c.waitConverged(g, c.putMany(g, "a", 30))
+	v := c.ids[0]
+	s := c.store(v)
+	materialize(t, s, g)
+	w := c.openWAL(v)
+	time.Sleep(200 * time.Millisecond) // a truncation would have run by now
+	if first := w.FirstIndex(); first != 1 {
+		t.Fatalf("the first materialization truncated the WAL to %d", first)
+	}
+	c.waitConverged(g, c.putMany(g, "b", 30))
+	materialize(t, s, g)
+	waitFor(t, "the WAL front to be truncated after the second materialization", func() bool { return w.FirstIndex() > 1 })
 }
