@@ -12,8 +12,10 @@ const keepFinished = 64
 
 // Finished is how a cut ended in one partition.
 type Finished struct {
-	Op    *internalpb.CutFinishOp
-	Index uint64 // of the CutFinish entry
+	Op *internalpb.CutFinishOp
+	// Index is that of the CutFinish entry, or the cut's position when
+	// nothing was active there (the cut closed at pos, with Op empty).
+	Index uint64
 }
 
 // Progress is one partition's cut bookkeeping (rules 2, 4 and 6). It is
@@ -60,10 +62,13 @@ func (p *Progress) Active() []string {
 // Observe is called before the entry at index, proposed with version ev,
 // is applied. When ev is above the newest cut, the entry is that cut's
 // position (rule 2): the transactions prepared and unfinished at this
-// point, which intents lists (called only then), become the active set. A
-// running cut that a newer one overtakes was abandoned by its driver (at
-// most one cut is in flight), so it is dropped. It returns true when a
-// cut starts at this entry.
+// point, which intents lists (called only then), become the active set.
+// When that set is empty the cut is finished here and now, at pos, on
+// every replica and in every replay (rule 6: as if CutFinish(v, ∅, ∅)
+// stood at pos), and nothing is to be proposed. A running cut that a
+// newer one overtakes was abandoned by its driver (at most one cut is in
+// flight), so it is dropped. It returns true when a cut starts at this
+// entry.
 func (p *Progress) Observe(index, ev uint64, intents func() []string) bool {
 	if ev <= p.version {
 		return false
@@ -74,6 +79,9 @@ func (p *Progress) Observe(index, ev uint64, intents func() []string) bool {
 		p.active[id] = struct{}{}
 	}
 	p.before, p.after, p.aborted = nil, nil, nil
+	if len(p.active) == 0 {
+		p.finish(index, &internalpb.CutFinishOp{Version: ev, Pos: index})
+	}
 	return true
 }
 
@@ -116,8 +124,8 @@ func (p *Progress) Pending() (*internalpb.CutFinishOp, bool) {
 
 // ApplyFinish applies a CutFinish entry at index. It closes the running
 // cut when the entry names it and nothing is active any more; a duplicate,
-// a stale version or an early entry changes nothing. It returns whether
-// the cut closed.
+// a stale version, an early entry, or one for a cut that closed at its
+// position (Observe) changes nothing. It returns whether the cut closed.
 func (p *Progress) ApplyFinish(index uint64, op *internalpb.CutFinishOp) bool {
 	want, ok := p.Pending()
 	if !ok || op.GetVersion() != want.GetVersion() {
@@ -125,14 +133,19 @@ func (p *Progress) ApplyFinish(index uint64, op *internalpb.CutFinishOp) bool {
 	}
 	// The state machine's own sets are authoritative; the entry carries the
 	// same ones (computed from the same log) for the WAL's reader.
+	p.finish(index, want)
+	return true
+}
+
+// finish closes the running cut at index with op.
+func (p *Progress) finish(index uint64, op *internalpb.CutFinishOp) {
 	p.finished = true
-	p.done[want.GetVersion()] = Finished{Op: want, Index: index}
-	p.doneOrder = append(p.doneOrder, want.GetVersion())
+	p.done[op.GetVersion()] = Finished{Op: op, Index: index}
+	p.doneOrder = append(p.doneOrder, op.GetVersion())
 	if len(p.doneOrder) > keepFinished {
 		delete(p.done, p.doneOrder[0])
 		p.doneOrder = p.doneOrder[1:]
 	}
-	return true
 }
 
 // Result returns how cut v ended here, if it finished and is remembered.

@@ -201,7 +201,10 @@ func TestProgressStateEvictsInOrder(t *testing.T) {
 	p := NewProgress()
 	var copies []*Progress
 	for v := uint64(1); v <= keepFinished+6; v++ {
-		p.Observe(2*v, v, noIntents)
+		// One transaction active at each cut's position, so that it
+		// closes by its CutFinish entry.
+		p.Observe(2*v, v, func() []string { return []string{"A"} })
+		p.TxnFinished("A", true, true, v)
 		op, _ := p.Pending()
 		if !p.ApplyFinish(2*v+1, op) {
 			t.Fatalf("cut %d did not close", v)
@@ -212,7 +215,8 @@ func TestProgressStateEvictsInOrder(t *testing.T) {
 		}
 		copies = append(copies, c)
 		for i, c := range copies[:len(copies)-1] {
-			c.Observe(2*v, v, noIntents)
+			c.Observe(2*v, v, func() []string { return []string{"A"} })
+			c.TxnFinished("A", true, true, v)
 			op, _ := c.Pending()
 			c.ApplyFinish(2*v+1, op)
 			if got, want := progressObservable(c), progressObservable(p); got != want {

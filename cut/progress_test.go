@@ -118,15 +118,27 @@ func TestProgressClassification(t *testing.T) {
 	}
 }
 
+// TestProgressEmptyActiveSet: nothing active at pos, so the cut is
+// finished at pos itself (rule 6), nothing is pending, and a CutFinish
+// entry for it later (an old binary's, or a retry) changes nothing.
 func TestProgressEmptyActiveSet(t *testing.T) {
 	p := NewProgress()
 	calls := 0
 	if !p.Observe(7, 1, intentsFn(&calls)) {
 		t.Fatal("no cut started")
 	}
-	op, ok := p.Pending()
-	if !ok || op.GetVersion() != 1 || op.GetPos() != 7 || len(op.GetBefore())+len(op.GetAfter())+len(op.GetAborted()) != 0 {
-		t.Fatalf("pending %v %v", op, ok)
+	if op, ok := p.Pending(); ok || p.Running() {
+		t.Fatalf("pending %v, running %v; want the cut closed at its position", op, p.Running())
+	}
+	f, ok := p.Result(1)
+	if !ok || f.Index != 7 || f.Op.GetVersion() != 1 || f.Op.GetPos() != 7 || len(f.Op.GetBefore())+len(f.Op.GetAfter())+len(f.Op.GetAborted()) != 0 {
+		t.Fatalf("result %+v %v; want closed at 7 with empty sets", f, ok)
+	}
+	if p.ApplyFinish(9, &internalpb.CutFinishOp{Version: 1, Pos: 7}) {
+		t.Fatal("a CutFinish for a cut closed at its position closed it again")
+	}
+	if f, _ := p.Result(1); f.Index != 7 {
+		t.Fatalf("the late CutFinish moved the result to %d", f.Index)
 	}
 }
 
@@ -214,9 +226,8 @@ func TestProgressResultRetention(t *testing.T) {
 		if !p.Observe(2*v, v, noIntents) {
 			t.Fatalf("cut %d did not start", v)
 		}
-		op, ok := p.Pending()
-		if !ok || !p.ApplyFinish(2*v+1, op) {
-			t.Fatalf("cut %d did not close", v)
+		if _, ok := p.Result(v); !ok {
+			t.Fatalf("cut %d did not close at its position", v)
 		}
 	}
 	for v := uint64(1); v <= n; v++ {
@@ -224,7 +235,7 @@ func TestProgressResultRetention(t *testing.T) {
 		if want := v > extra; ok != want {
 			t.Fatalf("Result(%d) remembered %v, want %v", v, ok, want)
 		}
-		if ok && (f.Index != 2*v+1 || f.Op.GetPos() != 2*v) {
+		if ok && (f.Index != 2*v || f.Op.GetPos() != 2*v) {
 			t.Fatalf("Result(%d) = index %d pos %d", v, f.Index, f.Op.GetPos())
 		}
 	}

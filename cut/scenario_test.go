@@ -455,6 +455,9 @@ func (w *world) commit(p *part) {
 			if before.running != 0 {
 				s += fmt.Sprintf(" (cut %d overtaken, unfinished)", before.running)
 			}
+			if f, ok := p.sm.CutResult(after.version); ok && f.Index == e.index {
+				s += fmt.Sprintf(" -> finished at #%d: nothing active, nothing to propose", e.index)
+			}
 			w.say("%s", s)
 			before.active = intents
 		}

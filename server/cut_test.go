@@ -36,9 +36,11 @@ func TestCutCreateIdleAndBusy(t *testing.T) {
 		if got := len(cu.GetPartitions()); got != int(c.Config(0).Partitions) {
 			t.Fatalf("cut %d covers %d partitions, want %d", last, got, c.Config(0).Partitions)
 		}
+		// Idle: nothing is active at any position, so every partition
+		// closes the cut right there, with no CutFinish round (rule 6).
 		for _, p := range cu.GetPartitions() {
-			if p.GetPos() == 0 || p.GetFinishIndex() <= p.GetPos() {
-				t.Errorf("cut %d partition %d: pos %d finish index %d", last, p.GetPartition(), p.GetPos(), p.GetFinishIndex())
+			if p.GetPos() == 0 || p.GetFinishIndex() != p.GetPos() {
+				t.Errorf("cut %d partition %d: pos %d finish index %d, want the cut closed at its position", last, p.GetPartition(), p.GetPos(), p.GetFinishIndex())
 			}
 		}
 		if resp.GetHeader().GetCutVersion() < last {

@@ -57,8 +57,10 @@ type Partition struct {
 	// before Pos (DESIGN.md, consistent cut rule 5); Base.Index < Pos.
 	Pos uint64 `json:"pos"`
 	// End is the index of the CutFinish(v) entry that closed the cut in
-	// the partition (its finish index), which carries the before set; the
-	// pieces end there. Pos <= End.
+	// the partition (its finish index), which carries the before set, or
+	// Pos itself when nothing was active there and the cut closed at its
+	// position with an empty before set (rule 6); the pieces end there.
+	// Pos <= End.
 	End uint64 `json:"end"`
 	// Base is the materialization the chain starts from; nil: none.
 	Base *Base `json:"base,omitempty"`

@@ -726,7 +726,7 @@ func verifyLog(m *Manifest, p *Partition, pc Piece, r io.Reader) error {
 			return fmt.Errorf("%w: %v", ErrCorrupt, err)
 		}
 		switch {
-		case i == p.End:
+		case i == p.End && p.End != p.Pos:
 			f := cmd.GetCutFinish()
 			if !ok || f == nil || f.GetVersion() != v {
 				return fmt.Errorf("%w: entry %d, the partition's end, is not CutFinish(%d)", ErrIncomplete, i, v)

@@ -112,12 +112,19 @@ func (l *replicaLog) at(i uint64) (entry, bool) {
 // last returns the index of the last entry (the base's when none).
 func (l *replicaLog) last() uint64 { return l.r.BaseIndex + uint64(len(l.ents)) }
 
-// finishAt returns the CutFinish(v) entry at index i, if that is what the
-// log holds there.
-func (l *replicaLog) finishAt(i, v uint64) (*internalpb.CutFinishOp, uint64, bool) {
-	e, ok := l.at(i)
+// closeAt returns how cut v, positioned at pos, closed at index fi in
+// this log, with the term of the entry at fi: the CutFinish(v) entry
+// there, or, when fi is pos itself (nothing was active at pos, so the
+// cut finished there without an entry: rule 6), the empty CutFinish the
+// state machine stands in for it, provided the log holds the entry at
+// pos.
+func (l *replicaLog) closeAt(v, pos, fi uint64) (*internalpb.CutFinishOp, uint64, bool) {
+	e, ok := l.at(fi)
 	if !ok {
 		return nil, 0, false
+	}
+	if fi == pos {
+		return &internalpb.CutFinishOp{Version: v, Pos: pos}, e.term, true
 	}
 	op := e.cmd.GetCutFinish()
 	if op == nil || op.GetVersion() != v {
@@ -184,7 +191,7 @@ func (l *replicaLog) rebuild(v uint64, cp *kvpb.CutPartition) (*PartitionState, 
 func (l *replicaLog) resolve(v uint64, cp *kvpb.CutPartition, st *PartitionState) (*partition.Partition, error) {
 	r := l.r
 	pid, pos, fi := cp.GetPartition(), cp.GetPos(), cp.GetFinishIndex()
-	op, term, ok := l.finishAt(fi, v)
+	op, term, ok := l.closeAt(v, pos, fi)
 	if !ok {
 		return nil, fmt.Errorf("%w: cut %d partition %d: %s has no CutFinish(%d) at index %d (log %d..%d)",
 			ErrLog, v, pid, r.Node, v, fi, r.BaseIndex+1, l.last())
@@ -196,7 +203,7 @@ func (l *replicaLog) resolve(v uint64, cp *kvpb.CutPartition, st *PartitionState
 	if pos <= r.BaseIndex {
 		return nil, fmt.Errorf("%w: cut %d partition %d: %s: pos %d at or before its base %d", errBaseAfterPos, v, pid, r.Node, pos, r.BaseIndex)
 	}
-	if pos >= fi {
+	if pos > fi {
 		return nil, fmt.Errorf("%w: cut %d partition %d: %s: pos %d outside (base %d, finish index %d)",
 			ErrLog, v, pid, r.Node, pos, r.BaseIndex, fi)
 	}
@@ -320,13 +327,14 @@ func replay(l *replicaLog) (*history, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: partition %d: %s: apply entry %d: %v", ErrLog, r.Group, r.Node, e.index, err)
 		}
-		switch op := e.cmd.GetOp().(type) {
-		case *internalpb.Command_CutFinish:
-			if closed, _ := res.(bool); closed {
-				if f, ok := p.CutResult(op.CutFinish.GetVersion()); ok {
-					h.closed[op.CutFinish.GetVersion()] = f
-				}
+		// A cut closed at this entry: by its CutFinish, or at its position
+		// when nothing was active there.
+		if v := p.CutVersion(); v != 0 {
+			if f, ok := p.CutResult(v); ok && f.Index == e.index {
+				h.closed[v] = f
 			}
+		}
+		switch op := e.cmd.GetOp().(type) {
 		case *internalpb.Command_TxnDecide:
 			if id := string(op.TxnDecide.GetTxnId()); !seen[id] {
 				seen[id] = true

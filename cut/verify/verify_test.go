@@ -588,20 +588,16 @@ func TestRebuildPartition(t *testing.T) {
 		t.Fatalf("decoded image at %d with %d keys, want %d with %d", q.Applied(), q.Len(), p.Applied(), p.Len())
 	}
 	// The restored cluster's log goes on at pos: a leader's empty entry,
-	// then cut 3 starts and finishes.
+	// then cut 3 starts, and, nothing being active, finishes right there.
 	q.SetApplied(7)
 	if _, err := q.ApplyCommand(8, withVersion(cutStart(3), 3)); err != nil {
 		t.Fatal(err)
 	}
-	op, ok := q.CutPending()
-	if !ok || op.GetVersion() != 3 || op.GetPos() != 8 {
-		t.Fatalf("after CutStart(3): pending %v, %v; want CutFinish(3) at pos 8", op, ok)
+	if op, ok := q.CutPending(); ok {
+		t.Fatalf("after CutStart(3): pending %v; want none (nothing active)", op)
 	}
-	if res, err := q.ApplyCommand(9, withVersion(&internalpb.Command{Op: &internalpb.Command_CutFinish{CutFinish: op}}, 3)); err != nil || res != true {
-		t.Fatalf("CutFinish(3): %v, %v", res, err)
-	}
-	if f, ok := q.CutResult(3); !ok || f.Index != 9 {
-		t.Fatalf("cut 3 result %v, %v", f, ok)
+	if f, ok := q.CutResult(3); !ok || f.Index != 8 || f.Op.GetPos() != 8 {
+		t.Fatalf("cut 3 result %v, %v; want closed at its position 8", f, ok)
 	}
 	// A wrong finish index is still refused.
 	if _, err := RebuildPartition(r, 2, &kvpb.CutPartition{Partition: 1, Pos: 7, FinishIndex: 9}); !errors.Is(err, ErrLog) {
@@ -730,5 +726,38 @@ func TestVerifyDuplicateFinishAfterBase(t *testing.T) {
 	}
 	if p := rep.Cuts[0].Partitions[0]; len(p.Replicas) != 2 {
 		t.Fatalf("partition 1 rebuilt from %v, want both replicas compared", p.Replicas)
+	}
+}
+
+// TestVerifyCutClosedAtPos: partition 2 had nothing active at cut 1's
+// position, so the cut closed there (rule 6) with no CutFinish entry and
+// group 0 recorded the position as the finish index: it verifies. The
+// same record for partition 1, where T2 was active at pos, contradicts
+// its state machine.
+func TestVerifyCutClosedAtPos(t *testing.T) {
+	c := consistent()
+	c.p2 = append(c.p2[:6:6], c.p2[7:]...) // no CutFinish at 7
+	c.g0[2] = step{0, record(&kvpb.CutInfo{Version: 1, State: kvpb.CutState_CUT_STATE_COMPLETED, Partitions: []*kvpb.CutPartition{
+		{Partition: 1, Pos: 7, FinishIndex: 10, Before: 1},
+		{Partition: 2, Pos: 6, FinishIndex: 6},
+	}})}
+	rep, err := Verify(c.source(t, "n1", "n2"), Options{Invariant: bankTotal(100)})
+	if err != nil {
+		t.Fatalf("%v\n%v", err, rep)
+	}
+	if got := rep.Verified(); len(got) != 1 || got[0] != 1 {
+		t.Fatalf("verified %v, want [1]", got)
+	}
+	if p := rep.Cuts[0].Partitions[1]; p.Partition != 2 || p.FinishIndex != 6 || len(p.Replicas) != 2 {
+		t.Fatalf("partition 2 report %+v", p)
+	}
+
+	c.g0[2] = step{0, record(&kvpb.CutInfo{Version: 1, State: kvpb.CutState_CUT_STATE_COMPLETED, Partitions: []*kvpb.CutPartition{
+		{Partition: 1, Pos: 7, FinishIndex: 7},
+		{Partition: 2, Pos: 6, FinishIndex: 6},
+	}})}
+	_, err = Verify(c.source(t, "n1"), Options{Invariant: bankTotal(100)})
+	if got := kinds(err); got[ErrCutFinish] == 0 {
+		t.Fatalf("partition 1 recorded closed at its position while T2 was active: %v, want ErrCutFinish", err)
 	}
 }
