@@ -119,6 +119,12 @@ func (l *replicaLog) last() uint64 { return l.r.BaseIndex + uint64(len(l.ents)) 
 // state machine stands in for it, provided the log holds the entry at
 // pos.
 func (l *replicaLog) closeAt(v, pos, fi uint64) (*internalpb.CutFinishOp, uint64, bool) {
+	// Only a committed entry says how the cut closed: a replica cut off
+	// from its group can hold an uncommitted tail another leader's
+	// entries replaced, and an entry there at pos proves nothing.
+	if c := l.r.Commit; c != 0 && fi > c {
+		return nil, 0, false
+	}
 	e, ok := l.at(fi)
 	if !ok {
 		return nil, 0, false

@@ -3,6 +3,7 @@ package verify
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -750,6 +751,17 @@ func TestVerifyCutClosedAtPos(t *testing.T) {
 	}
 	if p := rep.Cuts[0].Partitions[1]; p.Partition != 2 || p.FinishIndex != 6 || len(p.Replicas) != 2 {
 		t.Fatalf("partition 2 report %+v", p)
+	}
+
+	// A replica of partition 2 cut off from its group holds, past its
+	// commit index, an entry at pos that the group replaced (version 0,
+	// not the CutStart): it is no holder, and the cut still verifies
+	// from the others.
+	diverged := append(slices.Clone(c.p2[:5]), step{0, put("b", "stale")})
+	src := c.source(t, "n1", "n2")
+	src = append(src, &Replica{Node: "n3", Group: 2, Entries: entries(t, diverged), Commit: 5})
+	if rep, err := Verify(src, Options{Invariant: bankTotal(100)}); err != nil {
+		t.Fatalf("a replica with an uncommitted entry at pos: %v\n%v", err, rep)
 	}
 
 	c.g0[2] = step{0, record(&kvpb.CutInfo{Version: 1, State: kvpb.CutState_CUT_STATE_COMPLETED, Partitions: []*kvpb.CutPartition{
