@@ -40,6 +40,14 @@ func (p *Partition) CutVersion() uint64 {
 	return p.cut.Version()
 }
 
+// CutPos returns the position of the newest cut in the applied log (0:
+// none yet).
+func (p *Partition) CutPos() uint64 {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.cut.Pos()
+}
+
 // CutPending returns the CutFinish the leader should propose now, if any.
 func (p *Partition) CutPending() (*internalpb.CutFinishOp, bool) {
 	p.mu.RLock()

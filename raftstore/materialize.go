@@ -29,9 +29,9 @@ import (
 // lowest WAL position any group still needs. A group needs its entries
 // after keepIndex, the older of the two newest materializations kept, so
 // that a damaged newest file can fall back to the older one (the first
-// one falls back to the whole log, kept until the second, or until a
-// materialization of the idle group finds nothing new); a pin (a
-// snapshot upload in progress) can hold more.
+// one, when a cut is positioned before it, to the whole log, kept until
+// the second, or until a materialization of the idle group finds nothing
+// new); a pin (a snapshot upload in progress) can hold more.
 
 // ErrWALBehind: a materialization names an index past everything the WAL
 // knows of its group: the WAL lost its newest part.
@@ -386,11 +386,15 @@ func (s *Store) materialized(g *group, idx, term uint64, err error) {
 		return
 	}
 	// The WAL is kept from the previous materialization, the fallback if
-	// this one is found damaged. The first one's fallback is the whole
-	// log, kept until the second: a cut positioned before the first
-	// materialization (one running across it, or completed just before)
-	// can still be rebuilt, verified and snapshotted from it.
+	// this one is found damaged. The first one has no older file, and
+	// where a cut is positioned before it (one running across it, or
+	// completed just before), the whole log stays until the second
+	// materialization, or one that finds the group idle: the cut can
+	// still be rebuilt, verified and snapshotted from it.
 	g.keepIndex = g.matIndex
+	if g.keepIndex == 0 && !cutBefore(g.sm, idx) {
+		g.keepIndex = idx
+	}
 	g.matIndex, g.matTerm, g.matAt = idx, term, time.Now()
 	cs := &raftpb.ConfState{Voters: g.peers}
 	if _, err := g.storage.CreateSnapshot(idx, cs, snapshotData(g.id, idx)); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {
@@ -406,6 +410,17 @@ func (s *Store) materialized(g *group, idx, term uint64, err error) {
 	s.removeOldMaterializations(g)
 	s.persist.noteKeep(g.id, s.keepFrom(g), g.matIndex, g.matTerm)
 	s.publishStatus(g)
+}
+
+// cutBefore says whether sm, a state machine that takes part in cuts,
+// has a cut positioned at or before index.
+func cutBefore(sm StateMachine, index uint64) bool {
+	c, ok := sm.(interface{ CutPos() uint64 })
+	if !ok {
+		return false
+	}
+	pos := c.CutPos()
+	return pos > 0 && pos <= index
 }
 
 // keepFrom is the raft index after which group g needs its WAL entries.

@@ -336,15 +336,30 @@ func TestLaggingFollowerInstallsSnapshot(t *testing.T) {
 	c.waitConverged(g, c.put(g, "after", "1"))
 }
 
-// TestFirstMaterializationKeepsTheLog: a group's first materialization
-// falls back to the whole log, so the WAL front stays until a second one
-// lets it go: a cut positioned just before the first materialization (one
-// running across it) can still be rebuilt and snapshotted.
+// TestFirstMaterializationKeepsTheLog: where a cut is positioned before a
+// group's first materialization, that one falls back to the whole log, so
+// the WAL front stays until a second one lets it go: the cut (one running
+// across the first materialization) can still be rebuilt and snapshotted.
+// Without a cut the first materialization truncates at once
+// (TestOpenAfterTruncation's idle group).
 func TestFirstMaterializationKeepsTheLog(t *testing.T) {
 	c := newTestCluster(t, matOptions(t, 3, 1, nil))
 	const g = 1
 	c.waitConverged(g, c.putMany(g, "a", 30))
+	lead := c.waitLeader(g)
+	ls := c.store(lead)
+	ls.cfg.Clock.Raise(1)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	_, err := ls.Propose(ctx, g, &internalpb.Command{Op: &internalpb.Command_CutStart{CutStart: &internalpb.CutStartOp{Version: 1}}})
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.waitConverged(g, c.putMany(g, "a2", 5))
 	v := c.ids[0]
+	if c.part(v, g).CutPos() == 0 {
+		t.Fatal("cut 1 is not positioned in the group's log")
+	}
 	s := c.store(v)
 	materialize(t, s, g)
 	w := c.openWAL(v)
