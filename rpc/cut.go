@@ -2,7 +2,6 @@ package rpc
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"sync"
@@ -32,22 +31,6 @@ const (
 	// waits), the recovery timeout and interval, and an election.
 	DefaultCutTimeout = 10 * time.Second
 )
-
-// gossipCutPrefix marks a cut version broadcast over memberlist.
-var gossipCutPrefix = []byte("cut1")
-
-// EncodeCutGossip is the memberlist broadcast announcing version v.
-func EncodeCutGossip(v uint64) []byte {
-	return binary.BigEndian.AppendUint64(append([]byte(nil), gossipCutPrefix...), v)
-}
-
-// DecodeCutGossip reads a broadcast made by EncodeCutGossip.
-func DecodeCutGossip(msg []byte) (uint64, bool) {
-	if len(msg) != len(gossipCutPrefix)+8 || string(msg[:len(gossipCutPrefix)]) != string(gossipCutPrefix) {
-		return 0, false
-	}
-	return binary.BigEndian.Uint64(msg[len(gossipCutPrefix):]), true
-}
 
 // SetCutPoke sets the channel that wakes RunCutAgent (buffered, size 1);
 // call it before the node serves.

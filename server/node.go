@@ -260,13 +260,13 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 		Self: n.self, Layout: n.layout, Store: n.store, Partitions: n.partitions, Pool: n.pool, Limits: limits,
 		PeerAddr: n.peerAddr, Members: n.members, LocalStatus: n.localStatus, Draining: n.draining.Load,
 		Clock: n.clock, Background: bg, Log: n.log,
-		Announce: func(v uint64) { n.disc.BroadcastKeyed("cut", rpc.EncodeCutGossip(v)) },
+		Announce: func(v uint64) { n.disc.BroadcastKeyed("cut", cut.EncodeGossip(v)) },
 	}
 	pokeCuts := make(chan struct{}, 1) // set before gossip can deliver anything
 	rn.SetCutPoke(pokeCuts)
 	n.disc, err = discovery.Start(discovery.Config{
 		OnMessage: func(msg []byte) {
-			if v, ok := rpc.DecodeCutGossip(msg); ok {
+			if v, ok := cut.DecodeGossip(msg); ok {
 				rn.LearnGossip(v)
 			}
 		},
