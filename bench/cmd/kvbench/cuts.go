@@ -6,22 +6,29 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/cutkv/cutkv/client"
 	"github.com/cutkv/cutkv/proto/kvpb"
 	"github.com/cutkv/cutkv/proto/kvrpc"
+	"github.com/cutkv/cutkv/rpc"
 )
 
 // CutsResult is what the cutter measured (--cut-interval): cuts taken
 // during the measured phase, and their completion time as kvctl cut create
 // sees it (allocate in group 0, every partition's CutFinish, record).
 type CutsResult struct {
-	Interval  string  `json:"interval"`
-	Completed int64   `json:"completed"`
-	Failed    int64   `json:"failed"`
-	Errors    int64   `json:"errors"`
-	Latency   Latency `json:"latency_ms"`
+	Interval  string `json:"interval"`
+	Completed int64  `json:"completed"`
+	Failed    int64  `json:"failed"`
+	Errors    int64  `json:"errors"`
+	// Retried counts calls the server refused as not applied (a dropped
+	// proposal, no leader) and that were sent again, as a client would.
+	Retried int64   `json:"retried,omitempty"`
+	Latency Latency `json:"latency_ms"`
 	// FirstError is the first failed cut's reason or call error.
 	FirstError string `json:"first_error,omitempty"`
 }
@@ -38,6 +45,7 @@ type cutter struct {
 	completed int64
 	failed    int64
 	errors    int64
+	retried   int64
 	firstErr  string
 }
 
@@ -72,9 +80,17 @@ func (c *cutter) run() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		start := time.Now()
 		resp, err := cl.CreateCut(ctx, &kvpb.CreateCutRequest{})
+		// A call the server says it did not apply is sent again, a few
+		// times (a leader change drops proposals for a moment).
+		retried := int64(0)
+		for ; err != nil && notApplied(err) && retried < maxCutRetries && ctx.Err() == nil; retried++ {
+			time.Sleep(cutRetryPause)
+			resp, err = cl.CreateCut(ctx, &kvpb.CreateCutRequest{})
+		}
 		took := time.Since(start)
 		cancel()
 		c.mu.Lock()
+		c.retried += retried
 		switch {
 		case err != nil:
 			c.errors++
@@ -88,6 +104,27 @@ func (c *cutter) run() {
 		}
 		c.mu.Unlock()
 	}
+}
+
+// Retrying a cut call the server did not apply.
+const (
+	maxCutRetries = 5
+	cutRetryPause = 20 * time.Millisecond
+)
+
+// notApplied says whether err is the server's "not applied" answer
+// (Unavailable with cutkv's ErrorInfo), which is safe to send again.
+func notApplied(err error) bool {
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.Unavailable {
+		return false
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == rpc.ErrorDomain {
+			return true
+		}
+	}
+	return false
 }
 
 func (c *cutter) noteErr(s string) {
@@ -104,7 +141,7 @@ func (c *cutter) halt() *CutsResult {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return &CutsResult{
-		Interval: c.interval.String(), Completed: c.completed, Failed: c.failed, Errors: c.errors,
+		Interval: c.interval.String(), Completed: c.completed, Failed: c.failed, Errors: c.errors, Retried: c.retried,
 		Latency: summarize(c.stats, 0).Latency, FirstError: c.firstErr,
 	}
 }
