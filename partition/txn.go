@@ -320,10 +320,10 @@ func (p *Partition) writeLocked(index uint64, ops []*kvpb.RequestOp) {
 
 // LockConflicts returns the transactions whose locks conflict with the
 // share of txnID (for wait-die outside the state machine).
-func (p *Partition) LockConflicts(txnID string, s *internalpb.TxnShare) []string {
+func (p *Partition) LockConflicts(txnID string, wants []txn.Want) []string {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	return p.locks.Conflicts(txnID, txn.Wants(s))
+	return p.locks.Conflicts(txnID, wants)
 }
 
 // IntentOf returns the prepared intent of a transaction, if any.

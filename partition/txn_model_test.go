@@ -479,7 +479,7 @@ func (h *partHarness) step(src source) {
 		}
 		h.steps = append(h.steps, fmt.Sprintf("%d: prepare %s %s", idx, t.id, fmtShare(t.share)))
 		want := h.m.conflicts(t.id, t.share)
-		if got := h.p.LockConflicts(t.id, t.share); !slices.Equal(got, want) {
+		if got := h.p.LockConflicts(t.id, txn.Wants(t.share)); !slices.Equal(got, want) {
 			h.fatalf("LockConflicts(%s) = %v, model %v", t.id, got, want)
 		}
 		v, ok := h.apply(idx, cmdPrepare(t.id, t.share)).(Vote)
@@ -749,7 +749,7 @@ func (h *partHarness) check() {
 			h.fatalf("Record(%s) = %s %v, model %s", t.id, fmtDecision(rec), ok, fmtDecision(mrec))
 		}
 		if !t.done {
-			if got, want := h.p.LockConflicts(t.id, t.share), h.m.conflicts(t.id, t.share); !slices.Equal(got, want) {
+			if got, want := h.p.LockConflicts(t.id, txn.Wants(t.share)), h.m.conflicts(t.id, t.share); !slices.Equal(got, want) {
 				h.fatalf("LockConflicts(%s) = %v, model %v", t.id, got, want)
 			}
 		}

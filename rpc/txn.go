@@ -187,7 +187,7 @@ func waitDie(ctx context.Context, part *partition.Partition, q *txn.WaitQueue, i
 		if _, ok := q.OlderWaiter(id, prio, wants); ok {
 			return false, ErrConflict // an older waiter reserved it: die
 		}
-		holders := part.LockConflicts(id, share)
+		holders := part.LockConflicts(id, wants)
 		for _, h := range holders {
 			if in, ok := part.IntentOf(h); ok && !txn.Older(prio, id, in.Op.GetPriority(), h) {
 				return false, ErrConflict // an older holder: die

@@ -3,6 +3,7 @@ package txn
 import (
 	"bytes"
 	"sync"
+	"sync/atomic"
 )
 
 // WaitQueue is a partition leader's record of the transactions waiting
@@ -19,6 +20,7 @@ import (
 // state machine's lock table does. It only sorts, on the leader, who
 // waits and who dies. Safe for concurrent use.
 type WaitQueue struct {
+	n       atomic.Int32 // len(waiters): most checks find none, without the lock
 	mu      sync.Mutex
 	waiters map[string]waiter
 }
@@ -37,10 +39,12 @@ func (q *WaitQueue) Wait(id string, prio int64, wants []Want) (done func()) {
 		q.waiters = map[string]waiter{}
 	}
 	q.waiters[id] = waiter{prio: prio, wants: wants}
+	q.n.Store(int32(len(q.waiters)))
 	return func() {
 		q.mu.Lock()
 		defer q.mu.Unlock()
 		delete(q.waiters, id)
+		q.n.Store(int32(len(q.waiters)))
 	}
 }
 
@@ -48,6 +52,9 @@ func (q *WaitQueue) Wait(id string, prio int64, wants []Want) (done func()) {
 // whose wants conflict with wants: id must die rather than take the locks
 // before it.
 func (q *WaitQueue) OlderWaiter(id string, prio int64, wants []Want) (string, bool) {
+	if q.n.Load() == 0 {
+		return "", false
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	for wid, w := range q.waiters {
@@ -59,11 +66,7 @@ func (q *WaitQueue) OlderWaiter(id string, prio int64, wants []Want) (string, bo
 }
 
 // Len returns the number of waiting transactions.
-func (q *WaitQueue) Len() int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return len(q.waiters)
-}
+func (q *WaitQueue) Len() int { return int(q.n.Load()) }
 
 // WantsConflict says whether two transactions' wants could not be held
 // at once, by the lock table's rules: an exclusive point lock conflicts
