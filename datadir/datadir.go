@@ -9,6 +9,7 @@ package datadir
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -39,6 +40,10 @@ const (
 	// half-way never passes for a node's data.
 	RestoreMarkerFile = "RESTORING"
 )
+
+// maxIdentityBytes bounds the identity file: a layout of the most members
+// and partitions a cluster can have is far smaller.
+const maxIdentityBytes = 4 << 20
 
 // Errors about a data dir.
 var (
@@ -98,12 +103,22 @@ func (id Identity) Pending() bool { return id.Layout.ClusterID == 0 }
 // restore's, is ErrDamaged naming the file.
 func ReadIdentity(dir string) (id Identity, ok bool, err error) {
 	file := filepath.Join(dir, IdentityFile)
-	data, err := os.ReadFile(file)
+	f, err := os.Open(file)
 	if errors.Is(err, os.ErrNotExist) {
 		return Identity{}, false, nil
 	}
 	if err != nil {
 		return Identity{}, false, fmt.Errorf("datadir: read %s: %w", file, err)
+	}
+	// At most one byte past the largest identity: whatever lies under
+	// the name costs no more memory than a valid file.
+	data, err := io.ReadAll(io.LimitReader(f, maxIdentityBytes+1))
+	_ = f.Close() // read only
+	if err != nil {
+		return Identity{}, false, fmt.Errorf("datadir: read %s: %w", file, err)
+	}
+	if len(data) > maxIdentityBytes {
+		return Identity{}, false, fmt.Errorf("%w: %s: longer than %d bytes (restore the file or wipe the data dir)", ErrDamaged, file, maxIdentityBytes)
 	}
 	var rec internalpb.NodeIdentity
 	if err := protojson.Unmarshal(data, &rec); err != nil {

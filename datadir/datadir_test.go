@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cutkv/cutkv/topology"
@@ -72,6 +73,12 @@ func TestIdentityRefusals(t *testing.T) {
 	}
 	if _, _, err := ReadIdentity(dir); !errors.Is(err, ErrDamaged) {
 		t.Fatalf("damaged file: %v, want ErrDamaged", err)
+	}
+	if err := os.WriteFile(file, make([]byte, maxIdentityBytes+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ReadIdentity(dir); !errors.Is(err, ErrDamaged) || !strings.Contains(err.Error(), "longer than") {
+		t.Fatalf("an oversized file: %v, want ErrDamaged saying it is too long", err)
 	}
 	l := layout(t)
 	l.ClusterID = 0
