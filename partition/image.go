@@ -129,7 +129,9 @@ const (
 //	                       prepare entry, then its vote: 3 prepared,
 //	                       4 conflicts (repeated), 5 compares hold,
 //	                       6 success reads, 7 failure reads (repeated
-//	                       kvpb.ResponseOp); by transaction id, strictly
+//	                       kvpb.ResponseOp), 8 version of the prepare
+//	                       entry (absent: 0, written before parallel
+//	                       commits); by transaction id, strictly
 //	                       increasing
 //	kind 5 record:         1 internalpb.TxnDecideOp; by transaction id,
 //	                       strictly increasing
@@ -206,6 +208,9 @@ func (im *Image) Encode(w io.Writer) error {
 		}
 		for _, r := range in.Vote.FailureReads {
 			e.message(7, r)
+		}
+		if in.Vote.Version != 0 {
+			e.varint(8, in.Vote.Version)
 		}
 		e.end()
 		n[1]++
@@ -611,6 +616,7 @@ func (d *imageDecoder) intent(f fields) error {
 		return d.bad("intent %x with a refused vote", id)
 	}
 	in.Vote.ComparesHold = f.varint(5) != 0
+	in.Vote.Version = f.varint(8)
 	var err error
 	// Prepare's reads are never nil slices; keep them so.
 	if in.Vote.SuccessReads, err = responses(f.all(6)); err != nil {
@@ -642,6 +648,11 @@ func (d *imageDecoder) record(f fields) error {
 	}
 	if err := d.increasing(rec.GetTxnId()); err != nil {
 		return err
+	}
+	if rec.GetStaging() && d.p.intents[string(rec.GetTxnId())] == nil {
+		// The record partition's prepare writes a STAGING record with its
+		// intent, and its finish decides the record.
+		return d.bad("STAGING record %x without an intent", rec.GetTxnId())
 	}
 	d.p.records[string(rec.GetTxnId())] = rec
 	return nil
@@ -689,7 +700,7 @@ var (
 	cutSchema      = schema{1: varintField, 2: varintField, 3: repeatedField, 4: repeatedField, 5: repeatedField, 6: repeatedField, 7: varintField, 8: repeatedField}
 	doneSchema     = schema{1: bytesField, 2: varintField}
 	kvSchema       = schema{1: bytesField, 2: bytesField, 3: varintField, 4: varintField, 5: varintField}
-	intentSchema   = schema{1: bytesField, 2: varintField, 3: varintField, 4: repeatedField, 5: varintField, 6: repeatedField, 7: repeatedField}
+	intentSchema   = schema{1: bytesField, 2: varintField, 3: varintField, 4: repeatedField, 5: varintField, 6: repeatedField, 7: repeatedField, 8: varintField}
 	recordSchema   = schema{1: bytesField}
 	finishedSchema = schema{1: bytesField, 2: varintField}
 	endSchema      = schema{1: varintField, 2: varintField, 3: varintField, 4: varintField}

@@ -16,10 +16,17 @@ const MaxTxnScan = 10000
 
 // Vote is a participant's answer to Prepare.
 type Vote struct {
-	// Prepared is false when a lock conflict refused the prepare (nothing
-	// was locked); Conflicts names the holders.
+	// Prepared is false when the prepare was refused (nothing was locked):
+	// by a lock conflict (Conflicts names the holders), or because the id
+	// was finished here before (Finished: this vote is not that prepare's
+	// own refusal; the transaction record says what became of it).
 	Prepared  bool
 	Conflicts []string
+	Finished  bool
+	// Version of the prepare entry that created the intent (the effective
+	// prepare): the transaction's stamp is the maximum over its
+	// participants' (DESIGN.md, consistent cut rule 3).
+	Version uint64
 	// ComparesHold: every compare of the share holds.
 	ComparesHold bool
 	// Reads of each branch's ops of the share, in share order: GetResponse
@@ -36,6 +43,16 @@ type OnePhaseResult struct {
 	Responses []*kvpb.ResponseOp // of the branch that ran, in share order
 }
 
+// Status is what this partition's log says of a transaction, settled by
+// a TxnStatusOp (DESIGN.md, "Transactions", recovery).
+type Status struct {
+	State        internalpb.TxnState
+	ComparesHold bool
+	Version      uint64
+	SuccessReads []*kvpb.ResponseOp
+	FailureReads []*kvpb.ResponseOp
+}
+
 // Intent is a transaction prepared on this partition and not yet finished.
 type Intent struct {
 	Op    *internalpb.TxnPrepareOp
@@ -46,7 +63,7 @@ type Intent struct {
 func isTxnCommand(cmd *internalpb.Command) bool {
 	switch cmd.GetOp().(type) {
 	case *internalpb.Command_TxnPrepare, *internalpb.Command_TxnFinish, *internalpb.Command_TxnDecide, *internalpb.Command_TxnOnePhase,
-		*internalpb.Command_TxnForget, *internalpb.Command_TxnHorizon:
+		*internalpb.Command_TxnForget, *internalpb.Command_TxnHorizon, *internalpb.Command_TxnStatus, *internalpb.Command_TxnFinishes:
 		return true
 	}
 	return false
@@ -56,12 +73,19 @@ func isTxnCommand(cmd *internalpb.Command) bool {
 func (p *Partition) applyTxnLocked(index uint64, cmd *internalpb.Command) any {
 	switch op := cmd.GetOp().(type) {
 	case *internalpb.Command_TxnPrepare:
-		return p.prepareLocked(index, op.TxnPrepare)
+		return p.prepareLocked(index, cmd.GetCutVersion(), op.TxnPrepare)
 	case *internalpb.Command_TxnFinish:
 		p.finishLocked(index, op.TxnFinish)
 		return nil
+	case *internalpb.Command_TxnFinishes:
+		for _, f := range op.TxnFinishes.GetFinishes() {
+			p.finishLocked(index, f)
+		}
+		return nil
 	case *internalpb.Command_TxnDecide:
-		return p.decideLocked(op.TxnDecide)
+		return p.decideLocked(index, op.TxnDecide)
+	case *internalpb.Command_TxnStatus:
+		return p.statusLocked(op.TxnStatus)
 	case *internalpb.Command_TxnOnePhase:
 		return p.onePhaseLocked(index, op.TxnOnePhase)
 	case *internalpb.Command_TxnForget:
@@ -94,8 +118,11 @@ func (p *Partition) applyTxnLocked(index uint64, cmd *internalpb.Command) any {
 //   - A prepare of an id finished here, or whose decision this partition
 //     records (it is the id's record partition: the decision came
 //     first, as recovery's presumed abort does), or stamped before the
-//     horizon, is refused and locks nothing. A refusal is not a vote:
-//     the coordinator aborts.
+//     horizon, is refused and locks nothing; so is one whose locks
+//     conflict. A refusal leaves a tombstone: the first applied prepare
+//     decides this partition's vote for good (parallel commits: a
+//     transaction is committed when every participant's effective
+//     prepare created an intent, so a later copy must never create one).
 //   - A finish names the transaction's prepare time (the coordinator
 //     its own, recovery the intent's); one that names a time other than
 //     the intent's is another transaction's under the same id and
@@ -120,9 +147,13 @@ func (p *Partition) applyTxnLocked(index uint64, cmd *internalpb.Command) any {
 // interval. A tombstone already behind the horizon is not kept.
 
 // prepareLocked takes the share's locks (all or none), evaluates its
-// compares and reads what either branch reads. Preparing twice returns the
-// first vote; see "Transaction ids" for when a prepare is refused.
-func (p *Partition) prepareLocked(index uint64, op *internalpb.TxnPrepareOp) Vote {
+// compares and reads what either branch reads. The first prepare of an id
+// that applies is its effective prepare (DESIGN.md, "Transactions"): it
+// creates the intent, or refuses and leaves a tombstone, and later
+// prepares change nothing. See "Transaction ids" for when a prepare is
+// refused. On the record partition (the op lists the participants) a
+// prepare that creates the intent also writes the record as STAGING.
+func (p *Partition) prepareLocked(index, version uint64, op *internalpb.TxnPrepareOp) Vote {
 	id := string(op.GetTxnId())
 	if in := p.intents[id]; in != nil {
 		if proto.Equal(in.Op, op) {
@@ -131,30 +162,61 @@ func (p *Partition) prepareLocked(index uint64, op *internalpb.TxnPrepareOp) Vot
 		return Vote{} // another transaction under a prepared id
 	}
 	if _, done := p.finished[id]; done {
-		return Vote{} // finished already (a late prepare): never lock again
+		return Vote{Finished: true} // finished already (a late prepare): never lock again
 	}
 	if _, decided := p.records[id]; decided {
+		p.tombstoneLocked(id, op.GetPreparedUnixMs())
 		return Vote{} // decided before this prepare applied (no reuse)
 	}
 	if op.GetPreparedUnixMs() < p.horizon {
 		return Vote{} // older than the horizon: a late copy, perhaps finished and forgotten
 	}
 	if c := p.locks.Acquire(id, txn.Wants(op.GetShare())); len(c) > 0 {
+		p.tombstoneLocked(id, op.GetPreparedUnixMs())
 		return Vote{Conflicts: c}
 	}
 	v := Vote{
 		Prepared:     true,
+		Version:      version,
 		ComparesHold: p.holdsLocked(op.GetShare().GetCompares()),
 		SuccessReads: p.readsLocked(op.GetShare().GetSuccess()),
 		FailureReads: p.readsLocked(op.GetShare().GetFailure()),
 	}
 	p.intents[id] = &Intent{Op: op, Vote: v, Index: index}
+	if parts := op.GetParticipants(); len(parts) > 0 && op.GetRecordPartition() == p.id {
+		p.records[id] = &internalpb.TxnDecideOp{TxnId: op.GetTxnId(), Staging: true, Participants: parts, PreparedUnixMs: op.GetPreparedUnixMs()}
+	}
 	return v
+}
+
+// statusLocked settles what this partition's log says of a transaction:
+// PREPARED with the intent's vote, FINISHED when the id finished here or
+// its record is decided here, else REFUSED — leaving a tombstone so that
+// no later prepare of it creates an intent (recovery's "prevented").
+func (p *Partition) statusLocked(op *internalpb.TxnStatusOp) Status {
+	id := string(op.GetTxnId())
+	if in := p.intents[id]; in != nil {
+		v := in.Vote
+		return Status{State: internalpb.TxnState_TXN_STATE_PREPARED, ComparesHold: v.ComparesHold, Version: v.Version,
+			SuccessReads: v.SuccessReads, FailureReads: v.FailureReads}
+	}
+	if _, done := p.finished[id]; done {
+		return Status{State: internalpb.TxnState_TXN_STATE_FINISHED}
+	}
+	if rec := p.records[id]; rec != nil && !rec.GetStaging() {
+		return Status{State: internalpb.TxnState_TXN_STATE_FINISHED}
+	}
+	if at := op.GetPreparedUnixMs(); at == 0 || at >= p.horizon {
+		p.tombstoneLocked(id, at)
+	}
+	return Status{State: internalpb.TxnState_TXN_STATE_REFUSED}
 }
 
 // finishLocked applies (commit) or drops (abort) an intent and releases
 // its locks. A finish without an intent applies nothing; an abort leaves
-// a tombstone ("Transaction ids").
+// a tombstone ("Transaction ids"). On the record partition a STAGING
+// record takes the finish's decision (only a decided transaction, or an
+// abort by whoever holds a refusal, is finished).
 func (p *Partition) finishLocked(index uint64, op *internalpb.TxnFinishOp) {
 	id := string(op.GetTxnId())
 	in := p.intents[id]
@@ -166,6 +228,10 @@ func (p *Partition) finishLocked(index uint64, op *internalpb.TxnFinishOp) {
 	}
 	if at := op.GetPreparedUnixMs(); at != 0 && at != in.Op.GetPreparedUnixMs() {
 		return // another transaction's finish under this id
+	}
+	if rec := p.records[id]; rec != nil && rec.GetStaging() {
+		p.records[id] = &internalpb.TxnDecideOp{TxnId: rec.GetTxnId(), Commit: op.GetCommit(), Succeeded: op.GetSucceeded(),
+			Stamp: op.GetStamp(), Participants: rec.GetParticipants()}
 	}
 	p.cut.TxnFinished(id, op.GetCommit(), op.GetSucceeded(), op.GetStamp())
 	if op.GetCommit() {
@@ -217,15 +283,26 @@ func (p *Partition) FinishedCount() (int, int64) {
 	return len(p.finished), p.horizon
 }
 
-// decideLocked records a decision unless one exists; it returns the
-// recorded one (first decision wins).
-func (p *Partition) decideLocked(op *internalpb.TxnDecideOp) *internalpb.TxnDecideOp {
+// decideLocked records a decision unless one exists (a STAGING record is
+// not one); it returns the recorded one (first decision wins). With
+// op.Finish it also finishes this partition's intent of the transaction
+// with the recorded decision, in the same entry.
+func (p *Partition) decideLocked(index uint64, op *internalpb.TxnDecideOp) *internalpb.TxnDecideOp {
 	id := string(op.GetTxnId())
-	if rec := p.records[id]; rec != nil {
-		return rec
+	rec := p.records[id]
+	if rec == nil || rec.GetStaging() {
+		d := &internalpb.TxnDecideOp{TxnId: op.GetTxnId(), Commit: op.GetCommit(), Succeeded: op.GetSucceeded(), Stamp: op.GetStamp(),
+			Participants: op.GetParticipants()}
+		if rec != nil && len(d.Participants) == 0 {
+			d.Participants = rec.GetParticipants()
+		}
+		rec = d
+		p.records[id] = rec
 	}
-	rec := proto.Clone(op).(*internalpb.TxnDecideOp)
-	p.records[id] = rec
+	if op.GetFinish() && p.intents[id] != nil {
+		p.finishLocked(index, &internalpb.TxnFinishOp{TxnId: op.GetTxnId(), Commit: rec.GetCommit(), Succeeded: rec.GetSucceeded(),
+			Stamp: rec.GetStamp(), PreparedUnixMs: op.GetPreparedUnixMs()})
+	}
 	return rec
 }
 

@@ -123,9 +123,15 @@ func fmtVote(v Vote) string {
 		}
 	} else {
 		fmt.Fprintf(&b, "refused by %v", v.Conflicts)
+		if v.Finished {
+			b.WriteString(", finished before")
+		}
 		if v.ComparesHold {
 			b.WriteString(", compares hold")
 		}
+	}
+	if v.Version != 0 {
+		fmt.Fprintf(&b, ", version %d", v.Version)
 	}
 	fmtResponses(&b, "success", v.SuccessReads)
 	fmtResponses(&b, "failure", v.FailureReads)
@@ -172,7 +178,9 @@ func fmtDecision(d *internalpb.TxnDecideOp) string {
 		return "<nil>"
 	}
 	s := "abort"
-	if d.GetCommit() {
+	if d.GetStaging() {
+		s = "STAGING"
+	} else if d.GetCommit() {
 		s = "commit failure"
 		if d.GetSucceeded() {
 			s = "commit success"
@@ -202,6 +210,12 @@ func fmtApplyResult(v any) string {
 		return fmtOnePhase(v)
 	case *internalpb.TxnDecideOp:
 		return "recorded " + fmtDecision(v)
+	case Status:
+		out := strings.ToLower(strings.TrimPrefix(v.State.String(), "TXN_STATE_"))
+		if v.State == internalpb.TxnState_TXN_STATE_PREPARED {
+			out += fmt.Sprintf(", compares hold=%v, version %d", v.ComparesHold, v.Version)
+		}
+		return out
 	}
 	return fmt.Sprintf("unexpected %T %v", v, v)
 }

@@ -489,11 +489,17 @@ func (h *partHarness) step(src source) {
 		h.m.applied = idx
 		got := fmtVote(v)
 		switch {
-		case !prepared && (h.m.finished[t.id] || h.m.records[t.id] != nil):
+		case !prepared && h.m.finished[t.id]:
+			h.stats["prepare after finish or decision"]++
+			if w := fmtVote(Vote{Finished: true}); got != w {
+				h.fatalf("prepare %s after its finish or refusal: vote\n%s\nwant a refusal that locks nothing\n%s", t.id, got, w)
+			}
+		case !prepared && h.m.records[t.id] != nil:
 			h.stats["prepare after finish or decision"]++
 			if w := fmtVote(Vote{}); got != w {
-				h.fatalf("prepare %s after its finish or decision: vote\n%s\nwant a refusal that locks nothing\n%s", t.id, got, w)
+				h.fatalf("prepare %s after its decision: vote\n%s\nwant a refusal that locks nothing\n%s", t.id, got, w)
 			}
+			h.m.finished[t.id] = true // a tombstone: the effective prepare refused
 		case prepared:
 			h.stats["prepare again"]++
 			if got != h.m.votes[t.id] {
@@ -504,6 +510,7 @@ func (h *partHarness) step(src source) {
 			if w := fmtVote(Vote{Conflicts: want}); got != w {
 				h.fatalf("prepare %s: vote\n%s\nmodel\n%s", t.id, got, w)
 			}
+			h.m.finished[t.id] = true // a tombstone: the effective prepare refused
 		default:
 			mv := Vote{Prepared: true, ComparesHold: h.m.holds(t.share.Compares), SuccessReads: h.m.reads(t.share.Success), FailureReads: h.m.reads(t.share.Failure)}
 			if w := fmtVote(mv); got != w {

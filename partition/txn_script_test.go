@@ -119,7 +119,42 @@ func (e *scriptEnv) run(cmd string, input []string) (string, error) {
 		}
 		ms, args = v, args[:n-1]
 	}
+	// Options of the parallel-commit commands: parts=1,2 (the record
+	// partition's prepare lists the participants), v=N (the entry's
+	// version), finish (a decision that also finishes this partition's
+	// intent).
+	var parts []uint64
+	var version uint64
+	var finish bool
+	for n := len(args); n > 1; n = len(args) {
+		a := args[n-1]
+		switch {
+		case strings.HasPrefix(a, "parts="):
+			for _, f := range strings.Split(strings.TrimPrefix(a, "parts="), ",") {
+				v, err := strconv.ParseUint(f, 10, 64)
+				if err != nil {
+					return "", err
+				}
+				parts = append(parts, v)
+			}
+		case strings.HasPrefix(a, "v="):
+			v, err := strconv.ParseUint(strings.TrimPrefix(a, "v="), 10, 64)
+			if err != nil {
+				return "", err
+			}
+			version = v
+		case a == "finish" && args[0] == "decide":
+			finish = true
+		default:
+			n = 0
+		}
+		if n == 0 {
+			break
+		}
+		args = args[:len(args)-1]
+	}
 	apply := func(c *internalpb.Command) (string, error) {
+		c.CutVersion = version
 		idx := at
 		if idx == 0 {
 			idx = e.p.Applied() + 1
@@ -161,6 +196,10 @@ func (e *scriptEnv) run(cmd string, input []string) (string, error) {
 		if args[0] == "prepare" {
 			c := cmdPrepare(args[1], s)
 			c.GetTxnPrepare().PreparedUnixMs = ms
+			if len(parts) > 0 {
+				c.GetTxnPrepare().Participants = parts
+				c.GetTxnPrepare().RecordPartition = e.p.ID()
+			}
 			return apply(c)
 		}
 		return apply(cmdOnePhase(args[1], s))
@@ -183,7 +222,23 @@ func (e *scriptEnv) run(cmd string, input []string) (string, error) {
 			c.GetTxnFinish().PreparedUnixMs = ms
 			return apply(c)
 		}
-		return apply(cmdDecide(&internalpb.TxnDecideOp{TxnId: []byte(args[1]), Commit: commit, Succeeded: succeeded}))
+		return apply(cmdDecide(&internalpb.TxnDecideOp{TxnId: []byte(args[1]), Commit: commit, Succeeded: succeeded, Stamp: version,
+			Finish: finish, PreparedUnixMs: ms}))
+	case "finishes": // finishes T1,T2 commit success: one batched entry
+		if len(args) < 3 {
+			return "", fmt.Errorf("finishes T1,T2 commit success|failure or finishes T1,T2 abort")
+		}
+		commit, succeeded := args[2] == "commit", len(args) > 3 && args[3] == "success"
+		op := &internalpb.TxnFinishBatchOp{}
+		for _, id := range strings.Split(args[1], ",") {
+			op.Finishes = append(op.Finishes, &internalpb.TxnFinishOp{TxnId: []byte(id), Commit: commit, Succeeded: succeeded, Stamp: version})
+		}
+		return apply(&internalpb.Command{Op: &internalpb.Command_TxnFinishes{TxnFinishes: op}})
+	case "status":
+		if err := need(2); err != nil {
+			return "", err
+		}
+		return apply(&internalpb.Command{Op: &internalpb.Command_TxnStatus{TxnStatus: &internalpb.TxnStatusOp{TxnId: []byte(args[1]), PreparedUnixMs: ms}}})
 	case "forget":
 		op := &internalpb.TxnForgetOp{}
 		for _, id := range args[1:] {

@@ -24,6 +24,63 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// TxnState is what a partition's log says of a transaction.
+type TxnState int32
+
+const (
+	TxnState_TXN_STATE_UNSPECIFIED TxnState = 0
+	// An intent holds the effective prepare's vote.
+	TxnState_TXN_STATE_PREPARED TxnState = 1
+	// The id finished here (committed, aborted or refused); the record says
+	// which.
+	TxnState_TXN_STATE_FINISHED TxnState = 2
+	// The effective prepare refused, or the status entry prevented any.
+	TxnState_TXN_STATE_REFUSED TxnState = 3
+)
+
+// Enum value maps for TxnState.
+var (
+	TxnState_name = map[int32]string{
+		0: "TXN_STATE_UNSPECIFIED",
+		1: "TXN_STATE_PREPARED",
+		2: "TXN_STATE_FINISHED",
+		3: "TXN_STATE_REFUSED",
+	}
+	TxnState_value = map[string]int32{
+		"TXN_STATE_UNSPECIFIED": 0,
+		"TXN_STATE_PREPARED":    1,
+		"TXN_STATE_FINISHED":    2,
+		"TXN_STATE_REFUSED":     3,
+	}
+)
+
+func (x TxnState) Enum() *TxnState {
+	p := new(TxnState)
+	*p = x
+	return p
+}
+
+func (x TxnState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TxnState) Descriptor() protoreflect.EnumDescriptor {
+	return file_internalpb_internal_proto_enumTypes[0].Descriptor()
+}
+
+func (TxnState) Type() protoreflect.EnumType {
+	return &file_internalpb_internal_proto_enumTypes[0]
+}
+
+func (x TxnState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TxnState.Descriptor instead.
+func (TxnState) EnumDescriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{0}
+}
+
 // RaftBatch carries raft messages of many groups from one node to another.
 type RaftBatch struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -1024,6 +1081,8 @@ type Command struct {
 	//	*Command_CutRecord
 	//	*Command_TxnForget
 	//	*Command_TxnHorizon
+	//	*Command_TxnStatus
+	//	*Command_TxnFinishes
 	Op            isCommand_Op `protobuf_oneof:"op"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1215,6 +1274,24 @@ func (x *Command) GetTxnHorizon() *TxnHorizonOp {
 	return nil
 }
 
+func (x *Command) GetTxnStatus() *TxnStatusOp {
+	if x != nil {
+		if x, ok := x.Op.(*Command_TxnStatus); ok {
+			return x.TxnStatus
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetTxnFinishes() *TxnFinishBatchOp {
+	if x != nil {
+		if x, ok := x.Op.(*Command_TxnFinishes); ok {
+			return x.TxnFinishes
+		}
+	}
+	return nil
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -1279,6 +1356,14 @@ type Command_TxnHorizon struct {
 	TxnHorizon *TxnHorizonOp `protobuf:"bytes,17,opt,name=txn_horizon,json=txnHorizon,proto3,oneof"`
 }
 
+type Command_TxnStatus struct {
+	TxnStatus *TxnStatusOp `protobuf:"bytes,18,opt,name=txn_status,json=txnStatus,proto3,oneof"`
+}
+
+type Command_TxnFinishes struct {
+	TxnFinishes *TxnFinishBatchOp `protobuf:"bytes,19,opt,name=txn_finishes,json=txnFinishes,proto3,oneof"`
+}
+
 func (*Command_Put) isCommand_Op() {}
 
 func (*Command_Delete) isCommand_Op() {}
@@ -1308,6 +1393,10 @@ func (*Command_CutRecord) isCommand_Op() {}
 func (*Command_TxnForget) isCommand_Op() {}
 
 func (*Command_TxnHorizon) isCommand_Op() {}
+
+func (*Command_TxnStatus) isCommand_Op() {}
+
+func (*Command_TxnFinishes) isCommand_Op() {}
 
 // TxnShare is one partition's share of a transaction: the compares on its
 // keys and the branches' ops on its keys (a scan op goes to every
@@ -1401,8 +1490,12 @@ type TxnPrepareOp struct {
 	// Proposer's wall clock, Unix ms: recovery asks about intents older than
 	// the recovery timeout.
 	PreparedUnixMs int64 `protobuf:"varint,5,opt,name=prepared_unix_ms,json=preparedUnixMs,proto3" json:"prepared_unix_ms,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Set on the record partition's share only: the transaction's
+	// partitions. The prepare that creates an intent there also writes the
+	// transaction record as STAGING with this list (parallel commits).
+	Participants  []uint64 `protobuf:"varint,6,rep,packed,name=participants,proto3" json:"participants,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TxnPrepareOp) Reset() {
@@ -1468,6 +1561,13 @@ func (x *TxnPrepareOp) GetPreparedUnixMs() int64 {
 		return x.PreparedUnixMs
 	}
 	return 0
+}
+
+func (x *TxnPrepareOp) GetParticipants() []uint64 {
+	if x != nil {
+		return x.Participants
+	}
+	return nil
 }
 
 // TxnFinishOp applies (commit) or drops (abort) a prepared intent.
@@ -1599,16 +1699,27 @@ func (x *TxnHorizonOp) GetUnixMs() int64 {
 }
 
 // TxnDecideOp records a decision in the transaction record. The first
-// decision recorded wins; later ones get the recorded one back.
+// decision recorded wins (a STAGING record is not a decision); later ones
+// get the recorded one back. As a record it is also the STAGING state.
 type TxnDecideOp struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	TxnId         []byte                 `protobuf:"bytes,1,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
-	Commit        bool                   `protobuf:"varint,2,opt,name=commit,proto3" json:"commit,omitempty"`
-	Succeeded     bool                   `protobuf:"varint,3,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
-	Stamp         uint64                 `protobuf:"varint,4,opt,name=stamp,proto3" json:"stamp,omitempty"`
-	Participants  []uint64               `protobuf:"varint,5,rep,packed,name=participants,proto3" json:"participants,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	TxnId        []byte                 `protobuf:"bytes,1,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
+	Commit       bool                   `protobuf:"varint,2,opt,name=commit,proto3" json:"commit,omitempty"`
+	Succeeded    bool                   `protobuf:"varint,3,opt,name=succeeded,proto3" json:"succeeded,omitempty"`
+	Stamp        uint64                 `protobuf:"varint,4,opt,name=stamp,proto3" json:"stamp,omitempty"`
+	Participants []uint64               `protobuf:"varint,5,rep,packed,name=participants,proto3" json:"participants,omitempty"`
+	// In a record: written by the record partition's prepare, not decided.
+	// Never set in a proposed decision.
+	Staging bool `protobuf:"varint,6,opt,name=staging,proto3" json:"staging,omitempty"`
+	// The entry also finishes the record partition's own intent of the
+	// transaction, as a TxnFinishOp with the same decision would (the
+	// decision and r's Finish share one entry). Entries written before
+	// parallel commits never set it.
+	Finish bool `protobuf:"varint,7,opt,name=finish,proto3" json:"finish,omitempty"`
+	// The transaction's prepare time, for the finish (TxnFinishOp).
+	PreparedUnixMs int64 `protobuf:"varint,8,opt,name=prepared_unix_ms,json=preparedUnixMs,proto3" json:"prepared_unix_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *TxnDecideOp) Reset() {
@@ -1676,6 +1787,131 @@ func (x *TxnDecideOp) GetParticipants() []uint64 {
 	return nil
 }
 
+func (x *TxnDecideOp) GetStaging() bool {
+	if x != nil {
+		return x.Staging
+	}
+	return false
+}
+
+func (x *TxnDecideOp) GetFinish() bool {
+	if x != nil {
+		return x.Finish
+	}
+	return false
+}
+
+func (x *TxnDecideOp) GetPreparedUnixMs() int64 {
+	if x != nil {
+		return x.PreparedUnixMs
+	}
+	return 0
+}
+
+// TxnStatusOp settles a transaction's effective prepare on a partition
+// through its log: it applies as "prepared" (the intent's vote and
+// version) when an intent exists, "finished" when the id finished here,
+// and otherwise leaves a tombstone so that no later prepare of the
+// transaction can create an intent ("prevented"). Recovery and a leader
+// refusing a prepare without an entry (wait-die) propose it.
+type TxnStatusOp struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	TxnId          []byte                 `protobuf:"bytes,1,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
+	PreparedUnixMs int64                  `protobuf:"varint,2,opt,name=prepared_unix_ms,json=preparedUnixMs,proto3" json:"prepared_unix_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *TxnStatusOp) Reset() {
+	*x = TxnStatusOp{}
+	mi := &file_internalpb_internal_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnStatusOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnStatusOp) ProtoMessage() {}
+
+func (x *TxnStatusOp) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnStatusOp.ProtoReflect.Descriptor instead.
+func (*TxnStatusOp) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *TxnStatusOp) GetTxnId() []byte {
+	if x != nil {
+		return x.TxnId
+	}
+	return nil
+}
+
+func (x *TxnStatusOp) GetPreparedUnixMs() int64 {
+	if x != nil {
+		return x.PreparedUnixMs
+	}
+	return 0
+}
+
+// TxnFinishBatchOp is many transactions' Finishes in one raft entry: the
+// entry's version is at least every stamp in it.
+type TxnFinishBatchOp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Finishes      []*TxnFinishOp         `protobuf:"bytes,1,rep,name=finishes,proto3" json:"finishes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TxnFinishBatchOp) Reset() {
+	*x = TxnFinishBatchOp{}
+	mi := &file_internalpb_internal_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TxnFinishBatchOp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TxnFinishBatchOp) ProtoMessage() {}
+
+func (x *TxnFinishBatchOp) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TxnFinishBatchOp.ProtoReflect.Descriptor instead.
+func (*TxnFinishBatchOp) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *TxnFinishBatchOp) GetFinishes() []*TxnFinishOp {
+	if x != nil {
+		return x.Finishes
+	}
+	return nil
+}
+
 // TxnForgetOp drops the records of transactions every participant has
 // finished (the coordinator saw each finish applied): nobody asks for
 // them any more. A record asked for again after this (a recovery that
@@ -1690,7 +1926,7 @@ type TxnForgetOp struct {
 
 func (x *TxnForgetOp) Reset() {
 	*x = TxnForgetOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[23]
+	mi := &file_internalpb_internal_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1702,7 +1938,7 @@ func (x *TxnForgetOp) String() string {
 func (*TxnForgetOp) ProtoMessage() {}
 
 func (x *TxnForgetOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[23]
+	mi := &file_internalpb_internal_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1715,7 +1951,7 @@ func (x *TxnForgetOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnForgetOp.ProtoReflect.Descriptor instead.
 func (*TxnForgetOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{23}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TxnForgetOp) GetTxnIds() [][]byte {
@@ -1736,7 +1972,7 @@ type TxnOnePhaseOp struct {
 
 func (x *TxnOnePhaseOp) Reset() {
 	*x = TxnOnePhaseOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[24]
+	mi := &file_internalpb_internal_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1748,7 +1984,7 @@ func (x *TxnOnePhaseOp) String() string {
 func (*TxnOnePhaseOp) ProtoMessage() {}
 
 func (x *TxnOnePhaseOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[24]
+	mi := &file_internalpb_internal_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1761,7 +1997,7 @@ func (x *TxnOnePhaseOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnOnePhaseOp.ProtoReflect.Descriptor instead.
 func (*TxnOnePhaseOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{24}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TxnOnePhaseOp) GetTxnId() []byte {
@@ -1788,7 +2024,7 @@ type ForgetRequest struct {
 
 func (x *ForgetRequest) Reset() {
 	*x = ForgetRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[25]
+	mi := &file_internalpb_internal_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1800,7 +2036,7 @@ func (x *ForgetRequest) String() string {
 func (*ForgetRequest) ProtoMessage() {}
 
 func (x *ForgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[25]
+	mi := &file_internalpb_internal_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1813,7 +2049,7 @@ func (x *ForgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetRequest.ProtoReflect.Descriptor instead.
 func (*ForgetRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{25}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ForgetRequest) GetPartition() uint64 {
@@ -1838,7 +2074,7 @@ type ForgetResponse struct {
 
 func (x *ForgetResponse) Reset() {
 	*x = ForgetResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[26]
+	mi := &file_internalpb_internal_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1850,7 +2086,7 @@ func (x *ForgetResponse) String() string {
 func (*ForgetResponse) ProtoMessage() {}
 
 func (x *ForgetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[26]
+	mi := &file_internalpb_internal_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1863,7 +2099,7 @@ func (x *ForgetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetResponse.ProtoReflect.Descriptor instead.
 func (*ForgetResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{26}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{28}
 }
 
 type PrepareRequest struct {
@@ -1878,7 +2114,7 @@ type PrepareRequest struct {
 
 func (x *PrepareRequest) Reset() {
 	*x = PrepareRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[27]
+	mi := &file_internalpb_internal_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1890,7 +2126,7 @@ func (x *PrepareRequest) String() string {
 func (*PrepareRequest) ProtoMessage() {}
 
 func (x *PrepareRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[27]
+	mi := &file_internalpb_internal_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1903,7 +2139,7 @@ func (x *PrepareRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareRequest.ProtoReflect.Descriptor instead.
 func (*PrepareRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{27}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PrepareRequest) GetPartition() uint64 {
@@ -1929,21 +2165,26 @@ func (x *PrepareRequest) GetCutVersion() uint64 {
 
 type PrepareResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// False: a lock conflict; nothing was prepared.
+	// False: refused (a lock conflict, or the id finished here); nothing
+	// was prepared and nothing can be for this transaction any more.
 	Prepared bool `protobuf:"varint,1,opt,name=prepared,proto3" json:"prepared,omitempty"`
 	// All of the share's compares hold.
 	ComparesHold bool `protobuf:"varint,2,opt,name=compares_hold,json=comparesHold,proto3" json:"compares_hold,omitempty"`
 	// Reads of each branch's ops on this partition, by position in the share.
-	SuccessReads  []*kvpb.ResponseOp `protobuf:"bytes,3,rep,name=success_reads,json=successReads,proto3" json:"success_reads,omitempty"`
-	FailureReads  []*kvpb.ResponseOp `protobuf:"bytes,4,rep,name=failure_reads,json=failureReads,proto3" json:"failure_reads,omitempty"`
-	CutVersion    uint64             `protobuf:"varint,5,opt,name=cut_version,json=cutVersion,proto3" json:"cut_version,omitempty"`
+	SuccessReads []*kvpb.ResponseOp `protobuf:"bytes,3,rep,name=success_reads,json=successReads,proto3" json:"success_reads,omitempty"`
+	FailureReads []*kvpb.ResponseOp `protobuf:"bytes,4,rep,name=failure_reads,json=failureReads,proto3" json:"failure_reads,omitempty"`
+	CutVersion   uint64             `protobuf:"varint,5,opt,name=cut_version,json=cutVersion,proto3" json:"cut_version,omitempty"`
+	// Version of the effective prepare entry (prepared only): the stamp is
+	// the maximum over the participants' (consistent cut rule 3). Apart
+	// from cut_version, the message marker.
+	Version       uint64 `protobuf:"varint,6,opt,name=version,proto3" json:"version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PrepareResponse) Reset() {
 	*x = PrepareResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[28]
+	mi := &file_internalpb_internal_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1955,7 +2196,7 @@ func (x *PrepareResponse) String() string {
 func (*PrepareResponse) ProtoMessage() {}
 
 func (x *PrepareResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[28]
+	mi := &file_internalpb_internal_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1968,7 +2209,7 @@ func (x *PrepareResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareResponse.ProtoReflect.Descriptor instead.
 func (*PrepareResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{28}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PrepareResponse) GetPrepared() bool {
@@ -2006,6 +2247,274 @@ func (x *PrepareResponse) GetCutVersion() uint64 {
 	return 0
 }
 
+func (x *PrepareResponse) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+type StatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partition     uint64                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Op            *TxnStatusOp           `protobuf:"bytes,2,opt,name=op,proto3" json:"op,omitempty"`
+	CutVersion    uint64                 `protobuf:"varint,3,opt,name=cut_version,json=cutVersion,proto3" json:"cut_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatusRequest) Reset() {
+	*x = StatusRequest{}
+	mi := &file_internalpb_internal_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatusRequest) ProtoMessage() {}
+
+func (x *StatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
+func (*StatusRequest) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *StatusRequest) GetPartition() uint64 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *StatusRequest) GetOp() *TxnStatusOp {
+	if x != nil {
+		return x.Op
+	}
+	return nil
+}
+
+func (x *StatusRequest) GetCutVersion() uint64 {
+	if x != nil {
+		return x.CutVersion
+	}
+	return 0
+}
+
+type StatusResponse struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	State        TxnState               `protobuf:"varint,1,opt,name=state,proto3,enum=cutkv.internal.v1.TxnState" json:"state,omitempty"`
+	ComparesHold bool                   `protobuf:"varint,2,opt,name=compares_hold,json=comparesHold,proto3" json:"compares_hold,omitempty"`
+	// Version of the effective prepare entry (PREPARED).
+	Version       uint64 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	CutVersion    uint64 `protobuf:"varint,4,opt,name=cut_version,json=cutVersion,proto3" json:"cut_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatusResponse) Reset() {
+	*x = StatusResponse{}
+	mi := &file_internalpb_internal_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatusResponse) ProtoMessage() {}
+
+func (x *StatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
+func (*StatusResponse) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *StatusResponse) GetState() TxnState {
+	if x != nil {
+		return x.State
+	}
+	return TxnState_TXN_STATE_UNSPECIFIED
+}
+
+func (x *StatusResponse) GetComparesHold() bool {
+	if x != nil {
+		return x.ComparesHold
+	}
+	return false
+}
+
+func (x *StatusResponse) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetCutVersion() uint64 {
+	if x != nil {
+		return x.CutVersion
+	}
+	return 0
+}
+
+// RecordRequest reads a transaction record through the record
+// partition's log, writing ABORTED when there is none (recovery: a
+// prepare of r still on its way then refuses).
+type RecordRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partition     uint64                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	TxnId         []byte                 `protobuf:"bytes,2,opt,name=txn_id,json=txnId,proto3" json:"txn_id,omitempty"`
+	CutVersion    uint64                 `protobuf:"varint,3,opt,name=cut_version,json=cutVersion,proto3" json:"cut_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordRequest) Reset() {
+	*x = RecordRequest{}
+	mi := &file_internalpb_internal_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordRequest) ProtoMessage() {}
+
+func (x *RecordRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordRequest.ProtoReflect.Descriptor instead.
+func (*RecordRequest) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *RecordRequest) GetPartition() uint64 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *RecordRequest) GetTxnId() []byte {
+	if x != nil {
+		return x.TxnId
+	}
+	return nil
+}
+
+func (x *RecordRequest) GetCutVersion() uint64 {
+	if x != nil {
+		return x.CutVersion
+	}
+	return 0
+}
+
+type RecordResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Record *TxnDecideOp           `protobuf:"bytes,1,opt,name=record,proto3" json:"record,omitempty"`
+	// The record partition's own intent (the record is STAGING).
+	ComparesHold  bool   `protobuf:"varint,2,opt,name=compares_hold,json=comparesHold,proto3" json:"compares_hold,omitempty"`
+	Version       uint64 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	CutVersion    uint64 `protobuf:"varint,4,opt,name=cut_version,json=cutVersion,proto3" json:"cut_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordResponse) Reset() {
+	*x = RecordResponse{}
+	mi := &file_internalpb_internal_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordResponse) ProtoMessage() {}
+
+func (x *RecordResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordResponse.ProtoReflect.Descriptor instead.
+func (*RecordResponse) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *RecordResponse) GetRecord() *TxnDecideOp {
+	if x != nil {
+		return x.Record
+	}
+	return nil
+}
+
+func (x *RecordResponse) GetComparesHold() bool {
+	if x != nil {
+		return x.ComparesHold
+	}
+	return false
+}
+
+func (x *RecordResponse) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *RecordResponse) GetCutVersion() uint64 {
+	if x != nil {
+		return x.CutVersion
+	}
+	return 0
+}
+
 type FinishRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Partition     uint64                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
@@ -2017,7 +2526,7 @@ type FinishRequest struct {
 
 func (x *FinishRequest) Reset() {
 	*x = FinishRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[29]
+	mi := &file_internalpb_internal_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2029,7 +2538,7 @@ func (x *FinishRequest) String() string {
 func (*FinishRequest) ProtoMessage() {}
 
 func (x *FinishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[29]
+	mi := &file_internalpb_internal_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2042,7 +2551,7 @@ func (x *FinishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishRequest.ProtoReflect.Descriptor instead.
 func (*FinishRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{29}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *FinishRequest) GetPartition() uint64 {
@@ -2075,7 +2584,7 @@ type FinishResponse struct {
 
 func (x *FinishResponse) Reset() {
 	*x = FinishResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[30]
+	mi := &file_internalpb_internal_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2087,7 +2596,7 @@ func (x *FinishResponse) String() string {
 func (*FinishResponse) ProtoMessage() {}
 
 func (x *FinishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[30]
+	mi := &file_internalpb_internal_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2100,7 +2609,7 @@ func (x *FinishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishResponse.ProtoReflect.Descriptor instead.
 func (*FinishResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{30}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *FinishResponse) GetCutVersion() uint64 {
@@ -2121,7 +2630,7 @@ type DecideRequest struct {
 
 func (x *DecideRequest) Reset() {
 	*x = DecideRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[31]
+	mi := &file_internalpb_internal_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2133,7 +2642,7 @@ func (x *DecideRequest) String() string {
 func (*DecideRequest) ProtoMessage() {}
 
 func (x *DecideRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[31]
+	mi := &file_internalpb_internal_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2146,7 +2655,7 @@ func (x *DecideRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideRequest.ProtoReflect.Descriptor instead.
 func (*DecideRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{31}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DecideRequest) GetPartition() uint64 {
@@ -2181,7 +2690,7 @@ type DecideResponse struct {
 
 func (x *DecideResponse) Reset() {
 	*x = DecideResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[32]
+	mi := &file_internalpb_internal_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2193,7 +2702,7 @@ func (x *DecideResponse) String() string {
 func (*DecideResponse) ProtoMessage() {}
 
 func (x *DecideResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[32]
+	mi := &file_internalpb_internal_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2206,7 +2715,7 @@ func (x *DecideResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideResponse.ProtoReflect.Descriptor instead.
 func (*DecideResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{32}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DecideResponse) GetRecorded() *TxnDecideOp {
@@ -2234,7 +2743,7 @@ type CutStartOp struct {
 
 func (x *CutStartOp) Reset() {
 	*x = CutStartOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[33]
+	mi := &file_internalpb_internal_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2246,7 +2755,7 @@ func (x *CutStartOp) String() string {
 func (*CutStartOp) ProtoMessage() {}
 
 func (x *CutStartOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[33]
+	mi := &file_internalpb_internal_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2259,7 +2768,7 @@ func (x *CutStartOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutStartOp.ProtoReflect.Descriptor instead.
 func (*CutStartOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{33}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CutStartOp) GetVersion() uint64 {
@@ -2282,7 +2791,7 @@ type CutTxn struct {
 
 func (x *CutTxn) Reset() {
 	*x = CutTxn{}
-	mi := &file_internalpb_internal_proto_msgTypes[34]
+	mi := &file_internalpb_internal_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2294,7 +2803,7 @@ func (x *CutTxn) String() string {
 func (*CutTxn) ProtoMessage() {}
 
 func (x *CutTxn) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[34]
+	mi := &file_internalpb_internal_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2307,7 +2816,7 @@ func (x *CutTxn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutTxn.ProtoReflect.Descriptor instead.
 func (*CutTxn) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{34}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CutTxn) GetTxnId() []byte {
@@ -2346,7 +2855,7 @@ type CutFinishOp struct {
 
 func (x *CutFinishOp) Reset() {
 	*x = CutFinishOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[35]
+	mi := &file_internalpb_internal_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2358,7 +2867,7 @@ func (x *CutFinishOp) String() string {
 func (*CutFinishOp) ProtoMessage() {}
 
 func (x *CutFinishOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[35]
+	mi := &file_internalpb_internal_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2371,7 +2880,7 @@ func (x *CutFinishOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutFinishOp.ProtoReflect.Descriptor instead.
 func (*CutFinishOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{35}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CutFinishOp) GetVersion() uint64 {
@@ -2418,7 +2927,7 @@ type HashOp struct {
 
 func (x *HashOp) Reset() {
 	*x = HashOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[36]
+	mi := &file_internalpb_internal_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2430,7 +2939,7 @@ func (x *HashOp) String() string {
 func (*HashOp) ProtoMessage() {}
 
 func (x *HashOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[36]
+	mi := &file_internalpb_internal_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2443,7 +2952,7 @@ func (x *HashOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HashOp.ProtoReflect.Descriptor instead.
 func (*HashOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{36}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{42}
 }
 
 // CutAllocateOp (group 0) starts a new cut unless one is running; the
@@ -2462,7 +2971,7 @@ type CutAllocateOp struct {
 
 func (x *CutAllocateOp) Reset() {
 	*x = CutAllocateOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[37]
+	mi := &file_internalpb_internal_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2474,7 +2983,7 @@ func (x *CutAllocateOp) String() string {
 func (*CutAllocateOp) ProtoMessage() {}
 
 func (x *CutAllocateOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[37]
+	mi := &file_internalpb_internal_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2487,7 +2996,7 @@ func (x *CutAllocateOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutAllocateOp.ProtoReflect.Descriptor instead.
 func (*CutAllocateOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{37}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *CutAllocateOp) GetStartedUnixMs() int64 {
@@ -2514,7 +3023,7 @@ type CutRecordOp struct {
 
 func (x *CutRecordOp) Reset() {
 	*x = CutRecordOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[38]
+	mi := &file_internalpb_internal_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2526,7 +3035,7 @@ func (x *CutRecordOp) String() string {
 func (*CutRecordOp) ProtoMessage() {}
 
 func (x *CutRecordOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[38]
+	mi := &file_internalpb_internal_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2539,7 +3048,7 @@ func (x *CutRecordOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutRecordOp.ProtoReflect.Descriptor instead.
 func (*CutRecordOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{38}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CutRecordOp) GetCut() *kvpb.CutInfo {
@@ -2561,7 +3070,7 @@ type StartCutRequest struct {
 
 func (x *StartCutRequest) Reset() {
 	*x = StartCutRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[39]
+	mi := &file_internalpb_internal_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2573,7 +3082,7 @@ func (x *StartCutRequest) String() string {
 func (*StartCutRequest) ProtoMessage() {}
 
 func (x *StartCutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[39]
+	mi := &file_internalpb_internal_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2586,7 +3095,7 @@ func (x *StartCutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartCutRequest.ProtoReflect.Descriptor instead.
 func (*StartCutRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{39}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *StartCutRequest) GetPartition() uint64 {
@@ -2625,7 +3134,7 @@ type AllocatedCutRequest struct {
 
 func (x *AllocatedCutRequest) Reset() {
 	*x = AllocatedCutRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[40]
+	mi := &file_internalpb_internal_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2637,7 +3146,7 @@ func (x *AllocatedCutRequest) String() string {
 func (*AllocatedCutRequest) ProtoMessage() {}
 
 func (x *AllocatedCutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[40]
+	mi := &file_internalpb_internal_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2650,7 +3159,7 @@ func (x *AllocatedCutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocatedCutRequest.ProtoReflect.Descriptor instead.
 func (*AllocatedCutRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{40}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{46}
 }
 
 type AllocatedCutResponse struct {
@@ -2662,7 +3171,7 @@ type AllocatedCutResponse struct {
 
 func (x *AllocatedCutResponse) Reset() {
 	*x = AllocatedCutResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[41]
+	mi := &file_internalpb_internal_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2674,7 +3183,7 @@ func (x *AllocatedCutResponse) String() string {
 func (*AllocatedCutResponse) ProtoMessage() {}
 
 func (x *AllocatedCutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[41]
+	mi := &file_internalpb_internal_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2687,7 +3196,7 @@ func (x *AllocatedCutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocatedCutResponse.ProtoReflect.Descriptor instead.
 func (*AllocatedCutResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{41}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *AllocatedCutResponse) GetVersion() uint64 {
@@ -2713,7 +3222,7 @@ type StartCutResponse struct {
 
 func (x *StartCutResponse) Reset() {
 	*x = StartCutResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[42]
+	mi := &file_internalpb_internal_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2725,7 +3234,7 @@ func (x *StartCutResponse) String() string {
 func (*StartCutResponse) ProtoMessage() {}
 
 func (x *StartCutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[42]
+	mi := &file_internalpb_internal_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2738,7 +3247,7 @@ func (x *StartCutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartCutResponse.ProtoReflect.Descriptor instead.
 func (*StartCutResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{42}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *StartCutResponse) GetOvertakenBy() uint64 {
@@ -2787,7 +3296,7 @@ type PartitionHashRequest struct {
 
 func (x *PartitionHashRequest) Reset() {
 	*x = PartitionHashRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[43]
+	mi := &file_internalpb_internal_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2799,7 +3308,7 @@ func (x *PartitionHashRequest) String() string {
 func (*PartitionHashRequest) ProtoMessage() {}
 
 func (x *PartitionHashRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[43]
+	mi := &file_internalpb_internal_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2812,7 +3321,7 @@ func (x *PartitionHashRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionHashRequest.ProtoReflect.Descriptor instead.
 func (*PartitionHashRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{43}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *PartitionHashRequest) GetPartition() uint64 {
@@ -2847,7 +3356,7 @@ type PartitionHashResponse struct {
 
 func (x *PartitionHashResponse) Reset() {
 	*x = PartitionHashResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[44]
+	mi := &file_internalpb_internal_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2859,7 +3368,7 @@ func (x *PartitionHashResponse) String() string {
 func (*PartitionHashResponse) ProtoMessage() {}
 
 func (x *PartitionHashResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[44]
+	mi := &file_internalpb_internal_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2872,7 +3381,7 @@ func (x *PartitionHashResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionHashResponse.ProtoReflect.Descriptor instead.
 func (*PartitionHashResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{44}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *PartitionHashResponse) GetIndex() uint64 {
@@ -2906,7 +3415,7 @@ type PutOp struct {
 
 func (x *PutOp) Reset() {
 	*x = PutOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[45]
+	mi := &file_internalpb_internal_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2918,7 +3427,7 @@ func (x *PutOp) String() string {
 func (*PutOp) ProtoMessage() {}
 
 func (x *PutOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[45]
+	mi := &file_internalpb_internal_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2931,7 +3440,7 @@ func (x *PutOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutOp.ProtoReflect.Descriptor instead.
 func (*PutOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{45}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *PutOp) GetKey() []byte {
@@ -2957,7 +3466,7 @@ type DeleteOp struct {
 
 func (x *DeleteOp) Reset() {
 	*x = DeleteOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[46]
+	mi := &file_internalpb_internal_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2969,7 +3478,7 @@ func (x *DeleteOp) String() string {
 func (*DeleteOp) ProtoMessage() {}
 
 func (x *DeleteOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[46]
+	mi := &file_internalpb_internal_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2982,7 +3491,7 @@ func (x *DeleteOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteOp.ProtoReflect.Descriptor instead.
 func (*DeleteOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{46}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *DeleteOp) GetKey() []byte {
@@ -3000,7 +3509,7 @@ type NoopOp struct {
 
 func (x *NoopOp) Reset() {
 	*x = NoopOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[47]
+	mi := &file_internalpb_internal_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3012,7 +3521,7 @@ func (x *NoopOp) String() string {
 func (*NoopOp) ProtoMessage() {}
 
 func (x *NoopOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[47]
+	mi := &file_internalpb_internal_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3025,7 +3534,7 @@ func (x *NoopOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoopOp.ProtoReflect.Descriptor instead.
 func (*NoopOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{47}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{53}
 }
 
 // BootstrapOp is the first entry of group 0: the cluster's fixed layout.
@@ -3038,7 +3547,7 @@ type BootstrapOp struct {
 
 func (x *BootstrapOp) Reset() {
 	*x = BootstrapOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[48]
+	mi := &file_internalpb_internal_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3050,7 +3559,7 @@ func (x *BootstrapOp) String() string {
 func (*BootstrapOp) ProtoMessage() {}
 
 func (x *BootstrapOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[48]
+	mi := &file_internalpb_internal_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3063,7 +3572,7 @@ func (x *BootstrapOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BootstrapOp.ProtoReflect.Descriptor instead.
 func (*BootstrapOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{48}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *BootstrapOp) GetLayout() *ClusterLayout {
@@ -3088,7 +3597,7 @@ type MemberInfo struct {
 
 func (x *MemberInfo) Reset() {
 	*x = MemberInfo{}
-	mi := &file_internalpb_internal_proto_msgTypes[49]
+	mi := &file_internalpb_internal_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3100,7 +3609,7 @@ func (x *MemberInfo) String() string {
 func (*MemberInfo) ProtoMessage() {}
 
 func (x *MemberInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[49]
+	mi := &file_internalpb_internal_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3113,7 +3622,7 @@ func (x *MemberInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberInfo.ProtoReflect.Descriptor instead.
 func (*MemberInfo) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{49}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *MemberInfo) GetId() string {
@@ -3163,7 +3672,7 @@ type ClusterLayout struct {
 
 func (x *ClusterLayout) Reset() {
 	*x = ClusterLayout{}
-	mi := &file_internalpb_internal_proto_msgTypes[50]
+	mi := &file_internalpb_internal_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3175,7 +3684,7 @@ func (x *ClusterLayout) String() string {
 func (*ClusterLayout) ProtoMessage() {}
 
 func (x *ClusterLayout) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[50]
+	mi := &file_internalpb_internal_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3188,7 +3697,7 @@ func (x *ClusterLayout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterLayout.ProtoReflect.Descriptor instead.
 func (*ClusterLayout) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{50}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ClusterLayout) GetClusterId() uint64 {
@@ -3235,7 +3744,7 @@ type Replicas struct {
 
 func (x *Replicas) Reset() {
 	*x = Replicas{}
-	mi := &file_internalpb_internal_proto_msgTypes[51]
+	mi := &file_internalpb_internal_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3247,7 +3756,7 @@ func (x *Replicas) String() string {
 func (*Replicas) ProtoMessage() {}
 
 func (x *Replicas) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[51]
+	mi := &file_internalpb_internal_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3260,7 +3769,7 @@ func (x *Replicas) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replicas.ProtoReflect.Descriptor instead.
 func (*Replicas) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{51}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *Replicas) GetRaftIds() []uint64 {
@@ -3283,7 +3792,7 @@ type MetaImage struct {
 
 func (x *MetaImage) Reset() {
 	*x = MetaImage{}
-	mi := &file_internalpb_internal_proto_msgTypes[52]
+	mi := &file_internalpb_internal_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3295,7 +3804,7 @@ func (x *MetaImage) String() string {
 func (*MetaImage) ProtoMessage() {}
 
 func (x *MetaImage) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[52]
+	mi := &file_internalpb_internal_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3308,7 +3817,7 @@ func (x *MetaImage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaImage.ProtoReflect.Descriptor instead.
 func (*MetaImage) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{52}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *MetaImage) GetApplied() uint64 {
@@ -3351,7 +3860,7 @@ type ClusterIDRequest struct {
 
 func (x *ClusterIDRequest) Reset() {
 	*x = ClusterIDRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[53]
+	mi := &file_internalpb_internal_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3363,7 +3872,7 @@ func (x *ClusterIDRequest) String() string {
 func (*ClusterIDRequest) ProtoMessage() {}
 
 func (x *ClusterIDRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[53]
+	mi := &file_internalpb_internal_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3376,7 +3885,7 @@ func (x *ClusterIDRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterIDRequest.ProtoReflect.Descriptor instead.
 func (*ClusterIDRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{53}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ClusterIDRequest) GetDigest() uint64 {
@@ -3402,7 +3911,7 @@ type ClusterIDResponse struct {
 
 func (x *ClusterIDResponse) Reset() {
 	*x = ClusterIDResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[54]
+	mi := &file_internalpb_internal_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3414,7 +3923,7 @@ func (x *ClusterIDResponse) String() string {
 func (*ClusterIDResponse) ProtoMessage() {}
 
 func (x *ClusterIDResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[54]
+	mi := &file_internalpb_internal_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3427,7 +3936,7 @@ func (x *ClusterIDResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterIDResponse.ProtoReflect.Descriptor instead.
 func (*ClusterIDResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{54}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ClusterIDResponse) GetClusterId() uint64 {
@@ -3452,7 +3961,7 @@ type NodeIdentity struct {
 
 func (x *NodeIdentity) Reset() {
 	*x = NodeIdentity{}
-	mi := &file_internalpb_internal_proto_msgTypes[55]
+	mi := &file_internalpb_internal_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3464,7 +3973,7 @@ func (x *NodeIdentity) String() string {
 func (*NodeIdentity) ProtoMessage() {}
 
 func (x *NodeIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[55]
+	mi := &file_internalpb_internal_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3477,7 +3986,7 @@ func (x *NodeIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeIdentity.ProtoReflect.Descriptor instead.
 func (*NodeIdentity) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{55}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *NodeIdentity) GetNodeId() string {
@@ -3574,7 +4083,7 @@ const file_internalpb_internal_proto_rawDesc = "" +
 	"\x10MaterializedMark\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x04R\x05index\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12\x1c\n" +
-	"\tinstalled\x18\x03 \x01(\bR\tinstalled\"\xe1\a\n" +
+	"\tinstalled\x18\x03 \x01(\bR\tinstalled\"\xec\b\n" +
 	"\aCommand\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x1f\n" +
 	"\vcut_version\x18\x02 \x01(\x04R\n" +
@@ -3601,20 +4110,24 @@ const file_internalpb_internal_proto_rawDesc = "" +
 	"\n" +
 	"txn_forget\x18\x10 \x01(\v2\x1e.cutkv.internal.v1.TxnForgetOpH\x00R\ttxnForget\x12B\n" +
 	"\vtxn_horizon\x18\x11 \x01(\v2\x1f.cutkv.internal.v1.TxnHorizonOpH\x00R\n" +
-	"txnHorizonB\x04\n" +
+	"txnHorizon\x12?\n" +
+	"\n" +
+	"txn_status\x18\x12 \x01(\v2\x1e.cutkv.internal.v1.TxnStatusOpH\x00R\ttxnStatus\x12H\n" +
+	"\ftxn_finishes\x18\x13 \x01(\v2#.cutkv.internal.v1.TxnFinishBatchOpH\x00R\vtxnFinishesB\x04\n" +
 	"\x02op\"\xea\x01\n" +
 	"\bTxnShare\x120\n" +
 	"\bcompares\x18\x01 \x03(\v2\x14.cutkv.kv.v1.CompareR\bcompares\x120\n" +
 	"\asuccess\x18\x02 \x03(\v2\x16.cutkv.kv.v1.RequestOpR\asuccess\x12#\n" +
 	"\rsuccess_index\x18\x03 \x03(\rR\fsuccessIndex\x120\n" +
 	"\afailure\x18\x04 \x03(\v2\x16.cutkv.kv.v1.RequestOpR\afailure\x12#\n" +
-	"\rfailure_index\x18\x05 \x03(\rR\ffailureIndex\"\xc9\x01\n" +
+	"\rfailure_index\x18\x05 \x03(\rR\ffailureIndex\"\xed\x01\n" +
 	"\fTxnPrepareOp\x12\x15\n" +
 	"\x06txn_id\x18\x01 \x01(\fR\x05txnId\x12\x1a\n" +
 	"\bpriority\x18\x02 \x01(\x03R\bpriority\x12)\n" +
 	"\x10record_partition\x18\x03 \x01(\x04R\x0frecordPartition\x121\n" +
 	"\x05share\x18\x04 \x01(\v2\x1b.cutkv.internal.v1.TxnShareR\x05share\x12(\n" +
-	"\x10prepared_unix_ms\x18\x05 \x01(\x03R\x0epreparedUnixMs\"\x9a\x01\n" +
+	"\x10prepared_unix_ms\x18\x05 \x01(\x03R\x0epreparedUnixMs\x12\"\n" +
+	"\fparticipants\x18\x06 \x03(\x04R\fparticipants\"\x9a\x01\n" +
 	"\vTxnFinishOp\x12\x15\n" +
 	"\x06txn_id\x18\x01 \x01(\fR\x05txnId\x12\x16\n" +
 	"\x06commit\x18\x02 \x01(\bR\x06commit\x12\x1c\n" +
@@ -3622,13 +4135,21 @@ const file_internalpb_internal_proto_rawDesc = "" +
 	"\x05stamp\x18\x04 \x01(\x04R\x05stamp\x12(\n" +
 	"\x10prepared_unix_ms\x18\x05 \x01(\x03R\x0epreparedUnixMs\"'\n" +
 	"\fTxnHorizonOp\x12\x17\n" +
-	"\aunix_ms\x18\x01 \x01(\x03R\x06unixMs\"\x94\x01\n" +
+	"\aunix_ms\x18\x01 \x01(\x03R\x06unixMs\"\xf0\x01\n" +
 	"\vTxnDecideOp\x12\x15\n" +
 	"\x06txn_id\x18\x01 \x01(\fR\x05txnId\x12\x16\n" +
 	"\x06commit\x18\x02 \x01(\bR\x06commit\x12\x1c\n" +
 	"\tsucceeded\x18\x03 \x01(\bR\tsucceeded\x12\x14\n" +
 	"\x05stamp\x18\x04 \x01(\x04R\x05stamp\x12\"\n" +
-	"\fparticipants\x18\x05 \x03(\x04R\fparticipants\"&\n" +
+	"\fparticipants\x18\x05 \x03(\x04R\fparticipants\x12\x18\n" +
+	"\astaging\x18\x06 \x01(\bR\astaging\x12\x16\n" +
+	"\x06finish\x18\a \x01(\bR\x06finish\x12(\n" +
+	"\x10prepared_unix_ms\x18\b \x01(\x03R\x0epreparedUnixMs\"N\n" +
+	"\vTxnStatusOp\x12\x15\n" +
+	"\x06txn_id\x18\x01 \x01(\fR\x05txnId\x12(\n" +
+	"\x10prepared_unix_ms\x18\x02 \x01(\x03R\x0epreparedUnixMs\"N\n" +
+	"\x10TxnFinishBatchOp\x12:\n" +
+	"\bfinishes\x18\x01 \x03(\v2\x1e.cutkv.internal.v1.TxnFinishOpR\bfinishes\"&\n" +
 	"\vTxnForgetOp\x12\x17\n" +
 	"\atxn_ids\x18\x01 \x03(\fR\x06txnIds\"Y\n" +
 	"\rTxnOnePhaseOp\x12\x15\n" +
@@ -3642,13 +4163,36 @@ const file_internalpb_internal_proto_rawDesc = "" +
 	"\tpartition\x18\x01 \x01(\x04R\tpartition\x12/\n" +
 	"\x02op\x18\x02 \x01(\v2\x1f.cutkv.internal.v1.TxnPrepareOpR\x02op\x12\x1f\n" +
 	"\vcut_version\x18\x03 \x01(\x04R\n" +
-	"cutVersion\"\xef\x01\n" +
+	"cutVersion\"\x89\x02\n" +
 	"\x0fPrepareResponse\x12\x1a\n" +
 	"\bprepared\x18\x01 \x01(\bR\bprepared\x12#\n" +
 	"\rcompares_hold\x18\x02 \x01(\bR\fcomparesHold\x12<\n" +
 	"\rsuccess_reads\x18\x03 \x03(\v2\x17.cutkv.kv.v1.ResponseOpR\fsuccessReads\x12<\n" +
 	"\rfailure_reads\x18\x04 \x03(\v2\x17.cutkv.kv.v1.ResponseOpR\ffailureReads\x12\x1f\n" +
 	"\vcut_version\x18\x05 \x01(\x04R\n" +
+	"cutVersion\x12\x18\n" +
+	"\aversion\x18\x06 \x01(\x04R\aversion\"~\n" +
+	"\rStatusRequest\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x04R\tpartition\x12.\n" +
+	"\x02op\x18\x02 \x01(\v2\x1e.cutkv.internal.v1.TxnStatusOpR\x02op\x12\x1f\n" +
+	"\vcut_version\x18\x03 \x01(\x04R\n" +
+	"cutVersion\"\xa3\x01\n" +
+	"\x0eStatusResponse\x121\n" +
+	"\x05state\x18\x01 \x01(\x0e2\x1b.cutkv.internal.v1.TxnStateR\x05state\x12#\n" +
+	"\rcompares_hold\x18\x02 \x01(\bR\fcomparesHold\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x04R\aversion\x12\x1f\n" +
+	"\vcut_version\x18\x04 \x01(\x04R\n" +
+	"cutVersion\"e\n" +
+	"\rRecordRequest\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x04R\tpartition\x12\x15\n" +
+	"\x06txn_id\x18\x02 \x01(\fR\x05txnId\x12\x1f\n" +
+	"\vcut_version\x18\x03 \x01(\x04R\n" +
+	"cutVersion\"\xa8\x01\n" +
+	"\x0eRecordResponse\x126\n" +
+	"\x06record\x18\x01 \x01(\v2\x1e.cutkv.internal.v1.TxnDecideOpR\x06record\x12#\n" +
+	"\rcompares_hold\x18\x02 \x01(\bR\fcomparesHold\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x04R\aversion\x12\x1f\n" +
+	"\vcut_version\x18\x04 \x01(\x04R\n" +
 	"cutVersion\"~\n" +
 	"\rFinishRequest\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x04R\tpartition\x12.\n" +
@@ -3749,7 +4293,12 @@ const file_internalpb_internal_proto_rawDesc = "" +
 	"\fNodeIdentity\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x128\n" +
 	"\x06layout\x18\x02 \x01(\v2 .cutkv.internal.v1.ClusterLayoutR\x06layout\x12#\n" +
-	"\rrestored_from\x18\x03 \x01(\tR\frestoredFromB)Z'github.com/cutkv/cutkv/proto/internalpbb\x06proto3"
+	"\rrestored_from\x18\x03 \x01(\tR\frestoredFrom*l\n" +
+	"\bTxnState\x12\x19\n" +
+	"\x15TXN_STATE_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12TXN_STATE_PREPARED\x10\x01\x12\x16\n" +
+	"\x12TXN_STATE_FINISHED\x10\x02\x12\x15\n" +
+	"\x11TXN_STATE_REFUSED\x10\x03B)Z'github.com/cutkv/cutkv/proto/internalpbb\x06proto3"
 
 var (
 	file_internalpb_internal_proto_rawDescOnce sync.Once
@@ -3763,116 +4312,130 @@ func file_internalpb_internal_proto_rawDescGZIP() []byte {
 	return file_internalpb_internal_proto_rawDescData
 }
 
-var file_internalpb_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_internalpb_internal_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_internalpb_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_internalpb_internal_proto_goTypes = []any{
-	(*RaftBatch)(nil),                   // 0: cutkv.internal.v1.RaftBatch
-	(*GroupMessage)(nil),                // 1: cutkv.internal.v1.GroupMessage
-	(*RaftAck)(nil),                     // 2: cutkv.internal.v1.RaftAck
-	(*PrepareSnapshotRequest)(nil),      // 3: cutkv.internal.v1.PrepareSnapshotRequest
-	(*PrepareSnapshotResponse)(nil),     // 4: cutkv.internal.v1.PrepareSnapshotResponse
-	(*LogRange)(nil),                    // 5: cutkv.internal.v1.LogRange
-	(*UploadSnapshotRequest)(nil),       // 6: cutkv.internal.v1.UploadSnapshotRequest
-	(*UploadedObject)(nil),              // 7: cutkv.internal.v1.UploadedObject
-	(*UploadSnapshotResponse)(nil),      // 8: cutkv.internal.v1.UploadSnapshotResponse
-	(*ReleaseSnapshotRequest)(nil),      // 9: cutkv.internal.v1.ReleaseSnapshotRequest
-	(*ReleaseSnapshotResponse)(nil),     // 10: cutkv.internal.v1.ReleaseSnapshotResponse
-	(*FetchMaterializationRequest)(nil), // 11: cutkv.internal.v1.FetchMaterializationRequest
-	(*FileChunk)(nil),                   // 12: cutkv.internal.v1.FileChunk
-	(*MaterializeRequest)(nil),          // 13: cutkv.internal.v1.MaterializeRequest
-	(*GroupMaterialized)(nil),           // 14: cutkv.internal.v1.GroupMaterialized
-	(*MaterializeResponse)(nil),         // 15: cutkv.internal.v1.MaterializeResponse
-	(*MaterializedMark)(nil),            // 16: cutkv.internal.v1.MaterializedMark
-	(*Command)(nil),                     // 17: cutkv.internal.v1.Command
-	(*TxnShare)(nil),                    // 18: cutkv.internal.v1.TxnShare
-	(*TxnPrepareOp)(nil),                // 19: cutkv.internal.v1.TxnPrepareOp
-	(*TxnFinishOp)(nil),                 // 20: cutkv.internal.v1.TxnFinishOp
-	(*TxnHorizonOp)(nil),                // 21: cutkv.internal.v1.TxnHorizonOp
-	(*TxnDecideOp)(nil),                 // 22: cutkv.internal.v1.TxnDecideOp
-	(*TxnForgetOp)(nil),                 // 23: cutkv.internal.v1.TxnForgetOp
-	(*TxnOnePhaseOp)(nil),               // 24: cutkv.internal.v1.TxnOnePhaseOp
-	(*ForgetRequest)(nil),               // 25: cutkv.internal.v1.ForgetRequest
-	(*ForgetResponse)(nil),              // 26: cutkv.internal.v1.ForgetResponse
-	(*PrepareRequest)(nil),              // 27: cutkv.internal.v1.PrepareRequest
-	(*PrepareResponse)(nil),             // 28: cutkv.internal.v1.PrepareResponse
-	(*FinishRequest)(nil),               // 29: cutkv.internal.v1.FinishRequest
-	(*FinishResponse)(nil),              // 30: cutkv.internal.v1.FinishResponse
-	(*DecideRequest)(nil),               // 31: cutkv.internal.v1.DecideRequest
-	(*DecideResponse)(nil),              // 32: cutkv.internal.v1.DecideResponse
-	(*CutStartOp)(nil),                  // 33: cutkv.internal.v1.CutStartOp
-	(*CutTxn)(nil),                      // 34: cutkv.internal.v1.CutTxn
-	(*CutFinishOp)(nil),                 // 35: cutkv.internal.v1.CutFinishOp
-	(*HashOp)(nil),                      // 36: cutkv.internal.v1.HashOp
-	(*CutAllocateOp)(nil),               // 37: cutkv.internal.v1.CutAllocateOp
-	(*CutRecordOp)(nil),                 // 38: cutkv.internal.v1.CutRecordOp
-	(*StartCutRequest)(nil),             // 39: cutkv.internal.v1.StartCutRequest
-	(*AllocatedCutRequest)(nil),         // 40: cutkv.internal.v1.AllocatedCutRequest
-	(*AllocatedCutResponse)(nil),        // 41: cutkv.internal.v1.AllocatedCutResponse
-	(*StartCutResponse)(nil),            // 42: cutkv.internal.v1.StartCutResponse
-	(*PartitionHashRequest)(nil),        // 43: cutkv.internal.v1.PartitionHashRequest
-	(*PartitionHashResponse)(nil),       // 44: cutkv.internal.v1.PartitionHashResponse
-	(*PutOp)(nil),                       // 45: cutkv.internal.v1.PutOp
-	(*DeleteOp)(nil),                    // 46: cutkv.internal.v1.DeleteOp
-	(*NoopOp)(nil),                      // 47: cutkv.internal.v1.NoopOp
-	(*BootstrapOp)(nil),                 // 48: cutkv.internal.v1.BootstrapOp
-	(*MemberInfo)(nil),                  // 49: cutkv.internal.v1.MemberInfo
-	(*ClusterLayout)(nil),               // 50: cutkv.internal.v1.ClusterLayout
-	(*Replicas)(nil),                    // 51: cutkv.internal.v1.Replicas
-	(*MetaImage)(nil),                   // 52: cutkv.internal.v1.MetaImage
-	(*ClusterIDRequest)(nil),            // 53: cutkv.internal.v1.ClusterIDRequest
-	(*ClusterIDResponse)(nil),           // 54: cutkv.internal.v1.ClusterIDResponse
-	(*NodeIdentity)(nil),                // 55: cutkv.internal.v1.NodeIdentity
-	(*kvpb.Compare)(nil),                // 56: cutkv.kv.v1.Compare
-	(*kvpb.RequestOp)(nil),              // 57: cutkv.kv.v1.RequestOp
-	(*kvpb.ResponseOp)(nil),             // 58: cutkv.kv.v1.ResponseOp
-	(*kvpb.CutInfo)(nil),                // 59: cutkv.kv.v1.CutInfo
+	(TxnState)(0),                       // 0: cutkv.internal.v1.TxnState
+	(*RaftBatch)(nil),                   // 1: cutkv.internal.v1.RaftBatch
+	(*GroupMessage)(nil),                // 2: cutkv.internal.v1.GroupMessage
+	(*RaftAck)(nil),                     // 3: cutkv.internal.v1.RaftAck
+	(*PrepareSnapshotRequest)(nil),      // 4: cutkv.internal.v1.PrepareSnapshotRequest
+	(*PrepareSnapshotResponse)(nil),     // 5: cutkv.internal.v1.PrepareSnapshotResponse
+	(*LogRange)(nil),                    // 6: cutkv.internal.v1.LogRange
+	(*UploadSnapshotRequest)(nil),       // 7: cutkv.internal.v1.UploadSnapshotRequest
+	(*UploadedObject)(nil),              // 8: cutkv.internal.v1.UploadedObject
+	(*UploadSnapshotResponse)(nil),      // 9: cutkv.internal.v1.UploadSnapshotResponse
+	(*ReleaseSnapshotRequest)(nil),      // 10: cutkv.internal.v1.ReleaseSnapshotRequest
+	(*ReleaseSnapshotResponse)(nil),     // 11: cutkv.internal.v1.ReleaseSnapshotResponse
+	(*FetchMaterializationRequest)(nil), // 12: cutkv.internal.v1.FetchMaterializationRequest
+	(*FileChunk)(nil),                   // 13: cutkv.internal.v1.FileChunk
+	(*MaterializeRequest)(nil),          // 14: cutkv.internal.v1.MaterializeRequest
+	(*GroupMaterialized)(nil),           // 15: cutkv.internal.v1.GroupMaterialized
+	(*MaterializeResponse)(nil),         // 16: cutkv.internal.v1.MaterializeResponse
+	(*MaterializedMark)(nil),            // 17: cutkv.internal.v1.MaterializedMark
+	(*Command)(nil),                     // 18: cutkv.internal.v1.Command
+	(*TxnShare)(nil),                    // 19: cutkv.internal.v1.TxnShare
+	(*TxnPrepareOp)(nil),                // 20: cutkv.internal.v1.TxnPrepareOp
+	(*TxnFinishOp)(nil),                 // 21: cutkv.internal.v1.TxnFinishOp
+	(*TxnHorizonOp)(nil),                // 22: cutkv.internal.v1.TxnHorizonOp
+	(*TxnDecideOp)(nil),                 // 23: cutkv.internal.v1.TxnDecideOp
+	(*TxnStatusOp)(nil),                 // 24: cutkv.internal.v1.TxnStatusOp
+	(*TxnFinishBatchOp)(nil),            // 25: cutkv.internal.v1.TxnFinishBatchOp
+	(*TxnForgetOp)(nil),                 // 26: cutkv.internal.v1.TxnForgetOp
+	(*TxnOnePhaseOp)(nil),               // 27: cutkv.internal.v1.TxnOnePhaseOp
+	(*ForgetRequest)(nil),               // 28: cutkv.internal.v1.ForgetRequest
+	(*ForgetResponse)(nil),              // 29: cutkv.internal.v1.ForgetResponse
+	(*PrepareRequest)(nil),              // 30: cutkv.internal.v1.PrepareRequest
+	(*PrepareResponse)(nil),             // 31: cutkv.internal.v1.PrepareResponse
+	(*StatusRequest)(nil),               // 32: cutkv.internal.v1.StatusRequest
+	(*StatusResponse)(nil),              // 33: cutkv.internal.v1.StatusResponse
+	(*RecordRequest)(nil),               // 34: cutkv.internal.v1.RecordRequest
+	(*RecordResponse)(nil),              // 35: cutkv.internal.v1.RecordResponse
+	(*FinishRequest)(nil),               // 36: cutkv.internal.v1.FinishRequest
+	(*FinishResponse)(nil),              // 37: cutkv.internal.v1.FinishResponse
+	(*DecideRequest)(nil),               // 38: cutkv.internal.v1.DecideRequest
+	(*DecideResponse)(nil),              // 39: cutkv.internal.v1.DecideResponse
+	(*CutStartOp)(nil),                  // 40: cutkv.internal.v1.CutStartOp
+	(*CutTxn)(nil),                      // 41: cutkv.internal.v1.CutTxn
+	(*CutFinishOp)(nil),                 // 42: cutkv.internal.v1.CutFinishOp
+	(*HashOp)(nil),                      // 43: cutkv.internal.v1.HashOp
+	(*CutAllocateOp)(nil),               // 44: cutkv.internal.v1.CutAllocateOp
+	(*CutRecordOp)(nil),                 // 45: cutkv.internal.v1.CutRecordOp
+	(*StartCutRequest)(nil),             // 46: cutkv.internal.v1.StartCutRequest
+	(*AllocatedCutRequest)(nil),         // 47: cutkv.internal.v1.AllocatedCutRequest
+	(*AllocatedCutResponse)(nil),        // 48: cutkv.internal.v1.AllocatedCutResponse
+	(*StartCutResponse)(nil),            // 49: cutkv.internal.v1.StartCutResponse
+	(*PartitionHashRequest)(nil),        // 50: cutkv.internal.v1.PartitionHashRequest
+	(*PartitionHashResponse)(nil),       // 51: cutkv.internal.v1.PartitionHashResponse
+	(*PutOp)(nil),                       // 52: cutkv.internal.v1.PutOp
+	(*DeleteOp)(nil),                    // 53: cutkv.internal.v1.DeleteOp
+	(*NoopOp)(nil),                      // 54: cutkv.internal.v1.NoopOp
+	(*BootstrapOp)(nil),                 // 55: cutkv.internal.v1.BootstrapOp
+	(*MemberInfo)(nil),                  // 56: cutkv.internal.v1.MemberInfo
+	(*ClusterLayout)(nil),               // 57: cutkv.internal.v1.ClusterLayout
+	(*Replicas)(nil),                    // 58: cutkv.internal.v1.Replicas
+	(*MetaImage)(nil),                   // 59: cutkv.internal.v1.MetaImage
+	(*ClusterIDRequest)(nil),            // 60: cutkv.internal.v1.ClusterIDRequest
+	(*ClusterIDResponse)(nil),           // 61: cutkv.internal.v1.ClusterIDResponse
+	(*NodeIdentity)(nil),                // 62: cutkv.internal.v1.NodeIdentity
+	(*kvpb.Compare)(nil),                // 63: cutkv.kv.v1.Compare
+	(*kvpb.RequestOp)(nil),              // 64: cutkv.kv.v1.RequestOp
+	(*kvpb.ResponseOp)(nil),             // 65: cutkv.kv.v1.ResponseOp
+	(*kvpb.CutInfo)(nil),                // 66: cutkv.kv.v1.CutInfo
 }
 var file_internalpb_internal_proto_depIdxs = []int32{
-	1,  // 0: cutkv.internal.v1.RaftBatch.messages:type_name -> cutkv.internal.v1.GroupMessage
-	5,  // 1: cutkv.internal.v1.UploadSnapshotRequest.pieces:type_name -> cutkv.internal.v1.LogRange
-	7,  // 2: cutkv.internal.v1.UploadSnapshotResponse.objects:type_name -> cutkv.internal.v1.UploadedObject
-	14, // 3: cutkv.internal.v1.MaterializeResponse.groups:type_name -> cutkv.internal.v1.GroupMaterialized
-	45, // 4: cutkv.internal.v1.Command.put:type_name -> cutkv.internal.v1.PutOp
-	46, // 5: cutkv.internal.v1.Command.delete:type_name -> cutkv.internal.v1.DeleteOp
-	48, // 6: cutkv.internal.v1.Command.bootstrap:type_name -> cutkv.internal.v1.BootstrapOp
-	47, // 7: cutkv.internal.v1.Command.noop:type_name -> cutkv.internal.v1.NoopOp
-	19, // 8: cutkv.internal.v1.Command.txn_prepare:type_name -> cutkv.internal.v1.TxnPrepareOp
-	20, // 9: cutkv.internal.v1.Command.txn_finish:type_name -> cutkv.internal.v1.TxnFinishOp
-	22, // 10: cutkv.internal.v1.Command.txn_decide:type_name -> cutkv.internal.v1.TxnDecideOp
-	24, // 11: cutkv.internal.v1.Command.txn_one_phase:type_name -> cutkv.internal.v1.TxnOnePhaseOp
-	33, // 12: cutkv.internal.v1.Command.cut_start:type_name -> cutkv.internal.v1.CutStartOp
-	35, // 13: cutkv.internal.v1.Command.cut_finish:type_name -> cutkv.internal.v1.CutFinishOp
-	36, // 14: cutkv.internal.v1.Command.hash:type_name -> cutkv.internal.v1.HashOp
-	37, // 15: cutkv.internal.v1.Command.cut_allocate:type_name -> cutkv.internal.v1.CutAllocateOp
-	38, // 16: cutkv.internal.v1.Command.cut_record:type_name -> cutkv.internal.v1.CutRecordOp
-	23, // 17: cutkv.internal.v1.Command.txn_forget:type_name -> cutkv.internal.v1.TxnForgetOp
-	21, // 18: cutkv.internal.v1.Command.txn_horizon:type_name -> cutkv.internal.v1.TxnHorizonOp
-	56, // 19: cutkv.internal.v1.TxnShare.compares:type_name -> cutkv.kv.v1.Compare
-	57, // 20: cutkv.internal.v1.TxnShare.success:type_name -> cutkv.kv.v1.RequestOp
-	57, // 21: cutkv.internal.v1.TxnShare.failure:type_name -> cutkv.kv.v1.RequestOp
-	18, // 22: cutkv.internal.v1.TxnPrepareOp.share:type_name -> cutkv.internal.v1.TxnShare
-	18, // 23: cutkv.internal.v1.TxnOnePhaseOp.share:type_name -> cutkv.internal.v1.TxnShare
-	23, // 24: cutkv.internal.v1.ForgetRequest.op:type_name -> cutkv.internal.v1.TxnForgetOp
-	19, // 25: cutkv.internal.v1.PrepareRequest.op:type_name -> cutkv.internal.v1.TxnPrepareOp
-	58, // 26: cutkv.internal.v1.PrepareResponse.success_reads:type_name -> cutkv.kv.v1.ResponseOp
-	58, // 27: cutkv.internal.v1.PrepareResponse.failure_reads:type_name -> cutkv.kv.v1.ResponseOp
-	20, // 28: cutkv.internal.v1.FinishRequest.op:type_name -> cutkv.internal.v1.TxnFinishOp
-	22, // 29: cutkv.internal.v1.DecideRequest.op:type_name -> cutkv.internal.v1.TxnDecideOp
-	22, // 30: cutkv.internal.v1.DecideResponse.recorded:type_name -> cutkv.internal.v1.TxnDecideOp
-	34, // 31: cutkv.internal.v1.CutFinishOp.before:type_name -> cutkv.internal.v1.CutTxn
-	34, // 32: cutkv.internal.v1.CutFinishOp.after:type_name -> cutkv.internal.v1.CutTxn
-	59, // 33: cutkv.internal.v1.CutRecordOp.cut:type_name -> cutkv.kv.v1.CutInfo
-	35, // 34: cutkv.internal.v1.StartCutResponse.finish:type_name -> cutkv.internal.v1.CutFinishOp
-	50, // 35: cutkv.internal.v1.BootstrapOp.layout:type_name -> cutkv.internal.v1.ClusterLayout
-	49, // 36: cutkv.internal.v1.ClusterLayout.members:type_name -> cutkv.internal.v1.MemberInfo
-	51, // 37: cutkv.internal.v1.ClusterLayout.groups:type_name -> cutkv.internal.v1.Replicas
-	50, // 38: cutkv.internal.v1.MetaImage.layout:type_name -> cutkv.internal.v1.ClusterLayout
-	59, // 39: cutkv.internal.v1.MetaImage.cuts:type_name -> cutkv.kv.v1.CutInfo
-	50, // 40: cutkv.internal.v1.NodeIdentity.layout:type_name -> cutkv.internal.v1.ClusterLayout
-	41, // [41:41] is the sub-list for method output_type
-	41, // [41:41] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	2,  // 0: cutkv.internal.v1.RaftBatch.messages:type_name -> cutkv.internal.v1.GroupMessage
+	6,  // 1: cutkv.internal.v1.UploadSnapshotRequest.pieces:type_name -> cutkv.internal.v1.LogRange
+	8,  // 2: cutkv.internal.v1.UploadSnapshotResponse.objects:type_name -> cutkv.internal.v1.UploadedObject
+	15, // 3: cutkv.internal.v1.MaterializeResponse.groups:type_name -> cutkv.internal.v1.GroupMaterialized
+	52, // 4: cutkv.internal.v1.Command.put:type_name -> cutkv.internal.v1.PutOp
+	53, // 5: cutkv.internal.v1.Command.delete:type_name -> cutkv.internal.v1.DeleteOp
+	55, // 6: cutkv.internal.v1.Command.bootstrap:type_name -> cutkv.internal.v1.BootstrapOp
+	54, // 7: cutkv.internal.v1.Command.noop:type_name -> cutkv.internal.v1.NoopOp
+	20, // 8: cutkv.internal.v1.Command.txn_prepare:type_name -> cutkv.internal.v1.TxnPrepareOp
+	21, // 9: cutkv.internal.v1.Command.txn_finish:type_name -> cutkv.internal.v1.TxnFinishOp
+	23, // 10: cutkv.internal.v1.Command.txn_decide:type_name -> cutkv.internal.v1.TxnDecideOp
+	27, // 11: cutkv.internal.v1.Command.txn_one_phase:type_name -> cutkv.internal.v1.TxnOnePhaseOp
+	40, // 12: cutkv.internal.v1.Command.cut_start:type_name -> cutkv.internal.v1.CutStartOp
+	42, // 13: cutkv.internal.v1.Command.cut_finish:type_name -> cutkv.internal.v1.CutFinishOp
+	43, // 14: cutkv.internal.v1.Command.hash:type_name -> cutkv.internal.v1.HashOp
+	44, // 15: cutkv.internal.v1.Command.cut_allocate:type_name -> cutkv.internal.v1.CutAllocateOp
+	45, // 16: cutkv.internal.v1.Command.cut_record:type_name -> cutkv.internal.v1.CutRecordOp
+	26, // 17: cutkv.internal.v1.Command.txn_forget:type_name -> cutkv.internal.v1.TxnForgetOp
+	22, // 18: cutkv.internal.v1.Command.txn_horizon:type_name -> cutkv.internal.v1.TxnHorizonOp
+	24, // 19: cutkv.internal.v1.Command.txn_status:type_name -> cutkv.internal.v1.TxnStatusOp
+	25, // 20: cutkv.internal.v1.Command.txn_finishes:type_name -> cutkv.internal.v1.TxnFinishBatchOp
+	63, // 21: cutkv.internal.v1.TxnShare.compares:type_name -> cutkv.kv.v1.Compare
+	64, // 22: cutkv.internal.v1.TxnShare.success:type_name -> cutkv.kv.v1.RequestOp
+	64, // 23: cutkv.internal.v1.TxnShare.failure:type_name -> cutkv.kv.v1.RequestOp
+	19, // 24: cutkv.internal.v1.TxnPrepareOp.share:type_name -> cutkv.internal.v1.TxnShare
+	21, // 25: cutkv.internal.v1.TxnFinishBatchOp.finishes:type_name -> cutkv.internal.v1.TxnFinishOp
+	19, // 26: cutkv.internal.v1.TxnOnePhaseOp.share:type_name -> cutkv.internal.v1.TxnShare
+	26, // 27: cutkv.internal.v1.ForgetRequest.op:type_name -> cutkv.internal.v1.TxnForgetOp
+	20, // 28: cutkv.internal.v1.PrepareRequest.op:type_name -> cutkv.internal.v1.TxnPrepareOp
+	65, // 29: cutkv.internal.v1.PrepareResponse.success_reads:type_name -> cutkv.kv.v1.ResponseOp
+	65, // 30: cutkv.internal.v1.PrepareResponse.failure_reads:type_name -> cutkv.kv.v1.ResponseOp
+	24, // 31: cutkv.internal.v1.StatusRequest.op:type_name -> cutkv.internal.v1.TxnStatusOp
+	0,  // 32: cutkv.internal.v1.StatusResponse.state:type_name -> cutkv.internal.v1.TxnState
+	23, // 33: cutkv.internal.v1.RecordResponse.record:type_name -> cutkv.internal.v1.TxnDecideOp
+	21, // 34: cutkv.internal.v1.FinishRequest.op:type_name -> cutkv.internal.v1.TxnFinishOp
+	23, // 35: cutkv.internal.v1.DecideRequest.op:type_name -> cutkv.internal.v1.TxnDecideOp
+	23, // 36: cutkv.internal.v1.DecideResponse.recorded:type_name -> cutkv.internal.v1.TxnDecideOp
+	41, // 37: cutkv.internal.v1.CutFinishOp.before:type_name -> cutkv.internal.v1.CutTxn
+	41, // 38: cutkv.internal.v1.CutFinishOp.after:type_name -> cutkv.internal.v1.CutTxn
+	66, // 39: cutkv.internal.v1.CutRecordOp.cut:type_name -> cutkv.kv.v1.CutInfo
+	42, // 40: cutkv.internal.v1.StartCutResponse.finish:type_name -> cutkv.internal.v1.CutFinishOp
+	57, // 41: cutkv.internal.v1.BootstrapOp.layout:type_name -> cutkv.internal.v1.ClusterLayout
+	56, // 42: cutkv.internal.v1.ClusterLayout.members:type_name -> cutkv.internal.v1.MemberInfo
+	58, // 43: cutkv.internal.v1.ClusterLayout.groups:type_name -> cutkv.internal.v1.Replicas
+	57, // 44: cutkv.internal.v1.MetaImage.layout:type_name -> cutkv.internal.v1.ClusterLayout
+	66, // 45: cutkv.internal.v1.MetaImage.cuts:type_name -> cutkv.kv.v1.CutInfo
+	57, // 46: cutkv.internal.v1.NodeIdentity.layout:type_name -> cutkv.internal.v1.ClusterLayout
+	47, // [47:47] is the sub-list for method output_type
+	47, // [47:47] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_internalpb_internal_proto_init() }
@@ -3896,19 +4459,22 @@ func file_internalpb_internal_proto_init() {
 		(*Command_CutRecord)(nil),
 		(*Command_TxnForget)(nil),
 		(*Command_TxnHorizon)(nil),
+		(*Command_TxnStatus)(nil),
+		(*Command_TxnFinishes)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internalpb_internal_proto_rawDesc), len(file_internalpb_internal_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   56,
+			NumEnums:      1,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_internalpb_internal_proto_goTypes,
 		DependencyIndexes: file_internalpb_internal_proto_depIdxs,
+		EnumInfos:         file_internalpb_internal_proto_enumTypes,
 		MessageInfos:      file_internalpb_internal_proto_msgTypes,
 	}.Build()
 	File_internalpb_internal_proto = out.File

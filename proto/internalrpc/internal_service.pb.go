@@ -38,11 +38,13 @@ const file_internalrpc_internal_service_proto_rawDesc = "" +
 	"\x04Raft\x12B\n" +
 	"\x04Send\x12\x1c.cutkv.internal.v1.RaftBatch\x1a\x1a.cutkv.internal.v1.RaftAck(\x01\x12f\n" +
 	"\x14FetchMaterialization\x12..cutkv.internal.v1.FetchMaterializationRequest\x1a\x1c.cutkv.internal.v1.FileChunk0\x01\x12\\\n" +
-	"\vMaterialize\x12%.cutkv.internal.v1.MaterializeRequest\x1a&.cutkv.internal.v1.MaterializeResponse2\xcc\x02\n" +
+	"\vMaterialize\x12%.cutkv.internal.v1.MaterializeRequest\x1a&.cutkv.internal.v1.MaterializeResponse2\xea\x03\n" +
 	"\vParticipant\x12P\n" +
 	"\aPrepare\x12!.cutkv.internal.v1.PrepareRequest\x1a\".cutkv.internal.v1.PrepareResponse\x12M\n" +
 	"\x06Finish\x12 .cutkv.internal.v1.FinishRequest\x1a!.cutkv.internal.v1.FinishResponse\x12M\n" +
 	"\x06Decide\x12 .cutkv.internal.v1.DecideRequest\x1a!.cutkv.internal.v1.DecideResponse\x12M\n" +
+	"\x06Status\x12 .cutkv.internal.v1.StatusRequest\x1a!.cutkv.internal.v1.StatusResponse\x12M\n" +
+	"\x06Record\x12 .cutkv.internal.v1.RecordRequest\x1a!.cutkv.internal.v1.RecordResponse\x12M\n" +
 	"\x06Forget\x12 .cutkv.internal.v1.ForgetRequest\x1a!.cutkv.internal.v1.ForgetResponse2\xa6\x02\n" +
 	"\n" +
 	"CutService\x12_\n" +
@@ -62,25 +64,29 @@ var file_internalrpc_internal_service_proto_goTypes = []any{
 	(*internalpb.PrepareRequest)(nil),              // 6: cutkv.internal.v1.PrepareRequest
 	(*internalpb.FinishRequest)(nil),               // 7: cutkv.internal.v1.FinishRequest
 	(*internalpb.DecideRequest)(nil),               // 8: cutkv.internal.v1.DecideRequest
-	(*internalpb.ForgetRequest)(nil),               // 9: cutkv.internal.v1.ForgetRequest
-	(*internalpb.AllocatedCutRequest)(nil),         // 10: cutkv.internal.v1.AllocatedCutRequest
-	(*internalpb.StartCutRequest)(nil),             // 11: cutkv.internal.v1.StartCutRequest
-	(*internalpb.PartitionHashRequest)(nil),        // 12: cutkv.internal.v1.PartitionHashRequest
-	(*internalpb.ClusterIDRequest)(nil),            // 13: cutkv.internal.v1.ClusterIDRequest
-	(*internalpb.PrepareSnapshotResponse)(nil),     // 14: cutkv.internal.v1.PrepareSnapshotResponse
-	(*internalpb.UploadSnapshotResponse)(nil),      // 15: cutkv.internal.v1.UploadSnapshotResponse
-	(*internalpb.ReleaseSnapshotResponse)(nil),     // 16: cutkv.internal.v1.ReleaseSnapshotResponse
-	(*internalpb.RaftAck)(nil),                     // 17: cutkv.internal.v1.RaftAck
-	(*internalpb.FileChunk)(nil),                   // 18: cutkv.internal.v1.FileChunk
-	(*internalpb.MaterializeResponse)(nil),         // 19: cutkv.internal.v1.MaterializeResponse
-	(*internalpb.PrepareResponse)(nil),             // 20: cutkv.internal.v1.PrepareResponse
-	(*internalpb.FinishResponse)(nil),              // 21: cutkv.internal.v1.FinishResponse
-	(*internalpb.DecideResponse)(nil),              // 22: cutkv.internal.v1.DecideResponse
-	(*internalpb.ForgetResponse)(nil),              // 23: cutkv.internal.v1.ForgetResponse
-	(*internalpb.AllocatedCutResponse)(nil),        // 24: cutkv.internal.v1.AllocatedCutResponse
-	(*internalpb.StartCutResponse)(nil),            // 25: cutkv.internal.v1.StartCutResponse
-	(*internalpb.PartitionHashResponse)(nil),       // 26: cutkv.internal.v1.PartitionHashResponse
-	(*internalpb.ClusterIDResponse)(nil),           // 27: cutkv.internal.v1.ClusterIDResponse
+	(*internalpb.StatusRequest)(nil),               // 9: cutkv.internal.v1.StatusRequest
+	(*internalpb.RecordRequest)(nil),               // 10: cutkv.internal.v1.RecordRequest
+	(*internalpb.ForgetRequest)(nil),               // 11: cutkv.internal.v1.ForgetRequest
+	(*internalpb.AllocatedCutRequest)(nil),         // 12: cutkv.internal.v1.AllocatedCutRequest
+	(*internalpb.StartCutRequest)(nil),             // 13: cutkv.internal.v1.StartCutRequest
+	(*internalpb.PartitionHashRequest)(nil),        // 14: cutkv.internal.v1.PartitionHashRequest
+	(*internalpb.ClusterIDRequest)(nil),            // 15: cutkv.internal.v1.ClusterIDRequest
+	(*internalpb.PrepareSnapshotResponse)(nil),     // 16: cutkv.internal.v1.PrepareSnapshotResponse
+	(*internalpb.UploadSnapshotResponse)(nil),      // 17: cutkv.internal.v1.UploadSnapshotResponse
+	(*internalpb.ReleaseSnapshotResponse)(nil),     // 18: cutkv.internal.v1.ReleaseSnapshotResponse
+	(*internalpb.RaftAck)(nil),                     // 19: cutkv.internal.v1.RaftAck
+	(*internalpb.FileChunk)(nil),                   // 20: cutkv.internal.v1.FileChunk
+	(*internalpb.MaterializeResponse)(nil),         // 21: cutkv.internal.v1.MaterializeResponse
+	(*internalpb.PrepareResponse)(nil),             // 22: cutkv.internal.v1.PrepareResponse
+	(*internalpb.FinishResponse)(nil),              // 23: cutkv.internal.v1.FinishResponse
+	(*internalpb.DecideResponse)(nil),              // 24: cutkv.internal.v1.DecideResponse
+	(*internalpb.StatusResponse)(nil),              // 25: cutkv.internal.v1.StatusResponse
+	(*internalpb.RecordResponse)(nil),              // 26: cutkv.internal.v1.RecordResponse
+	(*internalpb.ForgetResponse)(nil),              // 27: cutkv.internal.v1.ForgetResponse
+	(*internalpb.AllocatedCutResponse)(nil),        // 28: cutkv.internal.v1.AllocatedCutResponse
+	(*internalpb.StartCutResponse)(nil),            // 29: cutkv.internal.v1.StartCutResponse
+	(*internalpb.PartitionHashResponse)(nil),       // 30: cutkv.internal.v1.PartitionHashResponse
+	(*internalpb.ClusterIDResponse)(nil),           // 31: cutkv.internal.v1.ClusterIDResponse
 }
 var file_internalrpc_internal_service_proto_depIdxs = []int32{
 	0,  // 0: cutkv.internal.v1.SnapshotPartitions.PrepareSnapshot:input_type -> cutkv.internal.v1.PrepareSnapshotRequest
@@ -92,27 +98,31 @@ var file_internalrpc_internal_service_proto_depIdxs = []int32{
 	6,  // 6: cutkv.internal.v1.Participant.Prepare:input_type -> cutkv.internal.v1.PrepareRequest
 	7,  // 7: cutkv.internal.v1.Participant.Finish:input_type -> cutkv.internal.v1.FinishRequest
 	8,  // 8: cutkv.internal.v1.Participant.Decide:input_type -> cutkv.internal.v1.DecideRequest
-	9,  // 9: cutkv.internal.v1.Participant.Forget:input_type -> cutkv.internal.v1.ForgetRequest
-	10, // 10: cutkv.internal.v1.CutService.AllocatedCut:input_type -> cutkv.internal.v1.AllocatedCutRequest
-	11, // 11: cutkv.internal.v1.CutService.StartCut:input_type -> cutkv.internal.v1.StartCutRequest
-	12, // 12: cutkv.internal.v1.CutService.PartitionHash:input_type -> cutkv.internal.v1.PartitionHashRequest
-	13, // 13: cutkv.internal.v1.Bootstrap.ClusterID:input_type -> cutkv.internal.v1.ClusterIDRequest
-	14, // 14: cutkv.internal.v1.SnapshotPartitions.PrepareSnapshot:output_type -> cutkv.internal.v1.PrepareSnapshotResponse
-	15, // 15: cutkv.internal.v1.SnapshotPartitions.UploadSnapshot:output_type -> cutkv.internal.v1.UploadSnapshotResponse
-	16, // 16: cutkv.internal.v1.SnapshotPartitions.ReleaseSnapshot:output_type -> cutkv.internal.v1.ReleaseSnapshotResponse
-	17, // 17: cutkv.internal.v1.Raft.Send:output_type -> cutkv.internal.v1.RaftAck
-	18, // 18: cutkv.internal.v1.Raft.FetchMaterialization:output_type -> cutkv.internal.v1.FileChunk
-	19, // 19: cutkv.internal.v1.Raft.Materialize:output_type -> cutkv.internal.v1.MaterializeResponse
-	20, // 20: cutkv.internal.v1.Participant.Prepare:output_type -> cutkv.internal.v1.PrepareResponse
-	21, // 21: cutkv.internal.v1.Participant.Finish:output_type -> cutkv.internal.v1.FinishResponse
-	22, // 22: cutkv.internal.v1.Participant.Decide:output_type -> cutkv.internal.v1.DecideResponse
-	23, // 23: cutkv.internal.v1.Participant.Forget:output_type -> cutkv.internal.v1.ForgetResponse
-	24, // 24: cutkv.internal.v1.CutService.AllocatedCut:output_type -> cutkv.internal.v1.AllocatedCutResponse
-	25, // 25: cutkv.internal.v1.CutService.StartCut:output_type -> cutkv.internal.v1.StartCutResponse
-	26, // 26: cutkv.internal.v1.CutService.PartitionHash:output_type -> cutkv.internal.v1.PartitionHashResponse
-	27, // 27: cutkv.internal.v1.Bootstrap.ClusterID:output_type -> cutkv.internal.v1.ClusterIDResponse
-	14, // [14:28] is the sub-list for method output_type
-	0,  // [0:14] is the sub-list for method input_type
+	9,  // 9: cutkv.internal.v1.Participant.Status:input_type -> cutkv.internal.v1.StatusRequest
+	10, // 10: cutkv.internal.v1.Participant.Record:input_type -> cutkv.internal.v1.RecordRequest
+	11, // 11: cutkv.internal.v1.Participant.Forget:input_type -> cutkv.internal.v1.ForgetRequest
+	12, // 12: cutkv.internal.v1.CutService.AllocatedCut:input_type -> cutkv.internal.v1.AllocatedCutRequest
+	13, // 13: cutkv.internal.v1.CutService.StartCut:input_type -> cutkv.internal.v1.StartCutRequest
+	14, // 14: cutkv.internal.v1.CutService.PartitionHash:input_type -> cutkv.internal.v1.PartitionHashRequest
+	15, // 15: cutkv.internal.v1.Bootstrap.ClusterID:input_type -> cutkv.internal.v1.ClusterIDRequest
+	16, // 16: cutkv.internal.v1.SnapshotPartitions.PrepareSnapshot:output_type -> cutkv.internal.v1.PrepareSnapshotResponse
+	17, // 17: cutkv.internal.v1.SnapshotPartitions.UploadSnapshot:output_type -> cutkv.internal.v1.UploadSnapshotResponse
+	18, // 18: cutkv.internal.v1.SnapshotPartitions.ReleaseSnapshot:output_type -> cutkv.internal.v1.ReleaseSnapshotResponse
+	19, // 19: cutkv.internal.v1.Raft.Send:output_type -> cutkv.internal.v1.RaftAck
+	20, // 20: cutkv.internal.v1.Raft.FetchMaterialization:output_type -> cutkv.internal.v1.FileChunk
+	21, // 21: cutkv.internal.v1.Raft.Materialize:output_type -> cutkv.internal.v1.MaterializeResponse
+	22, // 22: cutkv.internal.v1.Participant.Prepare:output_type -> cutkv.internal.v1.PrepareResponse
+	23, // 23: cutkv.internal.v1.Participant.Finish:output_type -> cutkv.internal.v1.FinishResponse
+	24, // 24: cutkv.internal.v1.Participant.Decide:output_type -> cutkv.internal.v1.DecideResponse
+	25, // 25: cutkv.internal.v1.Participant.Status:output_type -> cutkv.internal.v1.StatusResponse
+	26, // 26: cutkv.internal.v1.Participant.Record:output_type -> cutkv.internal.v1.RecordResponse
+	27, // 27: cutkv.internal.v1.Participant.Forget:output_type -> cutkv.internal.v1.ForgetResponse
+	28, // 28: cutkv.internal.v1.CutService.AllocatedCut:output_type -> cutkv.internal.v1.AllocatedCutResponse
+	29, // 29: cutkv.internal.v1.CutService.StartCut:output_type -> cutkv.internal.v1.StartCutResponse
+	30, // 30: cutkv.internal.v1.CutService.PartitionHash:output_type -> cutkv.internal.v1.PartitionHashResponse
+	31, // 31: cutkv.internal.v1.Bootstrap.ClusterID:output_type -> cutkv.internal.v1.ClusterIDResponse
+	16, // [16:32] is the sub-list for method output_type
+	0,  // [0:16] is the sub-list for method input_type
 	0,  // [0:0] is the sub-list for extension type_name
 	0,  // [0:0] is the sub-list for extension extendee
 	0,  // [0:0] is the sub-list for field type_name

@@ -411,6 +411,8 @@ const (
 	Participant_Prepare_FullMethodName = "/cutkv.internal.v1.Participant/Prepare"
 	Participant_Finish_FullMethodName  = "/cutkv.internal.v1.Participant/Finish"
 	Participant_Decide_FullMethodName  = "/cutkv.internal.v1.Participant/Decide"
+	Participant_Status_FullMethodName  = "/cutkv.internal.v1.Participant/Status"
+	Participant_Record_FullMethodName  = "/cutkv.internal.v1.Participant/Record"
 	Participant_Forget_FullMethodName  = "/cutkv.internal.v1.Participant/Forget"
 )
 
@@ -425,6 +427,10 @@ type ParticipantClient interface {
 	Prepare(ctx context.Context, in *internalpb.PrepareRequest, opts ...grpc.CallOption) (*internalpb.PrepareResponse, error)
 	Finish(ctx context.Context, in *internalpb.FinishRequest, opts ...grpc.CallOption) (*internalpb.FinishResponse, error)
 	Decide(ctx context.Context, in *internalpb.DecideRequest, opts ...grpc.CallOption) (*internalpb.DecideResponse, error)
+	// Status settles a transaction's effective prepare here (TxnStatusOp).
+	Status(ctx context.Context, in *internalpb.StatusRequest, opts ...grpc.CallOption) (*internalpb.StatusResponse, error)
+	// Record reads a transaction record, ABORTED when there is none.
+	Record(ctx context.Context, in *internalpb.RecordRequest, opts ...grpc.CallOption) (*internalpb.RecordResponse, error)
 	// Forget drops transaction records (TxnForgetOp) on partition's leader.
 	Forget(ctx context.Context, in *internalpb.ForgetRequest, opts ...grpc.CallOption) (*internalpb.ForgetResponse, error)
 }
@@ -467,6 +473,26 @@ func (c *participantClient) Decide(ctx context.Context, in *internalpb.DecideReq
 	return out, nil
 }
 
+func (c *participantClient) Status(ctx context.Context, in *internalpb.StatusRequest, opts ...grpc.CallOption) (*internalpb.StatusResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(internalpb.StatusResponse)
+	err := c.cc.Invoke(ctx, Participant_Status_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *participantClient) Record(ctx context.Context, in *internalpb.RecordRequest, opts ...grpc.CallOption) (*internalpb.RecordResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(internalpb.RecordResponse)
+	err := c.cc.Invoke(ctx, Participant_Record_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *participantClient) Forget(ctx context.Context, in *internalpb.ForgetRequest, opts ...grpc.CallOption) (*internalpb.ForgetResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(internalpb.ForgetResponse)
@@ -488,6 +514,10 @@ type ParticipantServer interface {
 	Prepare(context.Context, *internalpb.PrepareRequest) (*internalpb.PrepareResponse, error)
 	Finish(context.Context, *internalpb.FinishRequest) (*internalpb.FinishResponse, error)
 	Decide(context.Context, *internalpb.DecideRequest) (*internalpb.DecideResponse, error)
+	// Status settles a transaction's effective prepare here (TxnStatusOp).
+	Status(context.Context, *internalpb.StatusRequest) (*internalpb.StatusResponse, error)
+	// Record reads a transaction record, ABORTED when there is none.
+	Record(context.Context, *internalpb.RecordRequest) (*internalpb.RecordResponse, error)
 	// Forget drops transaction records (TxnForgetOp) on partition's leader.
 	Forget(context.Context, *internalpb.ForgetRequest) (*internalpb.ForgetResponse, error)
 	mustEmbedUnimplementedParticipantServer()
@@ -508,6 +538,12 @@ func (UnimplementedParticipantServer) Finish(context.Context, *internalpb.Finish
 }
 func (UnimplementedParticipantServer) Decide(context.Context, *internalpb.DecideRequest) (*internalpb.DecideResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Decide not implemented")
+}
+func (UnimplementedParticipantServer) Status(context.Context, *internalpb.StatusRequest) (*internalpb.StatusResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Status not implemented")
+}
+func (UnimplementedParticipantServer) Record(context.Context, *internalpb.RecordRequest) (*internalpb.RecordResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Record not implemented")
 }
 func (UnimplementedParticipantServer) Forget(context.Context, *internalpb.ForgetRequest) (*internalpb.ForgetResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Forget not implemented")
@@ -587,6 +623,42 @@ func _Participant_Decide_Handler(srv interface{}, ctx context.Context, dec func(
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Participant_Status_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(internalpb.StatusRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ParticipantServer).Status(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Participant_Status_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ParticipantServer).Status(ctx, req.(*internalpb.StatusRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Participant_Record_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(internalpb.RecordRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ParticipantServer).Record(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Participant_Record_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ParticipantServer).Record(ctx, req.(*internalpb.RecordRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Participant_Forget_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(internalpb.ForgetRequest)
 	if err := dec(in); err != nil {
@@ -623,6 +695,14 @@ var Participant_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Decide",
 			Handler:    _Participant_Decide_Handler,
+		},
+		{
+			MethodName: "Status",
+			Handler:    _Participant_Status_Handler,
+		},
+		{
+			MethodName: "Record",
+			Handler:    _Participant_Record_Handler,
 		},
 		{
 			MethodName: "Forget",
