@@ -1,7 +1,9 @@
 // Package command decodes the command a raft entry carries: the input of
-// the partition and metadata state machines. The node's raft storage,
-// the snapshot store's piece checks and the cut verifier all read
-// entries, and none of them needs the others to do it.
+// the partition and metadata state machines, and says what a command
+// does that log readers need without a state machine's replay (which
+// transactions an entry finishes, whether a record is a decision). The
+// node's raft storage, the snapshot store's piece checks and the cut
+// verifier all read entries, and none of them needs the others to do it.
 package command
 
 import (
