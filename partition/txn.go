@@ -462,3 +462,42 @@ func (p *Partition) RecordCount() int {
 	defer p.mu.RUnlock()
 	return len(p.records)
 }
+
+// TxnVote is the vote as the transaction core (txn.Coordinator) reads it.
+func (v Vote) TxnVote() txn.Vote {
+	switch {
+	case v.Prepared:
+		return txn.Vote{State: txn.Prepared, ComparesHold: v.ComparesHold, Version: v.Version}
+	case v.Finished:
+		return txn.Vote{State: txn.Finished}
+	}
+	return txn.Vote{State: txn.Refused}
+}
+
+// TxnVote is the status as the transaction core reads it.
+func (s Status) TxnVote() txn.Vote {
+	switch s.State {
+	case internalpb.TxnState_TXN_STATE_PREPARED:
+		return txn.Vote{State: txn.Prepared, ComparesHold: s.ComparesHold, Version: s.Version}
+	case internalpb.TxnState_TXN_STATE_FINISHED:
+		return txn.Vote{State: txn.Finished}
+	}
+	return txn.Vote{State: txn.Refused}
+}
+
+// TxnRecord returns transaction id's record as the transaction core reads
+// it (a STAGING one with this partition's own vote), if there is one.
+func (p *Partition) TxnRecord(id string) (txn.Record, bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	rec := p.records[id]
+	if rec == nil {
+		return txn.Record{}, false
+	}
+	out := txn.Record{Staging: rec.GetStaging(), Participants: rec.GetParticipants(),
+		Decision: txn.Decision{Commit: rec.GetCommit(), Succeeded: rec.GetSucceeded(), Stamp: rec.GetStamp()}}
+	if in := p.intents[id]; in != nil && out.Staging {
+		out.Vote = in.Vote.TxnVote()
+	}
+	return out, true
+}
