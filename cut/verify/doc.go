@@ -27,20 +27,48 @@
 // partition itself, which package restore writes out as a
 // materialization of a new cluster.
 //
-// A 2PC transaction T is included in p's state at v when its
-// TxnFinish(commit) applied, in step 2, while p held T's intent (checked
-// with IntentOf before the entry applies), or when T is in the before set.
+// A 2PC transaction T is included in p's state at v when an entry of
+// step 2 finished T with commit while p held T's intent (checked with
+// IntentOf before the entry applies; a finish naming another prepare
+// time is another transaction's and applies nothing), or when T is in
+// the before set. The entries that finish a transaction
+// (command.Finishes):
+//
+//   - a TxnFinish;
+//   - a TxnFinishes batch: each of its finishes applies as a TxnFinish
+//     entry at that index would (the first finish of an id in the batch
+//     is the one that can take effect);
+//   - on T's record partition, a TxnDecide with finish set (parallel
+//     commits: the decision and the record partition's own finish share
+//     an entry), with the recorded decision, not necessarily the op's:
+//     the first decision recorded wins. A TxnDecide without finish, as
+//     every one written before parallel commits, only records.
+//
+// A TxnStatus entry (it settles a transaction's effective prepare and
+// changes no key-value, at most leaving a tombstone) and a refused
+// prepare (it leaves a tombstone) include nothing: step 2 applies them
+// like any entry.
+//
+// # Decisions
+//
+// A transaction's decision is its record in its record partition as
+// first decided there: by a TxnDecide, or, under parallel commits, by a
+// finish of the record partition's own intent (TxnFinish, a TxnFinishes
+// batch or a TxnDecide with finish), which decides the STAGING record
+// that partition's prepare wrote. A STAGING record is no decision: a
+// record still STAGING at the end of a log, in a base or in
+// Options.Known counts as no record, and never enters
+// Report.Decisions.
 //
 // # What is checked
 //
 // For every completed cut v:
 //
-//   - atomicity (ErrTorn): every committed 2PC transaction, as its decision
-//     record says (the first TxnDecide for it in its record partition's
-//     log, whose participants list names its partitions), is included in
-//     all its participants' states or in none; a transaction included
-//     anywhere must have a commit decision, run the decided branch and be
-//     one of the decision's participants;
+//   - atomicity (ErrTorn): every committed 2PC transaction, as its
+//     decision says (see Decisions; the record's participants list names
+//     its partitions), is included in all its participants' states or in
+//     none; a transaction included anywhere must have a commit decision,
+//     run the decided branch and be one of the decision's participants;
 //   - classification (ErrStamp, rule 4): a committed transaction is
 //     included exactly when its stamp is below v. This follows from rules
 //     2-4: a transaction stamped below v was prepared before pos in every

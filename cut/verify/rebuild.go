@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/cutkv/cutkv/cut"
 	"github.com/cutkv/cutkv/internal/command"
@@ -36,8 +37,10 @@ type PartitionState struct {
 
 // Inclusion is how a 2PC transaction entered a partition's state at a cut.
 type Inclusion struct {
-	// Index of the TxnFinish(commit) entry that applied its writes before
-	// pos; 0 when the transaction is in the cut's before set.
+	// Index of the entry that applied its writes before pos (a
+	// TxnFinish(commit), a TxnFinishes batch committing it, or its
+	// TxnDecide(commit) with finish on its record partition); 0 when the
+	// transaction is in the cut's before set.
 	Index     uint64
 	Stamp     uint64
 	Succeeded bool
@@ -247,13 +250,8 @@ func (l *replicaLog) resolve(v uint64, cp *kvpb.CutPartition, st *PartitionState
 			return nil, fmt.Errorf("%w: cut %d partition %d: %s: entry %d has version %d >= %d before pos %d",
 				ErrCutFinish, v, pid, r.Node, e.index, ev, v, pos)
 		}
-		if f := e.cmd.GetTxnFinish(); st != nil && f.GetCommit() {
-			if in, ok := p.IntentOf(string(f.GetTxnId())); ok {
-				st.Included[string(f.GetTxnId())] = Inclusion{
-					Index: e.index, Stamp: f.GetStamp(), Succeeded: f.GetSucceeded(),
-					RecordPartition: in.Op.GetRecordPartition(),
-				}
-			}
+		if st != nil {
+			includeFinished(st, p, e)
 		}
 		if _, err := p.ApplyCommand(e.index, e.cmd); err != nil {
 			return nil, fmt.Errorf("%w: cut %d partition %d: %s: apply entry %d: %v", ErrLog, v, pid, r.Node, e.index, err)
@@ -274,6 +272,39 @@ func (l *replicaLog) resolve(v uint64, cp *kvpb.CutPartition, st *PartitionState
 	return p, nil
 }
 
+// includeFinished adds to st.Included the transactions entry e commits
+// in p, judged on p before e applies: every finish e applies (a
+// TxnFinish, each of a TxnFinishes batch, a TxnDecide with finish under
+// the recorded decision) takes effect where p holds the transaction's
+// intent prepared at the finish's prepare time, if it names one, and only
+// the first finish of an id in the entry can: it ends the intent.
+func includeFinished(st *PartitionState, p *partition.Partition, e entry) {
+	fs := command.Finishes(e.cmd, p.Record)
+	var done []string // ids the entry finished already: a batch is short
+	for _, f := range fs {
+		id := string(f.GetTxnId())
+		if slices.Contains(done, id) {
+			continue
+		}
+		in, ok := p.IntentOf(id)
+		if !ok {
+			continue
+		}
+		if at := f.GetPreparedUnixMs(); at != 0 && at != in.Op.GetPreparedUnixMs() {
+			continue // another transaction's finish under this id: applies nothing
+		}
+		if len(fs) > 1 {
+			done = append(done, id)
+		}
+		if f.GetCommit() {
+			st.Included[id] = Inclusion{
+				Index: e.index, Stamp: f.GetStamp(), Succeeded: f.GetSucceeded(),
+				RecordPartition: in.Op.GetRecordPartition(),
+			}
+		}
+	}
+}
+
 // history is what one replica's whole committed log says about a
 // partition, replayed once: how the state machine closed each cut, and
 // the transaction records.
@@ -283,21 +314,45 @@ type history struct {
 	upto   uint64                  // last entry replayed
 	closed map[uint64]cut.Finished // by cut version, as the state machine closed it
 	final  *partition.Partition    // the state after upto; holds the records
-	// decided lists the transactions with a TxnDecide entry, in log order.
+	// decided lists the transactions decided in an entry, in log order:
+	// by a TxnDecide, or by a finish of the record partition's intent,
+	// which decides a STAGING record (parallel commits).
 	decided []string
-	// first holds each record as first recorded — from its TxnDecide
-	// entry, or, for one in the base, from the state just before a
+	// first holds each decision as first recorded — from the entry that
+	// decided it, or, for one in the base, from the state just before a
 	// TxnForget dropped it: a record forgotten (and even decided anew by
 	// a late recovery) is still known by the decision participants used.
+	// A STAGING record is no decision and is never here.
 	first map[string]*internalpb.TxnDecideOp
 }
 
-// record returns transaction id's decision as first recorded here.
+// record returns transaction id's decision as first recorded here. A
+// record still STAGING at the end of the replayed log (in the base or
+// written after it) is undecided: not found.
 func (h *history) record(id string) (*internalpb.TxnDecideOp, bool) {
 	if d, ok := h.first[id]; ok {
 		return d, true
 	}
-	return h.final.Record(id)
+	if d, ok := h.final.Record(id); ok && command.IsDecision(d) {
+		return d, true
+	}
+	return nil, false
+}
+
+// decisionIDs returns the transactions whose record cmd may decide: a
+// TxnDecide's, and those it finishes (on the record partition a finish
+// of the intent decides a STAGING record).
+func decisionIDs(cmd *internalpb.Command) []string {
+	var ids []string
+	if d := cmd.GetTxnDecide(); d != nil {
+		ids = append(ids, string(d.GetTxnId()))
+	}
+	for _, f := range command.Finishes(cmd, nil) {
+		if id := string(f.GetTxnId()); !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }
 
 // replay applies l's entries up to its commit index (every entry when
@@ -324,13 +379,12 @@ func replay(l *replicaLog) (*history, error) {
 		}
 		if f, ok := e.cmd.GetOp().(*internalpb.Command_TxnForget); ok {
 			for _, id := range f.TxnForget.GetTxnIds() {
-				if d, ok := p.Record(string(id)); ok && h.first[string(id)] == nil {
+				if d, ok := p.Record(string(id)); ok && command.IsDecision(d) && h.first[string(id)] == nil {
 					h.first[string(id)] = d
 				}
 			}
 		}
-		res, err := p.ApplyCommand(e.index, e.cmd)
-		if err != nil {
+		if _, err := p.ApplyCommand(e.index, e.cmd); err != nil {
 			return nil, fmt.Errorf("%w: partition %d: %s: apply entry %d: %v", ErrLog, r.Group, r.Node, e.index, err)
 		}
 		// A cut closed at this entry: by its CutFinish, or at its position
@@ -340,14 +394,20 @@ func replay(l *replicaLog) (*history, error) {
 				h.closed[v] = f
 			}
 		}
-		switch op := e.cmd.GetOp().(type) {
-		case *internalpb.Command_TxnDecide:
-			if id := string(op.TxnDecide.GetTxnId()); !seen[id] {
+		// The decisions the entry recorded: a TxnDecide's (the recorded
+		// one, its result), and a STAGING record a finish decided. A
+		// finish of a transaction recorded elsewhere finds no record here.
+		for _, id := range decisionIDs(e.cmd) {
+			d, ok := p.Record(id)
+			if !ok || !command.IsDecision(d) {
+				continue
+			}
+			if !seen[id] {
 				seen[id] = true
 				h.decided = append(h.decided, id)
 			}
-			if d, ok := res.(*internalpb.TxnDecideOp); ok && h.first[string(op.TxnDecide.GetTxnId())] == nil {
-				h.first[string(op.TxnDecide.GetTxnId())] = d
+			if h.first[id] == nil {
+				h.first[id] = d
 			}
 		}
 	}

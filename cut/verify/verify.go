@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/cutkv/cutkv/internal/command"
 	"github.com/cutkv/cutkv/meta"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/kvpb"
@@ -65,6 +66,7 @@ type Options struct {
 	// first decision recorded wins: after a TxnForget a late recovery may
 	// decide a transaction anew (an abort that reaches no participant),
 	// and logs truncated since the original decision show only that.
+	// A STAGING record (not a decision) in Known is ignored.
 	Known map[string]*internalpb.TxnDecideOp
 }
 
@@ -104,8 +106,9 @@ type Report struct {
 	Failed, Unfinished []uint64
 	// Decisions are every transaction decision the logs showed (decided
 	// in an entry, or in a base until a TxnForget dropped it), by txn id,
-	// with Options.Known: pass them as Known to a later verification
-	// of logs that have been truncated since.
+	// with Options.Known: pass them as Known to a later verification of
+	// logs that have been truncated since. A STAGING record is undecided
+	// and never among them.
 	Decisions map[string]*internalpb.TxnDecideOp
 	// Skipped counts replicas passed over for a cut because their log
 	// starts after its position (another replica gave the state).
@@ -244,7 +247,9 @@ func Verify(src Source, opts Options) (*Report, error) {
 		}
 	}
 	for id, d := range opts.Known { // the first decision seen wins
-		rep.Decisions[id] = d
+		if command.IsDecision(d) {
+			rep.Decisions[id] = d
+		}
 	}
 	for _, c := range cuts {
 		switch c.GetState() {
@@ -405,7 +410,7 @@ func (v *verifier) histOf(l *replicaLog) (*history, error) {
 // committed in an entry (not in v.committed: its record may be inside a
 // base, or forgotten).
 func (v *verifier) decisionOf(id string, record uint64) (decision, bool) {
-	if d, ok := v.opts.Known[id]; ok {
+	if d, ok := v.opts.Known[id]; ok && command.IsDecision(d) {
 		return decision{op: d, partition: record}, true
 	}
 	// The most advanced replica first; a replica truncated less far may

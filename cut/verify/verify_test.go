@@ -773,3 +773,284 @@ func TestVerifyCutClosedAtPos(t *testing.T) {
 		t.Fatalf("partition 1 recorded closed at its position while T2 was active: %v, want ErrCutFinish", err)
 	}
 }
+
+// Parallel commits (DESIGN.md, "Transactions"): the record partition's
+// prepare lists the participants and writes a STAGING record, its
+// decision entry also finishes its own intent, and the other
+// participants finish in batches.
+
+func prepareRec(id, key, value string) *internalpb.Command {
+	cmd := prepare(id, key, value)
+	cmd.GetTxnPrepare().Participants = []uint64{1, 2}
+	return cmd
+}
+
+func decideFinish(id string, commit bool, stamp uint64) *internalpb.Command {
+	cmd := decide(id, commit, stamp)
+	cmd.GetTxnDecide().Finish = true
+	return cmd
+}
+
+func finishes(ops ...*internalpb.TxnFinishOp) *internalpb.Command {
+	return &internalpb.Command{Op: &internalpb.Command_TxnFinishes{TxnFinishes: &internalpb.TxnFinishBatchOp{Finishes: ops}}}
+}
+
+func finishOf(id string, commit bool, stamp uint64) *internalpb.TxnFinishOp {
+	return finish(id, commit, stamp).GetTxnFinish()
+}
+
+// parallel is consistent() written with parallel commits' entries:
+//
+//   - T1 (a=40, b=60) commits before the cut: partition 1 by its
+//     decision entry, partition 2 in a batch with an abort of TZ, which
+//     it never prepared;
+//   - T2 (a=30, b=70) finishes before pos in partition 2's batch and is
+//     active at pos in partition 1, whose decision entry finishes it
+//     after pos: the before set;
+//   - T3 (a=20, b=80) and T4 (d, c) are prepared after pos (stamp 1) and
+//     finish in one batch in partition 2;
+//   - T9 is aborted by a finish in partition 1 (its record partition),
+//     which decides its STAGING record; T8 stays STAGING (undecided).
+//
+// At cut 1: a=30, b=70.
+func parallel() cluster {
+	return cluster{
+		p1: []step{
+			{0, nil},                         // 1
+			{0, put("a", "100")},             // 2
+			{0, prepareRec("T1", "a", "40")}, // 3: STAGING
+			{0, decideFinish("T1", true, 0)}, // 4: included before pos
+			{0, prepareRec("T2", "a", "30")}, // 5
+			{1, cutStart(1)},                 // 6: pos; T2 is active
+			{1, decideFinish("T2", true, 0)}, // 7: classified before
+			{1, cutFinish(1, 6, "T2")},       // 8
+			{1, prepareRec("T3", "a", "20")}, // 9
+			{1, prepareRec("T4", "d", "d4")}, // 10
+			{1, decideFinish("T3", true, 1)}, // 11
+			{1, decideFinish("T4", true, 1)}, // 12
+			{1, prepareRec("T9", "x", "x9")}, // 13
+			{1, finish("T9", false, 0)},      // 14: decides T9's record: abort
+			{1, prepareRec("T8", "y", "y8")}, // 15: STAGING to the end
+			{2, cutStart(2)},                 // 16: the failed cut's pos
+		},
+		p2: []step{
+			{0, put("b", "0")},            // 1
+			{0, prepare("T1", "b", "60")}, // 2
+			{0, finishes(finishOf("T1", true, 0), finishOf("TZ", false, 0))}, // 3
+			{0, prepare("T2", "b", "70")},                                    // 4
+			{0, finishes(finishOf("T2", true, 0))},                           // 5: included before pos
+			{1, cutStart(1)},                                                 // 6: pos
+			{1, cutFinish(1, 6)},                                             // 7
+			{1, prepare("T3", "b", "80")},                                    // 8
+			{1, prepare("T4", "c", "c4")},                                    // 9
+			{1, finishes(finishOf("T3", true, 1), finishOf("T4", true, 1))},  // 10
+		},
+		g0: []step{
+			{0, nil},
+			{0, allocate()},
+			{0, record(&kvpb.CutInfo{Version: 1, State: kvpb.CutState_CUT_STATE_COMPLETED, Partitions: []*kvpb.CutPartition{
+				{Partition: 1, Pos: 6, FinishIndex: 8, Before: 1},
+				{Partition: 2, Pos: 6, FinishIndex: 7},
+			}})},
+			{1, allocate()},
+			{1, record(&kvpb.CutInfo{Version: 2, State: kvpb.CutState_CUT_STATE_FAILED, Error: "timeout"})},
+		},
+	}
+}
+
+func TestVerifyParallelCommits(t *testing.T) {
+	var seen map[string][]byte
+	inv := bankTotal(100)
+	rep, err := Verify(parallel().source(t, "n1", "n2"), Options{Invariant: func(v uint64, s map[string][]byte) error {
+		seen = s
+		return inv(v, s)
+	}})
+	if err != nil {
+		t.Fatalf("%v\n%v", err, rep)
+	}
+	if got := rep.Verified(); len(got) != 1 || got[0] != 1 {
+		t.Fatalf("verified %v, want [1]", got)
+	}
+	if fmt.Sprint(seen) != fmt.Sprint(map[string][]byte{"a": []byte("30"), "b": []byte("70")}) {
+		t.Fatalf("state at cut 1: %q, want a=30 b=70", seen)
+	}
+	// T1 and T2 are in, T3 and T4 out: each checked in both partitions.
+	if c := rep.Cuts[0]; c.TxnsChecked != 4 || c.Included != 2 {
+		t.Fatalf("txns checked %d, included %d; want 4, 2", c.TxnsChecked, c.Included)
+	}
+	for _, id := range []string{"T1", "T2", "T3", "T4"} {
+		if d := rep.Decisions[id]; d == nil || !d.GetCommit() || d.GetStaging() {
+			t.Errorf("decision of %s: %v, want its commit", id, d)
+		}
+	}
+	if d := rep.Decisions["T9"]; d == nil || d.GetCommit() || d.GetStaging() {
+		t.Errorf("decision of T9: %v, want the abort its finish recorded", d)
+	}
+	for _, id := range []string{"T8", "TZ"} {
+		if d, ok := rep.Decisions[id]; ok {
+			t.Errorf("decision of %s: %v, want none (STAGING, or no record)", id, d)
+		}
+	}
+
+	// How each partition included them.
+	c := parallel()
+	st, err := Rebuild(&Replica{Node: "n1", Group: 1, Entries: entries(t, c.p1)}, 1, &kvpb.CutPartition{Partition: 1, Pos: 6, FinishIndex: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in, ok := st.Included["T1"]; !ok || in.Index != 4 || in.RecordPartition != 1 || !in.Succeeded {
+		t.Errorf("partition 1: T1 included as %+v, %v; want by its decision entry at 4", in, ok)
+	}
+	if in, ok := st.Included["T2"]; !ok || in.Index != 0 {
+		t.Errorf("partition 1: T2 included as %+v, %v; want in the before set", in, ok)
+	}
+	st, err = Rebuild(&Replica{Node: "n1", Group: 2, Entries: entries(t, c.p2)}, 1, &kvpb.CutPartition{Partition: 2, Pos: 6, FinishIndex: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in := st.Included["T1"]; in.Index != 3 || len(st.Included) != 2 || st.Included["T2"].Index != 5 {
+		t.Errorf("partition 2: included %+v; want T1 by the batch at 3, T2 by the one at 5", st.Included)
+	}
+
+	// A STAGING record passed in Known is no decision: it does not win
+	// over the commit the logs show.
+	staging := &internalpb.TxnDecideOp{TxnId: []byte("T2"), Staging: true, Participants: []uint64{1, 2}}
+	rep, err = Verify(c.source(t, "n1"), Options{Known: map[string]*internalpb.TxnDecideOp{"T2": staging}})
+	if err != nil {
+		t.Fatalf("with a STAGING record known: %v\n%v", err, rep)
+	}
+	if d := rep.Decisions["T2"]; d == nil || !d.GetCommit() {
+		t.Fatalf("decision of T2 %v, want the commit, not the STAGING record", d)
+	}
+
+	// From a base holding T2's STAGING record (partition 1 at 5): its
+	// decision comes from the entries after it.
+	full := entries(t, c.p1)
+	src := append(c.source(t, "n1"), &Replica{Node: "n2", Group: 1, BaseIndex: 5, Start: baseOf(full, 5), Entries: full[5:], Commit: uint64(len(full)) + 1})
+	if rep, err := Verify(src, Options{Invariant: bankTotal(100)}); err != nil {
+		t.Fatalf("from a base with a STAGING record: %v\n%v", err, rep)
+	}
+}
+
+// TestVerifyParallelCommitsTorn: partition 2's batch before pos misses
+// T2's finish, which comes after pos stamped 1, while partition 1 holds
+// T2 in its before set: the cut holds T2 in partition 1 only.
+func TestVerifyParallelCommitsTorn(t *testing.T) {
+	c := parallel()
+	c.p2 = []step{
+		{0, put("b", "0")},
+		{0, prepare("T1", "b", "60")},
+		{0, finishes(finishOf("T1", true, 0), finishOf("TZ", false, 0))},
+		{0, prepare("T2", "b", "70")},
+		{0, finishes(finishOf("TY", false, 0))}, // 5: T2's finish is missing
+		{1, cutStart(1)},                        // 6: pos; T2 active
+		{1, finishes(finishOf("T2", true, 1))},  // 7: classified after
+		{1, cutFinish(1, 6)},                    // 8
+		{1, prepare("T3", "b", "80")},
+		{1, prepare("T4", "c", "c4")},
+		{1, finishes(finishOf("T3", true, 1), finishOf("T4", true, 1))},
+	}
+	c.p2[7].cmd.GetCutFinish().After = []*internalpb.CutTxn{{TxnId: []byte("T2"), Succeeded: true, Stamp: 1}}
+	c.g0[2] = step{0, record(&kvpb.CutInfo{Version: 1, State: kvpb.CutState_CUT_STATE_COMPLETED, Partitions: []*kvpb.CutPartition{
+		{Partition: 1, Pos: 6, FinishIndex: 8, Before: 1},
+		{Partition: 2, Pos: 6, FinishIndex: 8},
+	}})}
+	_, err := Verify(c.source(t, "n1"), Options{Invariant: bankTotal(100)})
+	got := kinds(err)
+	if got[ErrTorn] != 1 || got[ErrInvariant] != 1 || len(got) != 2 {
+		t.Fatalf("violations %v (%v), want one ErrTorn and one ErrInvariant", got, err)
+	}
+	if !strings.Contains(err.Error(), "txn "+txnName("T2")) || !strings.Contains(err.Error(), "included in partitions [1], not in [2]") {
+		t.Fatalf("the torn violation does not name T2 and its partitions: %v", err)
+	}
+}
+
+// TestVerifyParallelCommitsRecordedDecision: a recovery recorded T1's
+// abort first, so the coordinator's commit with finish finishes
+// partition 1's intent with the recorded abort (nothing written there),
+// while partition 2's batch committed T1: partition 2 holds a
+// transaction decided abort, partition 1 does not.
+func TestVerifyParallelCommitsRecordedDecision(t *testing.T) {
+	c := parallel()
+	copy(c.p1, []step{
+		{0, put("a", "100")},             // 1
+		{0, prepareRec("T1", "a", "40")}, // 2
+		{0, decide("T1", false, 0)},      // 3: a recovery's abort, recorded first
+		{0, decideFinish("T1", true, 0)}, // 4: finishes T1 with the abort
+	})
+	rep, err := Verify(c.source(t, "n1"), Options{})
+	got := kinds(err)
+	if got[ErrTorn] != 1 || len(got) != 1 {
+		t.Fatalf("violations %v (%v), want one ErrTorn", got, err)
+	}
+	var v *Violation
+	if !errors.As(err, &v) || v.Partition != 2 || v.Txn != txnName("T1") || !strings.Contains(v.Detail, "decided abort in partition 1") {
+		t.Fatalf("violation %v, want T1 included in partition 2 though decided abort", v)
+	}
+	if d := rep.Decisions["T1"]; d == nil || d.GetCommit() {
+		t.Fatalf("decision of T1 %v, want the abort recorded first", d)
+	}
+}
+
+// TestVerifyParallelCommitsStagingIsNoDecision: partition 2 committed T5
+// before pos while T5's record in partition 1 is still STAGING (its
+// prepare there came after the cut and nothing decided it): partition 2
+// holds a transaction without a decision, which a STAGING record is not.
+func TestVerifyParallelCommitsStagingIsNoDecision(t *testing.T) {
+	c := parallel()
+	c.p1 = append(c.p1, step{2, prepareRec("T5", "f", "f5")}) // 17: STAGING to the end
+	c.p2 = []step{
+		{0, put("b", "0")},
+		{0, prepare("T1", "b", "60")},
+		{0, prepare("T5", "e", "e5")},
+		{0, finishes(finishOf("T1", true, 0), finishOf("T5", true, 0))}, // 4
+		{0, prepare("T2", "b", "70")},
+		{0, finishes(finishOf("T2", true, 0))},
+		{1, cutStart(1)},     // 7: pos
+		{1, cutFinish(1, 7)}, // 8
+	}
+	c.g0[2] = step{0, record(&kvpb.CutInfo{Version: 1, State: kvpb.CutState_CUT_STATE_COMPLETED, Partitions: []*kvpb.CutPartition{
+		{Partition: 1, Pos: 6, FinishIndex: 8, Before: 1},
+		{Partition: 2, Pos: 7, FinishIndex: 8},
+	}})}
+	rep, err := Verify(c.source(t, "n1"), Options{Invariant: bankTotal(100)})
+	got := kinds(err)
+	if got[ErrTorn] != 1 || len(got) != 1 {
+		t.Fatalf("violations %v (%v), want one ErrTorn", got, err)
+	}
+	var v *Violation
+	if !errors.As(err, &v) || v.Partition != 2 || v.Txn != txnName("T5") || !strings.Contains(v.Detail, "without a decision in record partition 1") {
+		t.Fatalf("violation %v, want T5 included in partition 2 without a decision", v)
+	}
+	if d, ok := rep.Decisions["T5"]; ok {
+		t.Fatalf("decision of T5: %v, want none (STAGING)", d)
+	}
+}
+
+// TestRebuildBatchFinishes: a finish in a batch takes effect as the
+// state machine applies it: one naming another prepare time is another
+// transaction's and applies nothing, and of two finishes of an id in a
+// batch only the first ends the intent.
+func TestRebuildBatchFinishes(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		batch *internalpb.Command
+		b     string // T2 prepares once T1's lock is gone
+	}{
+		{"another prepare time", finishes(&internalpb.TxnFinishOp{TxnId: []byte("T1"), Commit: true, Succeeded: true, PreparedUnixMs: 99}), "0"},
+		{"abort, then commit", finishes(finishOf("T1", false, 0), finishOf("T1", true, 0)), "70"},
+	} {
+		cl := parallel()
+		cl.p2[2] = step{0, c.batch}
+		st, err := Rebuild(&Replica{Node: "n1", Group: 2, Entries: entries(t, cl.p2)}, 1, &kvpb.CutPartition{Partition: 2, Pos: 6, FinishIndex: 7})
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if in, ok := st.Included["T1"]; ok {
+			t.Errorf("%s: T1 included as %+v, want not", c.name, in)
+		}
+		if string(st.KVs["b"]) != c.b {
+			t.Errorf("%s: b = %q, want %q", c.name, st.KVs["b"], c.b)
+		}
+	}
+}
