@@ -16,6 +16,7 @@ import (
 	"github.com/cutkv/cutkv/checkpoint"
 	"github.com/cutkv/cutkv/cut/verify"
 	"github.com/cutkv/cutkv/datadir"
+	"github.com/cutkv/cutkv/internal/command"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/kvpb"
 	"github.com/cutkv/cutkv/proto/kvrpc"
@@ -63,6 +64,8 @@ type liveVerifier struct {
 	digests    map[uint64]stateDigest
 	// known are the transaction decisions every pass saw: a record
 	// forgotten and truncated away since is still known to later passes.
+	// Never a STAGING record (parallel commits): it is no decision, and
+	// the first one kept wins over the decision that follows it.
 	known   map[string]*internalpb.TxnDecideOp
 	skipped int // replicas passed over: truncated past a cut's position
 	unknown int // transactions whose record was gone from every log (not judged)
@@ -158,7 +161,9 @@ func (v *liveVerifier) pass(ctx context.Context) error {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	for id, d := range rep.Decisions {
-		if _, ok := v.known[id]; !ok { // the first decision seen wins
+		// The first decision seen wins; verify never reports a STAGING
+		// record, and one kept here would shadow the decision for good.
+		if _, ok := v.known[id]; !ok && command.IsDecision(d) {
 			v.known[id] = d
 		}
 	}
