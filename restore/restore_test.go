@@ -159,9 +159,15 @@ func checkPartitions(t *testing.T, f *restoretest.Fixture, m *snapshot.Manifest,
 }
 
 // TestRestoreOneNode restores cut 2 onto a single node and checks every
-// group against rule 5, and the facts the scenario is built for.
+// group against rule 5, and the facts the scenario is built for, from
+// logs written before parallel commits and with their entries.
 func TestRestoreOneNode(t *testing.T) {
-	f := restoretest.Build(t, restoretest.Options{})
+	t.Run("old entries", func(t *testing.T) { testRestoreOneNode(t, false) })
+	t.Run("parallel commits", func(t *testing.T) { testRestoreOneNode(t, true) })
+}
+
+func testRestoreOneNode(t *testing.T, parallel bool) {
+	f := restoretest.Build(t, restoretest.Options{ParallelCommits: parallel})
 	dataDir := filepath.Join(t.TempDir(), "n1")
 	var logs bytes.Buffer
 	opts := options(f, "n1", 1, dataDir)

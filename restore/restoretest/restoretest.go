@@ -29,6 +29,20 @@
 // (a piece used from an index above its first), partition 2 from a base
 // after cut 2 in the second snapshot only, partition 4 from none. The
 // entries have terms 2 and then 3, as after an election.
+//
+// # Parallel commits
+//
+// By default the transactions are written as before parallel commits: a
+// TxnDecide that only records, then a TxnFinish in every participant.
+// Options.ParallelCommits writes the same scenario with parallel
+// commits' entries, so that restore is tested on both kinds of log (old
+// WALs must still replay): partition 1's prepares list the participants
+// and write STAGING records (partition 1's base holds all three STAGING);
+// TB is decided by partition 1's decision entry that also finishes it
+// there (TxnDecide with finish, after cut 2's pos: the before set), TA
+// likewise with stamp 2; partition 2 finishes TB before pos and TA with
+// TF's abort in TxnFinishes batches; partition 1 aborts TF in a batch,
+// which decides its STAGING record. The states at the cuts are the same.
 package restoretest
 
 import (
@@ -64,6 +78,9 @@ type Options struct {
 	// Dir is the store's directory, which may hold other clusters'
 	// snapshots already. Default: a new t.TempDir().
 	Dir string
+	// ParallelCommits writes the transactions with parallel commits'
+	// entries (package doc).
+	ParallelCommits bool
 }
 
 // Fixture is a store holding the scenario's two snapshots.
@@ -121,7 +138,7 @@ func Build(t testing.TB, opts Options) *Fixture {
 
 	logs := map[uint64]*logBuilder{}
 	for g := uint64(1); g <= uint64(opts.Partitions); g++ {
-		logs[g] = buildLog(t, g, opts.Partitions)
+		logs[g] = buildLog(t, g, opts.Partitions, opts.ParallelCommits)
 		f.Logs[g] = logs[g].ents
 	}
 	u := &uploader{t: t, st: st, dir: t.TempDir(), stored: map[string]snapshot.Object{}}
@@ -168,6 +185,8 @@ type logBuilder struct {
 	term   uint64
 	images map[uint64]*partition.Image // bases, by index
 	cuts   map[uint64][2]uint64        // cut version → pos, end
+	// parallel: parallel commits' entries (the package doc).
+	parallel bool
 }
 
 func (b *logBuilder) add(v uint64, cmd *internalpb.Command) uint64 {
@@ -195,23 +214,52 @@ func (b *logBuilder) put(v uint64, key, value string) {
 	b.add(v, &internalpb.Command{Op: &internalpb.Command_Put{Put: &internalpb.PutOp{Key: []byte(key), Value: []byte(value)}}})
 }
 
+// prepare writes a prepare of id; with parallel commits the record
+// partition's lists the participants (a STAGING record).
 func (b *logBuilder) prepare(v uint64, id, key, value string) {
-	b.add(v, &internalpb.Command{Op: &internalpb.Command_TxnPrepare{TxnPrepare: &internalpb.TxnPrepareOp{
+	op := &internalpb.TxnPrepareOp{
 		TxnId: []byte(id), RecordPartition: 1,
 		Share: &internalpb.TxnShare{Success: []*kvpb.RequestOp{{Request: &kvpb.RequestOp_Put{Put: &kvpb.PutRequest{Key: []byte(key), Value: []byte(value)}}}}},
-	}}})
+	}
+	if b.parallel && b.g == op.GetRecordPartition() {
+		op.Participants = []uint64{1, 2}
+	}
+	b.add(v, &internalpb.Command{Op: &internalpb.Command_TxnPrepare{TxnPrepare: op}})
 }
 
+// decide writes a decision that only records (before parallel commits).
 func (b *logBuilder) decide(v uint64, id string, commit bool, stamp uint64) {
 	b.add(v, &internalpb.Command{Op: &internalpb.Command_TxnDecide{TxnDecide: &internalpb.TxnDecideOp{
 		TxnId: []byte(id), Commit: commit, Succeeded: commit, Stamp: stamp, Participants: []uint64{1, 2},
 	}}})
 }
 
-func (b *logBuilder) finish(v uint64, id string, commit bool, stamp uint64) {
-	b.add(v, &internalpb.Command{Op: &internalpb.Command_TxnFinish{TxnFinish: &internalpb.TxnFinishOp{
-		TxnId: []byte(id), Commit: commit, Succeeded: commit, Stamp: stamp,
+// decideFinish writes a decision that also finishes the record
+// partition's own intent (parallel commits).
+func (b *logBuilder) decideFinish(v uint64, id string, commit bool, stamp uint64) {
+	b.add(v, &internalpb.Command{Op: &internalpb.Command_TxnDecide{TxnDecide: &internalpb.TxnDecideOp{
+		TxnId: []byte(id), Commit: commit, Succeeded: commit, Stamp: stamp, Participants: []uint64{1, 2}, Finish: true,
 	}}})
+}
+
+func finishOp(id string, commit bool, stamp uint64) *internalpb.TxnFinishOp {
+	return &internalpb.TxnFinishOp{TxnId: []byte(id), Commit: commit, Succeeded: commit, Stamp: stamp}
+}
+
+func (b *logBuilder) finish(v uint64, id string, commit bool, stamp uint64) {
+	b.add(v, &internalpb.Command{Op: &internalpb.Command_TxnFinish{TxnFinish: finishOp(id, commit, stamp)}})
+}
+
+// finishes writes a TxnFinishes batch (parallel commits); the entry's
+// version v must be at least every stamp in it.
+func (b *logBuilder) finishes(v uint64, ops ...*internalpb.TxnFinishOp) {
+	b.t.Helper()
+	for _, op := range ops {
+		if op.GetStamp() > v {
+			b.t.Fatalf("restoretest: partition %d: a batch at version %d finishes %s stamped %d", b.g, v, op.GetTxnId(), op.GetStamp())
+		}
+	}
+	b.add(v, &internalpb.Command{Op: &internalpb.Command_TxnFinishes{TxnFinishes: &internalpb.TxnFinishBatchOp{Finishes: ops}}})
 }
 
 func (b *logBuilder) cutStart(v uint64) {
@@ -244,8 +292,9 @@ func (b *logBuilder) cutFinish(v uint64) {
 func (b *logBuilder) base() { b.images[uint64(len(b.ents))] = b.p.Image() }
 
 // buildLog writes partition g's log (see the package doc).
-func buildLog(t testing.TB, g uint64, n uint32) *logBuilder {
-	b := &logBuilder{t: t, g: g, p: partition.New(g), term: 2, images: map[uint64]*partition.Image{}, cuts: map[uint64][2]uint64{}}
+func buildLog(t testing.TB, g uint64, n uint32, parallel bool) *logBuilder {
+	b := &logBuilder{t: t, g: g, p: partition.New(g), term: 2, images: map[uint64]*partition.Image{}, cuts: map[uint64][2]uint64{},
+		parallel: parallel}
 	key := func(i int) string { return Key(g, n, i) }
 	txns := g == 1 || g == 2
 	b.add(0, nil) // a leader's empty entry
@@ -265,25 +314,44 @@ func buildLog(t testing.TB, g uint64, n uint32) *logBuilder {
 		b.prepare(1, "TB", key(2), fmt.Sprintf("tb%d", g))
 		b.prepare(1, "TA", key(3), fmt.Sprintf("ta%d", g))
 	}
-	if g == 1 {
+	switch {
+	case g == 1 && !parallel:
 		b.decide(1, "TB", true, 1)
 		b.base() // intents TF, TB, TA, TB's record, cut 1 running
-	}
-	if g == 2 {
+	case g == 1:
+		b.base() // intents TF, TB, TA with their STAGING records, cut 1 running
+		for _, id := range []string{"TF", "TB", "TA"} {
+			if r, ok := b.p.Record(id); !ok || !r.GetStaging() {
+				t.Fatalf("restoretest: partition 1: %s's record %v, want STAGING", id, r)
+			}
+		}
+	case g == 2 && !parallel:
 		b.finish(1, "TB", true, 1) // before pos here
+	case g == 2:
+		b.finishes(1, finishOp("TB", true, 1)) // before pos here
 	}
 	b.put(1, key(4), "c4")
 	b.cutStart(2)
 	b.put(2, key(0), "after2")
-	if g == 1 {
-		b.decide(2, "TA", true, 2)
-	}
-	if txns {
+	switch {
+	case txns && !parallel:
+		if g == 1 {
+			b.decide(2, "TA", true, 2)
+		}
 		b.finish(2, "TA", true, 2)
 		b.finish(2, "TF", false, 2)
-	}
-	if g == 1 {
-		b.finish(2, "TB", true, 1) // after pos: the before set
+		if g == 1 {
+			b.finish(2, "TB", true, 1) // after pos: the before set
+		}
+	case g == 1:
+		b.decideFinish(2, "TA", true, 2)
+		b.finishes(2, finishOp("TF", false, 2)) // decides TF's STAGING record: abort
+		if r, ok := b.p.Record("TF"); !ok || r.GetStaging() || r.GetCommit() {
+			t.Fatalf("restoretest: partition 1: TF's record %v after its abort, want decided abort", r)
+		}
+		b.decideFinish(2, "TB", true, 1) // after pos: the before set
+	case g == 2:
+		b.finishes(2, finishOp("TA", true, 2), finishOp("TF", false, 2))
 	}
 	b.cutFinish(2)
 	b.put(2, key(6), "d6")
