@@ -2,6 +2,7 @@ package txn
 
 import (
 	"bytes"
+	"slices"
 
 	"github.com/cutkv/cutkv/keyspace"
 	"github.com/cutkv/cutkv/proto/internalpb"
@@ -140,4 +141,25 @@ func Older(pa int64, ida string, pb int64, idb string) bool {
 		return pa < pb
 	}
 	return ida < idb
+}
+
+// PrepareOps builds each participant's prepare of a transaction with id
+// and wait-die priority prio, prepared at preparedMs (Unix ms), over the
+// shares Split made: the record partition's lists the participants, in
+// order, so that its prepare writes the STAGING record (parallel commits).
+func PrepareOps(id []byte, prio int64, preparedMs int64, shares map[uint64]*internalpb.TxnShare, record uint64) map[uint64]*internalpb.TxnPrepareOp {
+	parts := make([]uint64, 0, len(shares))
+	for p := range shares {
+		parts = append(parts, p)
+	}
+	slices.Sort(parts)
+	ops := make(map[uint64]*internalpb.TxnPrepareOp, len(shares))
+	for _, p := range parts {
+		op := &internalpb.TxnPrepareOp{TxnId: id, Priority: prio, RecordPartition: record, Share: shares[p], PreparedUnixMs: preparedMs}
+		if p == record {
+			op.Participants = parts
+		}
+		ops[p] = op
+	}
+	return ops
 }

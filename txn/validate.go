@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/cutkv/cutkv/keyspace"
 	"github.com/cutkv/cutkv/proto/internalpb"
@@ -106,6 +107,57 @@ func ValidatePrepare(p uint64, partitions uint32, op *internalpb.TxnPrepareOp, l
 	if err := checkShare(p, partitions, op.GetShare(), l.withDefaults()); err != nil {
 		return invalid("prepare: share: %v", err)
 	}
+	// The record partition's prepare writes the STAGING record with the
+	// participant list; nobody else's carries one.
+	ps := op.GetParticipants()
+	if p != op.GetRecordPartition() {
+		if len(ps) > 0 {
+			return invalid("prepare: participants on partition %d, which is not the record partition %d", p, op.GetRecordPartition())
+		}
+		return nil
+	}
+	if len(ps) < 2 {
+		return invalid("prepare: the record partition's prepare lists %d participants, want at least 2", len(ps))
+	}
+	if err := checkParticipants(ps, partitions); err != nil {
+		return invalid("prepare: %v", err)
+	}
+	if !slices.Contains(ps, p) {
+		return invalid("prepare: participants %v do not name the record partition %d", ps, p)
+	}
+	return nil
+}
+
+// checkParticipants: in 1..partitions, strictly increasing (so at most
+// partitions of them).
+func checkParticipants(ps []uint64, partitions uint32) error {
+	if len(ps) > int(partitions) {
+		return fmt.Errorf("%d participants, more than the %d partitions", len(ps), partitions)
+	}
+	for i, q := range ps {
+		if err := checkPartition(fmt.Sprintf("participants[%d]", i), q, partitions); err != nil {
+			return err
+		}
+		if i > 0 && q <= ps[i-1] {
+			return fmt.Errorf("participants[%d] = %d does not follow %d", i, q, ps[i-1])
+		}
+	}
+	return nil
+}
+
+// ValidateStatus checks a status request: a transaction id of IDSize
+// bytes and its prepare time (Unix ms) above 0 (the tombstone it may
+// leave is dropped by the horizon after that time).
+func ValidateStatus(op *internalpb.TxnStatusOp) error {
+	if op == nil {
+		return invalid("status: no op")
+	}
+	if err := checkID("txn_id", op.GetTxnId()); err != nil {
+		return invalid("status: %v", err)
+	}
+	if ms := op.GetPreparedUnixMs(); ms <= 0 {
+		return invalid("status: prepared_unix_ms %d, want > 0", ms)
+	}
 	return nil
 }
 
@@ -145,20 +197,18 @@ func ValidateDecide(partitions uint32, op *internalpb.TxnDecideOp) error {
 	if op.GetSucceeded() && !op.GetCommit() {
 		return invalid("decide: succeeded without commit")
 	}
-	ps := op.GetParticipants()
-	if len(ps) > int(partitions) {
-		return invalid("decide: %d participants, more than the %d partitions", len(ps), partitions)
+	if op.GetStaging() {
+		return invalid("decide: staging is a record's state, never a decision")
 	}
+	if op.GetFinish() && op.GetPreparedUnixMs() <= 0 {
+		return invalid("decide: a decision that finishes needs prepared_unix_ms > 0, got %d", op.GetPreparedUnixMs())
+	}
+	ps := op.GetParticipants()
 	if op.GetCommit() && len(ps) == 0 {
 		return invalid("decide: a commit with no participants")
 	}
-	for i, q := range ps {
-		if err := checkPartition(fmt.Sprintf("participants[%d]", i), q, partitions); err != nil {
-			return invalid("decide: %v", err)
-		}
-		if i > 0 && q <= ps[i-1] {
-			return invalid("decide: participants[%d] = %d does not follow %d", i, q, ps[i-1])
-		}
+	if err := checkParticipants(ps, partitions); err != nil {
+		return invalid("decide: %v", err)
 	}
 	return nil
 }

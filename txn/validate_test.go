@@ -359,11 +359,20 @@ func TestSplitSharesValidate(t *testing.T) {
 		accepted++
 		partitions := uint32(1 + r.IntN(5))
 		shares, record := Split(req, partitions)
+		if len(shares) > 1 {
+			if _, ok := shares[record]; !ok {
+				t.Fatalf("seed %d trial %d: record partition %d has no share of %v", seed, trial, record, req)
+			}
+		}
+		ops := PrepareOps(testID(7), 1, 1, shares, record)
 		for p, s := range shares {
 			if err := ValidateShare(p, partitions, s, l); err != nil {
 				t.Fatalf("seed %d trial %d: the share of partition %d of %v refused: %v", seed, trial, p, req, err)
 			}
-			op := &internalpb.TxnPrepareOp{TxnId: testID(7), RecordPartition: record, Share: s, PreparedUnixMs: 1}
+			if len(shares) < 2 {
+				continue // one partition: 1PC, no prepare
+			}
+			op := ops[p]
 			if err := ValidatePrepare(p, partitions, op, l); err != nil {
 				t.Fatalf("seed %d trial %d: the prepare of partition %d refused: %v", seed, trial, p, err)
 			}

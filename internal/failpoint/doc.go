@@ -34,7 +34,8 @@ const (
 	// message is sent or entry applied.
 	RaftAfterSave = "raftAfterSave"
 	// TxnAfterPrepare fires in a 2PC coordinator after every participant
-	// voted and before the decision is recorded.
+	// voted prepared (the transaction is committed, the client answered)
+	// and before the decision is recorded.
 	TxnAfterPrepare = "txnAfterPrepare"
 	// WALBeforeTruncate fires after the hard states and materialization
 	// marks are written again and before the WAL front is truncated.
@@ -45,7 +46,10 @@ const (
 	// TxnAfterDecide fires in a 2PC coordinator after the decision is
 	// recorded and before any Finish is sent.
 	TxnAfterDecide = "txnAfterDecide"
+	// TxnInFinishBatch fires on a partition leader about to propose an
+	// entry of several transactions' Finishes.
+	TxnInFinishBatch = "txnInFinishBatch"
 )
 
 // Names lists every failpoint.
-var Names = []string{WALBeforeSync, RaftBeforeSave, RaftAfterSave, TxnAfterPrepare, TxnAfterDecide, WALBeforeTruncate, MaterializeBeforeRename}
+var Names = []string{WALBeforeSync, RaftBeforeSave, RaftAfterSave, TxnAfterPrepare, TxnAfterDecide, TxnInFinishBatch, WALBeforeTruncate, MaterializeBeforeRename}

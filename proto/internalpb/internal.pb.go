@@ -2174,6 +2174,9 @@ type PrepareResponse struct {
 	SuccessReads []*kvpb.ResponseOp `protobuf:"bytes,3,rep,name=success_reads,json=successReads,proto3" json:"success_reads,omitempty"`
 	FailureReads []*kvpb.ResponseOp `protobuf:"bytes,4,rep,name=failure_reads,json=failureReads,proto3" json:"failure_reads,omitempty"`
 	CutVersion   uint64             `protobuf:"varint,5,opt,name=cut_version,json=cutVersion,proto3" json:"cut_version,omitempty"`
+	// Refused because the id finished here before: not this prepare's own
+	// refusal; the transaction record says what became of it.
+	Finished bool `protobuf:"varint,7,opt,name=finished,proto3" json:"finished,omitempty"`
 	// Version of the effective prepare entry (prepared only): the stamp is
 	// the maximum over the participants' (consistent cut rule 3). Apart
 	// from cut_version, the message marker.
@@ -2245,6 +2248,13 @@ func (x *PrepareResponse) GetCutVersion() uint64 {
 		return x.CutVersion
 	}
 	return 0
+}
+
+func (x *PrepareResponse) GetFinished() bool {
+	if x != nil {
+		return x.Finished
+	}
+	return false
 }
 
 func (x *PrepareResponse) GetVersion() uint64 {
@@ -2319,8 +2329,11 @@ type StatusResponse struct {
 	State        TxnState               `protobuf:"varint,1,opt,name=state,proto3,enum=cutkv.internal.v1.TxnState" json:"state,omitempty"`
 	ComparesHold bool                   `protobuf:"varint,2,opt,name=compares_hold,json=comparesHold,proto3" json:"compares_hold,omitempty"`
 	// Version of the effective prepare entry (PREPARED).
-	Version       uint64 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
-	CutVersion    uint64 `protobuf:"varint,4,opt,name=cut_version,json=cutVersion,proto3" json:"cut_version,omitempty"`
+	Version    uint64 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	CutVersion uint64 `protobuf:"varint,4,opt,name=cut_version,json=cutVersion,proto3" json:"cut_version,omitempty"`
+	// The intent's reads (PREPARED), as its prepare answered them.
+	SuccessReads  []*kvpb.ResponseOp `protobuf:"bytes,5,rep,name=success_reads,json=successReads,proto3" json:"success_reads,omitempty"`
+	FailureReads  []*kvpb.ResponseOp `protobuf:"bytes,6,rep,name=failure_reads,json=failureReads,proto3" json:"failure_reads,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2381,6 +2394,20 @@ func (x *StatusResponse) GetCutVersion() uint64 {
 		return x.CutVersion
 	}
 	return 0
+}
+
+func (x *StatusResponse) GetSuccessReads() []*kvpb.ResponseOp {
+	if x != nil {
+		return x.SuccessReads
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetFailureReads() []*kvpb.ResponseOp {
+	if x != nil {
+		return x.FailureReads
+	}
+	return nil
 }
 
 // RecordRequest reads a transaction record through the record
@@ -4163,26 +4190,29 @@ const file_internalpb_internal_proto_rawDesc = "" +
 	"\tpartition\x18\x01 \x01(\x04R\tpartition\x12/\n" +
 	"\x02op\x18\x02 \x01(\v2\x1f.cutkv.internal.v1.TxnPrepareOpR\x02op\x12\x1f\n" +
 	"\vcut_version\x18\x03 \x01(\x04R\n" +
-	"cutVersion\"\x89\x02\n" +
+	"cutVersion\"\xa5\x02\n" +
 	"\x0fPrepareResponse\x12\x1a\n" +
 	"\bprepared\x18\x01 \x01(\bR\bprepared\x12#\n" +
 	"\rcompares_hold\x18\x02 \x01(\bR\fcomparesHold\x12<\n" +
 	"\rsuccess_reads\x18\x03 \x03(\v2\x17.cutkv.kv.v1.ResponseOpR\fsuccessReads\x12<\n" +
 	"\rfailure_reads\x18\x04 \x03(\v2\x17.cutkv.kv.v1.ResponseOpR\ffailureReads\x12\x1f\n" +
 	"\vcut_version\x18\x05 \x01(\x04R\n" +
-	"cutVersion\x12\x18\n" +
+	"cutVersion\x12\x1a\n" +
+	"\bfinished\x18\a \x01(\bR\bfinished\x12\x18\n" +
 	"\aversion\x18\x06 \x01(\x04R\aversion\"~\n" +
 	"\rStatusRequest\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x04R\tpartition\x12.\n" +
 	"\x02op\x18\x02 \x01(\v2\x1e.cutkv.internal.v1.TxnStatusOpR\x02op\x12\x1f\n" +
 	"\vcut_version\x18\x03 \x01(\x04R\n" +
-	"cutVersion\"\xa3\x01\n" +
+	"cutVersion\"\x9f\x02\n" +
 	"\x0eStatusResponse\x121\n" +
 	"\x05state\x18\x01 \x01(\x0e2\x1b.cutkv.internal.v1.TxnStateR\x05state\x12#\n" +
 	"\rcompares_hold\x18\x02 \x01(\bR\fcomparesHold\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\x04R\aversion\x12\x1f\n" +
 	"\vcut_version\x18\x04 \x01(\x04R\n" +
-	"cutVersion\"e\n" +
+	"cutVersion\x12<\n" +
+	"\rsuccess_reads\x18\x05 \x03(\v2\x17.cutkv.kv.v1.ResponseOpR\fsuccessReads\x12<\n" +
+	"\rfailure_reads\x18\x06 \x03(\v2\x17.cutkv.kv.v1.ResponseOpR\ffailureReads\"e\n" +
 	"\rRecordRequest\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x04R\tpartition\x12\x15\n" +
 	"\x06txn_id\x18\x02 \x01(\fR\x05txnId\x12\x1f\n" +
@@ -4417,25 +4447,27 @@ var file_internalpb_internal_proto_depIdxs = []int32{
 	65, // 30: cutkv.internal.v1.PrepareResponse.failure_reads:type_name -> cutkv.kv.v1.ResponseOp
 	24, // 31: cutkv.internal.v1.StatusRequest.op:type_name -> cutkv.internal.v1.TxnStatusOp
 	0,  // 32: cutkv.internal.v1.StatusResponse.state:type_name -> cutkv.internal.v1.TxnState
-	23, // 33: cutkv.internal.v1.RecordResponse.record:type_name -> cutkv.internal.v1.TxnDecideOp
-	21, // 34: cutkv.internal.v1.FinishRequest.op:type_name -> cutkv.internal.v1.TxnFinishOp
-	23, // 35: cutkv.internal.v1.DecideRequest.op:type_name -> cutkv.internal.v1.TxnDecideOp
-	23, // 36: cutkv.internal.v1.DecideResponse.recorded:type_name -> cutkv.internal.v1.TxnDecideOp
-	41, // 37: cutkv.internal.v1.CutFinishOp.before:type_name -> cutkv.internal.v1.CutTxn
-	41, // 38: cutkv.internal.v1.CutFinishOp.after:type_name -> cutkv.internal.v1.CutTxn
-	66, // 39: cutkv.internal.v1.CutRecordOp.cut:type_name -> cutkv.kv.v1.CutInfo
-	42, // 40: cutkv.internal.v1.StartCutResponse.finish:type_name -> cutkv.internal.v1.CutFinishOp
-	57, // 41: cutkv.internal.v1.BootstrapOp.layout:type_name -> cutkv.internal.v1.ClusterLayout
-	56, // 42: cutkv.internal.v1.ClusterLayout.members:type_name -> cutkv.internal.v1.MemberInfo
-	58, // 43: cutkv.internal.v1.ClusterLayout.groups:type_name -> cutkv.internal.v1.Replicas
-	57, // 44: cutkv.internal.v1.MetaImage.layout:type_name -> cutkv.internal.v1.ClusterLayout
-	66, // 45: cutkv.internal.v1.MetaImage.cuts:type_name -> cutkv.kv.v1.CutInfo
-	57, // 46: cutkv.internal.v1.NodeIdentity.layout:type_name -> cutkv.internal.v1.ClusterLayout
-	47, // [47:47] is the sub-list for method output_type
-	47, // [47:47] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	65, // 33: cutkv.internal.v1.StatusResponse.success_reads:type_name -> cutkv.kv.v1.ResponseOp
+	65, // 34: cutkv.internal.v1.StatusResponse.failure_reads:type_name -> cutkv.kv.v1.ResponseOp
+	23, // 35: cutkv.internal.v1.RecordResponse.record:type_name -> cutkv.internal.v1.TxnDecideOp
+	21, // 36: cutkv.internal.v1.FinishRequest.op:type_name -> cutkv.internal.v1.TxnFinishOp
+	23, // 37: cutkv.internal.v1.DecideRequest.op:type_name -> cutkv.internal.v1.TxnDecideOp
+	23, // 38: cutkv.internal.v1.DecideResponse.recorded:type_name -> cutkv.internal.v1.TxnDecideOp
+	41, // 39: cutkv.internal.v1.CutFinishOp.before:type_name -> cutkv.internal.v1.CutTxn
+	41, // 40: cutkv.internal.v1.CutFinishOp.after:type_name -> cutkv.internal.v1.CutTxn
+	66, // 41: cutkv.internal.v1.CutRecordOp.cut:type_name -> cutkv.kv.v1.CutInfo
+	42, // 42: cutkv.internal.v1.StartCutResponse.finish:type_name -> cutkv.internal.v1.CutFinishOp
+	57, // 43: cutkv.internal.v1.BootstrapOp.layout:type_name -> cutkv.internal.v1.ClusterLayout
+	56, // 44: cutkv.internal.v1.ClusterLayout.members:type_name -> cutkv.internal.v1.MemberInfo
+	58, // 45: cutkv.internal.v1.ClusterLayout.groups:type_name -> cutkv.internal.v1.Replicas
+	57, // 46: cutkv.internal.v1.MetaImage.layout:type_name -> cutkv.internal.v1.ClusterLayout
+	66, // 47: cutkv.internal.v1.MetaImage.cuts:type_name -> cutkv.kv.v1.CutInfo
+	57, // 48: cutkv.internal.v1.NodeIdentity.layout:type_name -> cutkv.internal.v1.ClusterLayout
+	49, // [49:49] is the sub-list for method output_type
+	49, // [49:49] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_internalpb_internal_proto_init() }
