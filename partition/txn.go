@@ -90,7 +90,9 @@ func (p *Partition) applyTxnLocked(index uint64, cmd *internalpb.Command) any {
 		return p.onePhaseLocked(index, op.TxnOnePhase)
 	case *internalpb.Command_TxnForget:
 		for _, id := range op.TxnForget.GetTxnIds() {
-			delete(p.records, string(id))
+			if rec := p.records[string(id)]; rec != nil && !rec.GetStaging() {
+				delete(p.records, string(id)) // a STAGING record is not done with: its transaction may be committed
+			}
 		}
 		return nil
 	case *internalpb.Command_TxnHorizon:

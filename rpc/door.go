@@ -116,6 +116,33 @@ func (n *Node) checkDecide(ctx context.Context, req *internalpb.DecideRequest) e
 	return n.admitVersion(ctx, "op.stamp", req.GetOp().GetStamp())
 }
 
+// checkStatus is Participant.Status's door.
+func (n *Node) checkStatus(ctx context.Context, req *internalpb.StatusRequest) error {
+	if err := n.leaderCheck(req.GetPartition()); err != nil {
+		return err
+	}
+	if err := invalid(txn.ValidateStatus(req.GetOp())); err != nil {
+		return err
+	}
+	// No lower bound: recovery asks about intents of any age (the
+	// horizon keeps an old tombstone from being left).
+	if err := checkPeerTime("op.prepared_unix_ms", req.GetOp().GetPreparedUnixMs(), 0); err != nil {
+		return err
+	}
+	return n.admitVersion(ctx, "cut_version", req.GetCutVersion())
+}
+
+// checkRecord is Participant.Record's door.
+func (n *Node) checkRecord(ctx context.Context, req *internalpb.RecordRequest) error {
+	if err := n.leaderCheck(req.GetPartition()); err != nil {
+		return err
+	}
+	if err := invalid(txn.ValidateStatus(&internalpb.TxnStatusOp{TxnId: req.GetTxnId(), PreparedUnixMs: 1})); err != nil {
+		return err
+	}
+	return n.admitVersion(ctx, "cut_version", req.GetCutVersion())
+}
+
 // checkForget is Participant.Forget's door.
 func (n *Node) checkForget(req *internalpb.ForgetRequest) error {
 	if err := n.leaderCheck(req.GetPartition()); err != nil {

@@ -95,6 +95,16 @@ type Node struct {
 	versions  versionGate   // cut versions from outside; see admitVersion
 	overtaken atomic.Uint64 // highest version a partition reported above a cut
 	waits     sync.Map      // partition → *txn.WaitQueue: who waits for locks (wait-die)
+	batches   sync.Map      // partition → *finishBatcher: Finishes sharing one entry
+}
+
+// finishes returns partition p's Finish batcher.
+func (n *Node) finishes(p uint64) *finishBatcher {
+	if b, ok := n.batches.Load(p); ok {
+		return b.(*finishBatcher)
+	}
+	b, _ := n.batches.LoadOrStore(p, &finishBatcher{n: n, p: p})
+	return b.(*finishBatcher)
 }
 
 // waitQueue returns partition p's wait queue.

@@ -5,9 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"sort"
-	"sync"
-	"sync/atomic"
+	"slices"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -15,7 +13,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/cutkv/cutkv/internal/failpoint"
 	"github.com/cutkv/cutkv/partition"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/internalrpc"
@@ -90,13 +87,29 @@ func (n *Node) leaderHintOf(p uint64) string {
 }
 
 // Prepare locks, evaluates and reads the share through raft and votes.
+// Every answer comes from an applied entry: a prepare that wait-die
+// refuses before proposing is settled through a status entry instead
+// (TxnStatus), so that a copy of it still on its way can never create an
+// intent after the refusal reached the coordinator (parallel commits
+// count only applied, effective prepares).
 func (s *ParticipantServer) Prepare(ctx context.Context, req *internalpb.PrepareRequest) (*internalpb.PrepareResponse, error) {
 	if err := s.n.checkPrepare(ctx, req); err != nil {
 		return nil, toStatus(err, s.n.leaderHintOf(req.GetPartition()))
 	}
 	p, op := req.GetPartition(), req.GetOp()
 	if err := waitDie(ctx, s.n.Partitions[p], s.n.waitQueue(p), string(op.GetTxnId()), op.GetPriority(), op.GetShare()); err != nil {
-		return &internalpb.PrepareResponse{Prepared: false, CutVersion: s.n.Clock.Load()}, nil
+		if !errors.Is(err, ErrConflict) {
+			return nil, toStatus(err, s.n.leaderHintOf(p))
+		}
+		st, err := s.n.proposeStatus(ctx, p, &internalpb.TxnStatusOp{TxnId: op.GetTxnId(), PreparedUnixMs: op.GetPreparedUnixMs()})
+		if err != nil {
+			return nil, toStatus(err, s.n.leaderHintOf(p))
+		}
+		return &internalpb.PrepareResponse{
+			Prepared: st.State == internalpb.TxnState_TXN_STATE_PREPARED, ComparesHold: st.ComparesHold, Version: st.Version,
+			Finished:     st.State == internalpb.TxnState_TXN_STATE_FINISHED,
+			SuccessReads: st.SuccessReads, FailureReads: st.FailureReads, CutVersion: s.n.Clock.Load(),
+		}, nil
 	}
 	res, err := s.n.Store.Propose(ctx, p, &internalpb.Command{Op: &internalpb.Command_TxnPrepare{TxnPrepare: op}})
 	if err != nil {
@@ -104,33 +117,84 @@ func (s *ParticipantServer) Prepare(ctx context.Context, req *internalpb.Prepare
 	}
 	v, _ := res.(partition.Vote)
 	// The marker is read after the prepare entry applied: it is at least
-	// the entry's version, so a prepare after the cut's position raises
-	// the coordinator to the cut before it stamps its decision (rule 4).
+	// the entry's version, which the vote carries apart as the stamp's
+	// part (rule 3).
 	return &internalpb.PrepareResponse{
-		Prepared: v.Prepared, ComparesHold: v.ComparesHold,
+		Prepared: v.Prepared, ComparesHold: v.ComparesHold, Version: v.Version, Finished: v.Finished,
 		SuccessReads: v.SuccessReads, FailureReads: v.FailureReads,
 		CutVersion: s.n.Clock.Load(),
 	}, nil
 }
 
-// Finish applies or drops the prepared intent through raft.
+// proposeStatus settles a transaction's effective prepare on partition p
+// through p's log (TxnStatusOp).
+func (n *Node) proposeStatus(ctx context.Context, p uint64, op *internalpb.TxnStatusOp) (partition.Status, error) {
+	res, err := n.Store.Propose(ctx, p, &internalpb.Command{Op: &internalpb.Command_TxnStatus{TxnStatus: op}})
+	if err != nil {
+		return partition.Status{}, err
+	}
+	st, ok := res.(partition.Status)
+	if !ok {
+		return partition.Status{}, fmt.Errorf("%w: partition %d applied a status but returned %T", ErrInternal, p, res)
+	}
+	return st, nil
+}
+
+// Status settles a transaction's effective prepare here: recovery's and
+// a coordinator's question for a participant whose vote it lacks.
+func (s *ParticipantServer) Status(ctx context.Context, req *internalpb.StatusRequest) (*internalpb.StatusResponse, error) {
+	p := req.GetPartition()
+	if err := s.n.checkStatus(ctx, req); err != nil {
+		return nil, toStatus(err, s.n.leaderHintOf(p))
+	}
+	st, err := s.n.proposeStatus(ctx, p, req.GetOp())
+	if err != nil {
+		return nil, toStatus(err, s.n.leaderHintOf(p))
+	}
+	return &internalpb.StatusResponse{State: st.State, ComparesHold: st.ComparesHold, Version: st.Version,
+		SuccessReads: st.SuccessReads, FailureReads: st.FailureReads, CutVersion: s.n.Clock.Load()}, nil
+}
+
+// Record reads a transaction record through this partition's log: a
+// status entry first (so the read follows every earlier entry, and a
+// prepare of the record partition not yet applied is prevented by its
+// tombstone), then the record. With none — the prepare refused or was
+// prevented, or it was written before parallel commits (presumed abort)
+// — the answer is ABORTED with no participants; recovery records it.
+func (s *ParticipantServer) Record(ctx context.Context, req *internalpb.RecordRequest) (*internalpb.RecordResponse, error) {
+	p := req.GetPartition()
+	if err := s.n.checkRecord(ctx, req); err != nil {
+		return nil, toStatus(err, s.n.leaderHintOf(p))
+	}
+	id := req.GetTxnId()
+	if _, err := s.n.proposeStatus(ctx, p, &internalpb.TxnStatusOp{TxnId: id, PreparedUnixMs: time.Now().UnixMilli()}); err != nil {
+		return nil, toStatus(err, s.n.leaderHintOf(p))
+	}
+	part := s.n.Partitions[p]
+	rec, ok := part.Record(string(id))
+	if !ok {
+		rec = &internalpb.TxnDecideOp{TxnId: id}
+	}
+	resp := &internalpb.RecordResponse{Record: rec, CutVersion: s.n.Clock.Load()}
+	if rec.GetStaging() {
+		if in, ok := part.IntentOf(string(id)); ok {
+			resp.ComparesHold, resp.Version = in.Vote.ComparesHold, in.Vote.Version
+		}
+	}
+	return resp, nil
+}
+
+// Finish applies or drops the prepared intent through raft: Finishes
+// waiting for the same partition share one entry (finishBatcher).
 func (s *ParticipantServer) Finish(ctx context.Context, req *internalpb.FinishRequest) (*internalpb.FinishResponse, error) {
 	if err := s.n.checkFinish(ctx, req); err != nil {
 		return nil, toStatus(err, s.n.leaderHintOf(req.GetPartition()))
 	}
 	p := req.GetPartition()
-	if err := finishLocal(ctx, s.n, p, req.GetOp()); err != nil {
+	if err := s.n.finishes(p).finish(ctx, req.GetOp()); err != nil {
 		return nil, toStatus(err, s.n.leaderHintOf(p))
 	}
 	return &internalpb.FinishResponse{CutVersion: s.n.Clock.Load()}, nil
-}
-
-// finishLocal proposes a Finish on partition p, led by this node. Its
-// entry's version is at least the decision's stamp, so a transaction
-// stamped at or after a cut finishes after the cut's position (rule 4).
-func finishLocal(ctx context.Context, n *Node, p uint64, op *internalpb.TxnFinishOp) error {
-	_, err := n.Store.Propose(ctx, p, &internalpb.Command{CutVersion: op.GetStamp(), Op: &internalpb.Command_TxnFinish{TxnFinish: op}})
-	return err
 }
 
 // Forget drops the records of transactions every participant finished.
@@ -152,7 +216,9 @@ func (s *ParticipantServer) Decide(ctx context.Context, req *internalpb.DecideRe
 	if err := s.n.checkDecide(ctx, req); err != nil {
 		return nil, toStatus(err, s.n.leaderHintOf(p))
 	}
-	res, err := s.n.Store.Propose(ctx, p, &internalpb.Command{Op: &internalpb.Command_TxnDecide{TxnDecide: req.GetOp()}})
+	// The entry's version is at least the stamp (rule 4: a decision that
+	// finishes r's intent is r's Finish).
+	res, err := s.n.Store.Propose(ctx, p, &internalpb.Command{CutVersion: req.GetOp().GetStamp(), Op: &internalpb.Command_TxnDecide{TxnDecide: req.GetOp()}})
 	if err != nil {
 		return nil, toStatus(err, s.n.leaderHintOf(p))
 	}
@@ -338,150 +404,50 @@ func assemble(n int, parts []shareReads, scanLimit int) []*kvpb.ResponseOp {
 	return out
 }
 
+// twoPhase runs a cross-partition transaction with parallel commits: the
+// prepares (the record partition's writes the STAGING record) go out at
+// once, and the client is answered when every effective prepare applied
+// — one consensus round; the decision and the Finishes follow in the
+// background (coordinate, txn.Coordinator). An abort is answered once its
+// Finishes are done, so the client's retry does not meet its locks.
+// Readers of a key a committed transaction wrote wait until its Finish
+// applies (waitUnlocked); recovery finishes it should this node stop.
 func (s *KVServer) twoPhase(ctx context.Context, req *kvpb.TxnRequest, shares map[uint64]*internalpb.TxnShare, record uint64) (*kvpb.TxnResponse, error) {
-	parts := make([]uint64, 0, len(shares))
-	for p := range shares {
-		parts = append(parts, p)
-	}
-	sort.Slice(parts, func(i, j int) bool { return parts[i] < parts[j] })
-	now := time.Now().UnixMilli()
-
-	// Phase 1: every participant leader locks, evaluates, reads, votes.
-	votes := make([]*internalpb.PrepareResponse, len(parts))
-	errs := make([]error, len(parts))
-	var wg sync.WaitGroup
-	for i, p := range parts {
-		wg.Add(1)
-		go func(i int, p uint64) {
-			defer wg.Done()
-			op := &internalpb.TxnPrepareOp{TxnId: req.GetTxnId(), Priority: req.GetPriority(), RecordPartition: record, Share: shares[p], PreparedUnixMs: now}
-			votes[i], errs[i] = callParticipant(ctx, s.n, p, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.PrepareResponse, error) {
-				return c.Prepare(cctx, &internalpb.PrepareRequest{Partition: p, Op: op, CutVersion: s.n.Clock.Load()})
-			})
-		}(i, p)
-	}
-	wg.Wait()
-	commit, succeeded, conflict := true, true, false
-	for i := range parts {
-		switch {
-		case errs[i] != nil:
-			commit = false
-		case !votes[i].GetPrepared():
-			commit, conflict = false, true
-		case !votes[i].GetComparesHold():
-			succeeded = false
-		}
-	}
-	succeeded = succeeded && commit
-	// Every vote's marker is merged (callLeader), so the clock is now
-	// max(known, markers): the decision's stamp (rule 3). A retried
-	// decision keeps the first one recorded.
-	stamp := s.n.Clock.Load()
-	if err := failpoint.Inject(failpoint.TxnAfterPrepare); err != nil {
-		commit = false // an injected error aborts; "exit" kills the coordinator here
-	}
-
-	// The decision is durable in the record before any Finish is sent. It
-	// gets its own time even when the client's deadline is spent on the
-	// prepares: recording it, rather than leaving it to recovery, releases
-	// the locks sooner and tells the client what happened.
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), decideWait)
-	defer cancel()
-	rec, err := callParticipant(dctx, s.n, record, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.DecideResponse, error) {
-		return c.Decide(cctx, &internalpb.DecideRequest{Partition: record, CutVersion: s.n.Clock.Load(), Op: &internalpb.TxnDecideOp{
-			TxnId: req.GetTxnId(), Commit: commit, Succeeded: succeeded, Participants: parts, Stamp: stamp,
-		}})
-	})
-	if err != nil {
-		if !commit {
-			// Only an abort could ever be recorded for it: not applied.
-			s.finishAll(s.n.lifetime(), req.GetTxnId(), now, parts, false, false, stamp)
-			if conflict {
-				return nil, toStatus(ErrConflict, "")
-			}
-			return nil, toStatus(fmt.Errorf("%w: a participant could not prepare: %v", raftstore.ErrProposalDropped, firstErr(errs)), "")
-		}
-		return nil, toStatus(fmt.Errorf("%w: transaction decision not confirmed: %v", ErrOutcomeUnknown, err), "")
-	}
-	d := rec.GetRecorded()
-	if d.GetCommit() && !commit {
-		// Only this coordinator, having every vote, decides commit: a
-		// commit recorded against its abort belongs to another
-		// transaction under this id, and none of this one's writes apply.
-		return nil, toStatus(fmt.Errorf("%w: transaction %x: the record holds a commit this coordinator did not decide (a reused id); this transaction was not applied", ErrInternal, req.GetTxnId()), "")
-	}
-	if err := failpoint.Inject(failpoint.TxnAfterDecide); err != nil {
-		// Leave Finish to recovery, as a coordinator dying here would.
-		return nil, toStatus(fmt.Errorf("%w: coordinator failed after the decision: %v", ErrOutcomeUnknown, err), "")
-	}
-
-	// Phase 2: apply or drop everywhere. An abort is finished before the
-	// answer, so the client's retry does not meet its own locks. A commit
-	// is answered as soon as the decision is durable, which saves the
-	// client a raft round: readers of a key it wrote wait until its
-	// Finish applies (waitUnlocked; a plain write meets ErrConflict and
-	// is retried), and recovery finishes it should this node stop first.
-	if !d.GetCommit() {
-		if s.finishAll(s.n.lifetime(), req.GetTxnId(), now, parts, false, false, d.GetStamp()) {
-			s.n.forget.add(s.n, record, req.GetTxnId())
-		}
+	ops := txn.PrepareOps(req.GetTxnId(), req.GetPriority(), time.Now().UnixMilli(), shares, record)
+	a := s.n.coordinate(ctx, req.GetTxnId(), record, ops)
+	switch a.outcome {
+	case txn.Aborted:
 		return nil, toStatus(ErrConflict, "")
-	}
-	go func() {
-		if s.finishAll(s.n.lifetime(), req.GetTxnId(), now, parts, true, d.GetSucceeded(), d.GetStamp()) {
-			s.n.forget.add(s.n, record, req.GetTxnId())
+	case txn.Committed:
+	default:
+		err := a.err
+		if err == nil {
+			err = fmt.Errorf("%w: transaction %x: a participant's prepare could not be settled; recovery decides it", ErrOutcomeUnknown, req.GetTxnId())
 		}
-	}()
-	resp := &kvpb.TxnResponse{Header: s.n.header(0), Succeeded: d.GetSucceeded()}
+		return nil, toStatus(err, "")
+	}
+	d := a.d
+	resp := &kvpb.TxnResponse{Header: s.n.header(0), Succeeded: d.Succeeded}
 	n := len(req.GetFailure())
-	if d.GetSucceeded() {
+	if d.Succeeded {
 		n = len(req.GetSuccess())
 	}
 	var answers []shareReads
-	for i, p := range parts {
-		if d.GetSucceeded() {
-			answers = append(answers, shareReads{idx: shares[p].GetSuccessIndex(), reads: votes[i].GetSuccessReads()})
+	for p, sh := range shares {
+		r, ok := a.reads[p]
+		if !ok {
+			// Committed, learnt from the record after a participant
+			// finished: its reads are gone with its intent.
+			return nil, toStatus(fmt.Errorf("%w: transaction %x committed, but partition %d's reads were lost with its vote", ErrOutcomeUnknown, req.GetTxnId(), p), "")
+		}
+		if d.Succeeded {
+			answers = append(answers, shareReads{idx: sh.GetSuccessIndex(), reads: r.success})
 		} else {
-			answers = append(answers, shareReads{idx: shares[p].GetFailureIndex(), reads: votes[i].GetFailureReads()})
+			answers = append(answers, shareReads{idx: sh.GetFailureIndex(), reads: r.failure})
 		}
 	}
 	resp.Responses = assemble(n, answers, DefaultScanLimit)
 	return resp, nil
-}
-
-func firstErr(errs []error) error {
-	for _, e := range errs {
-		if e != nil {
-			return e
-		}
-	}
-	return nil
-}
-
-// finishAll sends Finish to every participant, each retried until it is
-// applied, finishWait passes or parent ends (recovery finishes the rest).
-// It says whether every Finish was applied. prepared is the transaction's
-// prepare time (TxnPrepareOp.PreparedUnixMs).
-func (s *KVServer) finishAll(parent context.Context, id []byte, prepared int64, parts []uint64, commit, succeeded bool, stamp uint64) bool {
-	ctx, cancel := context.WithTimeout(parent, finishWait)
-	defer cancel()
-	var wg sync.WaitGroup
-	var failed atomic.Bool
-	for _, p := range parts {
-		wg.Add(1)
-		go func(p uint64) {
-			defer wg.Done()
-			_, err := callParticipant(ctx, s.n, p, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.FinishResponse, error) {
-				return c.Finish(cctx, &internalpb.FinishRequest{Partition: p, CutVersion: s.n.Clock.Load(),
-					Op: &internalpb.TxnFinishOp{TxnId: id, Commit: commit, Succeeded: succeeded, Stamp: stamp, PreparedUnixMs: prepared}})
-			})
-			if err != nil {
-				failed.Store(true)
-			}
-		}(p)
-	}
-	wg.Wait()
-	return !failed.Load()
 }
 
 // callParticipant calls the participant service of partition p's leader;
@@ -617,20 +583,88 @@ func raiseHorizon(ctx context.Context, n *Node, p uint64) {
 	_, _ = n.Store.Propose(hctx, p, &internalpb.Command{Op: &internalpb.Command_TxnHorizon{TxnHorizon: &internalpb.TxnHorizonOp{UnixMs: ms}}})
 }
 
+// resolve settles the stale intent in of partition p, led by this node
+// (DESIGN.md, "Transactions", recovery; the decisions are txn.Recover's):
+// read the record at the record partition (ABORTED is recorded when there
+// is none); for a STAGING one ask every listed participant through its
+// log, which prevents a prepare still on its way; record the outcome on
+// the record partition (the first decision wins, and the entry finishes
+// the record partition's intent) and finish the other participants with
+// it. A round that cannot finish is retried at the next interval.
 func resolve(ctx context.Context, n *Node, p uint64, in *partition.Intent) {
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	id := in.Op.GetTxnId()
-	rec, err := callParticipant(rctx, n, in.Op.GetRecordPartition(), func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.DecideResponse, error) {
-		return c.Decide(cctx, &internalpb.DecideRequest{Partition: in.Op.GetRecordPartition(), CutVersion: n.Clock.Load(),
-			Op: &internalpb.TxnDecideOp{TxnId: id, Commit: false, Stamp: n.Clock.Load()}})
-	})
+	id, r, at := in.Op.GetTxnId(), in.Op.GetRecordPartition(), in.Op.GetPreparedUnixMs()
+	rec, err := readRecord(n, r, id)
 	if err != nil {
-		return // next round
+		return
 	}
-	d := rec.GetRecorded()
-	_ = finishLocal(rctx, n, p, &internalpb.TxnFinishOp{TxnId: id, Commit: d.GetCommit(), Succeeded: d.GetSucceeded(), Stamp: d.GetStamp(),
-		PreparedUnixMs: in.Op.GetPreparedUnixMs()})
+	statuses := map[uint64]txn.Vote{}
+	if rec.Staging {
+		statuses[r] = rec.Vote
+	}
+	reread := false
+	for range 3 {
+		step := txn.Recover(rec, statuses, reread)
+		switch {
+		case step.Decided:
+			finishDecided(rctx, n, id, p, r, at, rec, step.Decision)
+			return
+		case step.Reread:
+			if rec, err = readRecord(n, r, id); err != nil {
+				return
+			}
+			reread = true
+		default:
+			for _, q := range step.Ask {
+				st, err := callParticipant(rctx, n, q, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.StatusResponse, error) {
+					return c.Status(cctx, &internalpb.StatusRequest{Partition: q, CutVersion: n.Clock.Load(),
+						Op: &internalpb.TxnStatusOp{TxnId: id, PreparedUnixMs: at}})
+				})
+				if err != nil {
+					return
+				}
+				v := statusVote(st)
+				n.Clock.Raise(v.Version)
+				statuses[q] = v
+			}
+		}
+	}
+}
+
+// finishDecided records decision d of transaction id on record partition
+// r (unless rec, as read, is decided already) and finishes every
+// participant, p (the recovering one) always among them, with the
+// decision recorded there.
+func finishDecided(ctx context.Context, n *Node, id []byte, p, r uint64, at int64, rec txn.Record, d txn.Decision) {
+	parts := rec.Participants
+	if rec.Staging || len(parts) == 0 {
+		resp, err := callParticipant(ctx, n, r, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.DecideResponse, error) {
+			return c.Decide(cctx, &internalpb.DecideRequest{Partition: r, CutVersion: max(n.Clock.Load(), d.Stamp), Op: &internalpb.TxnDecideOp{
+				TxnId: id, Commit: d.Commit, Succeeded: d.Succeeded, Stamp: d.Stamp, Participants: parts, Finish: true, PreparedUnixMs: at,
+			}})
+		})
+		if err != nil {
+			return
+		}
+		got := decidedRecord(resp.GetRecorded())
+		d = got.Decision
+		if len(parts) == 0 {
+			parts = got.Participants
+		}
+	}
+	if !slices.Contains(parts, p) {
+		// An abort recorded without a participant list (presumed abort, or
+		// a transaction prepared before parallel commits): the others'
+		// recoveries finish their own intents.
+		parts = append(slices.Clone(parts), p)
+	}
+	for _, q := range parts {
+		_, _ = callParticipant(ctx, n, q, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.FinishResponse, error) {
+			return c.Finish(cctx, &internalpb.FinishRequest{Partition: q, CutVersion: max(n.Clock.Load(), d.Stamp),
+				Op: &internalpb.TxnFinishOp{TxnId: id, Commit: d.Commit, Succeeded: d.Succeeded, Stamp: d.Stamp, PreparedUnixMs: at}})
+		})
+	}
 }
 
 // localParticipant calls this node's participant service in process.
@@ -650,4 +684,12 @@ func (l localParticipant) Decide(ctx context.Context, in *internalpb.DecideReque
 
 func (l localParticipant) Forget(ctx context.Context, in *internalpb.ForgetRequest, _ ...grpc.CallOption) (*internalpb.ForgetResponse, error) {
 	return l.s.Forget(ctx, in)
+}
+
+func (l localParticipant) Status(ctx context.Context, in *internalpb.StatusRequest, _ ...grpc.CallOption) (*internalpb.StatusResponse, error) {
+	return l.s.Status(ctx, in)
+}
+
+func (l localParticipant) Record(ctx context.Context, in *internalpb.RecordRequest, _ ...grpc.CallOption) (*internalpb.RecordResponse, error) {
+	return l.s.Record(ctx, in)
 }

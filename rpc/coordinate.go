@@ -1,0 +1,248 @@
+package rpc
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/cutkv/cutkv/internal/failpoint"
+	"github.com/cutkv/cutkv/proto/internalpb"
+	"github.com/cutkv/cutkv/proto/internalrpc"
+	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/txn"
+)
+
+// This file carries a cross-partition transaction's messages for its
+// coordinator core (txn.Coordinator): it turns each message the core asks
+// for into a call to a participant's leader and each reply into an event.
+// The core decides; nothing here does.
+
+// coordination is one transaction being coordinated by this node.
+type coordination struct {
+	n      *Node
+	id     []byte
+	record uint64
+	parts  []uint64
+	ops    map[uint64]*internalpb.TxnPrepareOp
+	ctx    context.Context // the client's request: bounds the prepares
+	c      *txn.Coordinator
+	events chan func()
+	calls  int // calls in flight
+	// reads of each participant's vote, for the client's answer.
+	reads map[uint64]shareVote
+	// answered carries the outcome to the waiting handler.
+	answered chan coordAnswer
+}
+
+type shareVote struct{ success, failure []*kvpb.ResponseOp }
+
+type coordAnswer struct {
+	outcome txn.Outcome
+	d       txn.Decision
+	reads   map[uint64]shareVote
+	err     error
+}
+
+// coordinate runs transaction id's coordination over ops (one prepare per
+// participant, txn.PrepareOps) and returns the client's outcome once the
+// core knows it; the rest (decision, finishes, forgetting) goes on in the
+// background, bounded by decideWait and finishWait.
+func (n *Node) coordinate(ctx context.Context, id []byte, record uint64, ops map[uint64]*internalpb.TxnPrepareOp) coordAnswer {
+	parts := make([]uint64, 0, len(ops))
+	for p := range ops {
+		parts = append(parts, p)
+	}
+	slices.Sort(parts)
+	k := &coordination{n: n, id: id, record: record, ops: ops, ctx: ctx, c: txn.NewCoordinator(record, parts),
+		events: make(chan func(), 4*len(ops)+4), reads: map[uint64]shareVote{}, answered: make(chan coordAnswer, 1)}
+	k.parts = parts
+	go k.run()
+	select {
+	case a := <-k.answered:
+		return a
+	case <-n.lifetime().Done():
+		return coordAnswer{outcome: txn.Unknown, err: ErrShuttingDown}
+	}
+}
+
+// run is the coordination's loop: one goroutine owns the core.
+func (k *coordination) run() {
+	answered := false
+	for {
+		msgs, out, d := k.c.Ready()
+		for _, m := range msgs {
+			k.carry(m)
+		}
+		if out != txn.Pending && !answered {
+			answered = true
+			k.answered <- coordAnswer{outcome: out, d: d, reads: k.reads}
+		}
+		if k.c.Conflict {
+			k.n.logger().Error("transaction record holds a decision other than its coordinator's", "txn", fmt.Sprintf("%x", k.id))
+			k.c.Conflict = false
+		}
+		if k.calls == 0 {
+			if !answered {
+				k.answered <- coordAnswer{outcome: txn.Unknown}
+			}
+			return
+		}
+		ev := <-k.events
+		k.calls--
+		ev()
+	}
+}
+
+// call runs f in its own goroutine and hands its event to the loop.
+func (k *coordination) call(f func() func()) {
+	k.calls++
+	go func() { k.events <- f() }()
+}
+
+// carry starts the call that message m asks for.
+func (k *coordination) carry(m txn.Msg) {
+	n, p := k.n, m.To
+	switch m.Kind {
+	case txn.SendPrepare:
+		op := k.ops[p]
+		k.call(func() func() {
+			v, err := callParticipant(k.ctx, n, p, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.PrepareResponse, error) {
+				return c.Prepare(cctx, &internalpb.PrepareRequest{Partition: p, Op: op, CutVersion: n.Clock.Load()})
+			})
+			return func() {
+				if err != nil {
+					k.c.VoteLost(p)
+					return
+				}
+				k.reads[p] = shareVote{v.GetSuccessReads(), v.GetFailureReads()}
+				k.voted(p, prepareVote(v))
+			}
+		})
+	case txn.AskStatus:
+		k.call(func() func() {
+			ctx, cancel := context.WithTimeout(n.lifetime(), decideWait)
+			defer cancel()
+			st, err := callParticipant(ctx, n, p, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.StatusResponse, error) {
+				return c.Status(cctx, &internalpb.StatusRequest{Partition: p, CutVersion: n.Clock.Load(),
+					Op: &internalpb.TxnStatusOp{TxnId: k.id, PreparedUnixMs: k.ops[p].GetPreparedUnixMs()}})
+			})
+			return func() {
+				if err != nil {
+					k.c.StatusLost(p)
+					return
+				}
+				k.reads[p] = shareVote{st.GetSuccessReads(), st.GetFailureReads()}
+				k.voted(p, statusVote(st))
+			}
+		})
+	case txn.ReadRecord:
+		k.call(func() func() {
+			rec, err := readRecord(n, k.record, k.id)
+			return func() {
+				if err != nil {
+					k.c.RecordLost()
+					return
+				}
+				k.c.Recorded(rec)
+			}
+		})
+	case txn.ProposeDecision:
+		k.call(func() func() {
+			if err := failpoint.Inject(failpoint.TxnAfterPrepare); err != nil {
+				// "exit" kills the coordinator here: every vote is in, the
+				// client is answered, nothing is decided; recovery settles it.
+				return func() { k.c.RecordLost() }
+			}
+			ctx, cancel := context.WithTimeout(n.lifetime(), decideWait)
+			defer cancel()
+			d := m.Decision
+			rec, err := callParticipant(ctx, n, p, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.DecideResponse, error) {
+				return c.Decide(cctx, &internalpb.DecideRequest{Partition: p, CutVersion: n.Clock.Load(), Op: &internalpb.TxnDecideOp{
+					TxnId: k.id, Commit: d.Commit, Succeeded: d.Succeeded, Stamp: d.Stamp, Participants: k.parts,
+					Finish: true, PreparedUnixMs: k.ops[p].GetPreparedUnixMs(),
+				}})
+			})
+			if err == nil {
+				err = failpoint.Inject(failpoint.TxnAfterDecide) // "exit": recovery finishes the others
+			}
+			return func() {
+				if err != nil {
+					k.c.RecordLost()
+					return
+				}
+				k.c.Recorded(decidedRecord(rec.GetRecorded()))
+			}
+		})
+	case txn.SendFinish:
+		k.call(func() func() {
+			ctx, cancel := context.WithTimeout(n.lifetime(), finishWait)
+			defer cancel()
+			d := m.Decision
+			_, err := callParticipant(ctx, n, p, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.FinishResponse, error) {
+				return c.Finish(cctx, &internalpb.FinishRequest{Partition: p, CutVersion: n.Clock.Load(),
+					Op: &internalpb.TxnFinishOp{TxnId: k.id, Commit: d.Commit, Succeeded: d.Succeeded, Stamp: d.Stamp, PreparedUnixMs: k.ops[p].GetPreparedUnixMs()}})
+			})
+			return func() {
+				if err != nil {
+					k.c.FinishLost(p)
+					return
+				}
+				k.c.Finished(p)
+			}
+		})
+	case txn.Forget:
+		n.forget.add(n, p, k.id)
+	}
+}
+
+// voted feeds a vote to the core; the vote's version is merged into the
+// clock first (rule 1: a reply is merged before it is acted on), so the
+// answer's marker is at least the stamp (rule 8).
+func (k *coordination) voted(p uint64, v txn.Vote) {
+	k.n.Clock.Raise(v.Version)
+	k.c.Voted(p, v)
+}
+
+func prepareVote(v *internalpb.PrepareResponse) txn.Vote {
+	switch {
+	case v.GetPrepared():
+		return txn.Vote{State: txn.Prepared, ComparesHold: v.GetComparesHold(), Version: v.GetVersion()}
+	case v.GetFinished():
+		return txn.Vote{State: txn.Finished}
+	}
+	return txn.Vote{State: txn.Refused}
+}
+
+func statusVote(st *internalpb.StatusResponse) txn.Vote {
+	switch st.GetState() {
+	case internalpb.TxnState_TXN_STATE_PREPARED:
+		return txn.Vote{State: txn.Prepared, ComparesHold: st.GetComparesHold(), Version: st.GetVersion()}
+	case internalpb.TxnState_TXN_STATE_FINISHED:
+		return txn.Vote{State: txn.Finished}
+	}
+	return txn.Vote{State: txn.Refused}
+}
+
+func decidedRecord(d *internalpb.TxnDecideOp) txn.Record {
+	return txn.Record{Staging: d.GetStaging(), Participants: d.GetParticipants(),
+		Decision: txn.Decision{Commit: d.GetCommit(), Succeeded: d.GetSucceeded(), Stamp: d.GetStamp()}}
+}
+
+// readRecord reads transaction id's record on partition r's leader
+// (Participant.Record), bounded by decideWait.
+func readRecord(n *Node, r uint64, id []byte) (txn.Record, error) {
+	ctx, cancel := context.WithTimeout(n.lifetime(), decideWait)
+	defer cancel()
+	resp, err := callParticipant(ctx, n, r, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.RecordResponse, error) {
+		return c.Record(cctx, &internalpb.RecordRequest{Partition: r, TxnId: id, CutVersion: n.Clock.Load()})
+	})
+	if err != nil {
+		return txn.Record{}, err
+	}
+	rec := decidedRecord(resp.GetRecord())
+	if rec.Staging {
+		rec.Vote = txn.Vote{State: txn.Prepared, ComparesHold: resp.GetComparesHold(), Version: resp.GetVersion()}
+		n.Clock.Raise(rec.Vote.Version)
+	}
+	return rec, nil
+}
