@@ -20,26 +20,27 @@ import (
 // transaction whose coordinator died (DESIGN.md: "within seconds").
 const recoveryBound = 10 * time.Second
 
-// TestCoordinatorDeathIsRecovered kills a 2PC coordinator at each crash
-// point and checks that the participants finish its transaction alone
-// (DESIGN.md, Transactions: presumed abort; issue 3, "Failures"):
+// TestCoordinatorDeathIsRecovered kills a cross-partition transaction's
+// coordinator at each crash point and checks that the participants finish
+// its transaction alone (DESIGN.md, Transactions: parallel commits and
+// recovery; issue 3, "Failures"). With parallel commits a transaction is
+// committed once every participant's prepare applied, so at both points
+// it is committed already and recovery must commit it:
 //
-//   - AfterPrepare: n1 dies after both participants prepared and before
-//     any decision. The prepared keys are locked at first (a write is
-//     refused), then recovery records ABORT: within recoveryBound both
-//     keys are writable again and the transaction's writes never appear.
-//   - AfterDecide: n1 dies after the COMMIT decision is durable and
-//     before Finish. Reads never see the state before the transaction;
-//     within recoveryBound both of its writes are visible, and both keys
-//     writable.
+//   - AfterPrepare: n1 dies after both participants prepared (the client
+//     may have its answer) and before the decision is recorded. Recovery
+//     finds the record STAGING, asks both participants, finds both
+//     prepared and records COMMIT.
+//   - AfterDecide: n1 dies after the COMMIT decision is durable on the
+//     record partition and before the other participant's Finish.
 //
-// In both, the client's answer from the dying coordinator is an unknown
-// outcome, never a definite one.
+// In both, reads never see the state before the transaction: within
+// recoveryBound both of its writes are visible, and both keys writable;
+// the client's answer is committed or an unknown outcome, never an abort.
 func TestCoordinatorDeathIsRecovered(t *testing.T) {
 	c := process.NewCluster(t, process.Spec{Bin: bin.Kvnode, Partitions: 4, Configure: func(n *process.Node) {
 		if n.ID == "n1" {
 			n.Bin = bin.KvnodeFailpoints
-			n.Env = []string{"CUTKV_FAILPOINTS=txnAfterPrepare=exit@0"}
 		}
 	}})
 	n1 := c.Nodes[0]
@@ -47,90 +48,63 @@ func TestCoordinatorDeathIsRecovered(t *testing.T) {
 	n2 := dial(t, c.Nodes[1].GRPC)
 	others := []kvrpc.KVClient{kvrpc.NewKVClient(n2), kvrpc.NewKVClient(dial(t, c.Nodes[2].GRPC))}
 
-	t.Run("AfterPrepare", func(t *testing.T) {
-		k1, k2 := pickKeys(t, n2, "prep", n1.ID)
-		mustPut(t, others, k1, "a0")
-		mustPut(t, others, k2, "b0")
-
-		err := sendTwoKeyTxn(coord, k1, k2, "a1", "b1")
-		died := awaitCrash(t, n1, "txnAfterPrepare")
-		if v, why := classify(err); v != vUnknown {
-			t.Errorf("the coordinator died before deciding, yet its answer was definite: %v (%s)", err, why)
-		}
-
-		// Each key: a single-key write is refused by the prepared lock
-		// until recovery aborts the transaction, then it commits.
-		keys := []string{k1, k2}
-		refused, took := writeUntilCommitted(t, others, keys, []string{"p0", "p1"}, died)
-		for i, k := range keys {
-			t.Logf("%s: %d writes refused by the orphaned lock; writable %v after the coordinator died", k, refused[i], took[i].Round(time.Millisecond))
-			if refused[i] == 0 {
-				t.Errorf("%s: no write was refused right after the coordinator died: was the key ever locked?", k)
-			}
-		}
-		// The transaction never applied: each key has two versions, the
-		// setup's and the probe's.
-		for i, k := range []string{k1, k2} {
-			kv := mustGet(t, others, k)
-			if want := fmt.Sprintf("p%d", i); string(kv.GetValue()) != want || kv.GetVersion() != 2 {
-				t.Errorf("%s = %q at version %d, want %q at version 2 (the aborted transaction must not apply)", k, kv.GetValue(), kv.GetVersion(), want)
-			}
-		}
-		mustCommitTwoKeyTxn(t, others, k1, k2, 2, 2)
-	})
-
-	n1.Env = []string{"CUTKV_FAILPOINTS=txnAfterDecide=exit@0"}
-	n1.Restart()
-
-	t.Run("AfterDecide", func(t *testing.T) {
-		k1, k2 := pickKeys(t, n2, "dec", n1.ID)
-		mustPut(t, others, k1, "c0")
-		mustPut(t, others, k2, "d0")
-
-		err := sendTwoKeyTxn(coord, k1, k2, "c1", "d1")
-		died := awaitCrash(t, n1, "txnAfterDecide")
-		if v, why := classify(err); v != vUnknown {
-			t.Errorf("the coordinator died after deciding and before answering, yet its answer was definite: %v (%s)", err, why)
-		}
-
-		// Reads: LOCKED or the transaction's values, never the old ones.
-		want := map[string]string{k1: "c1", k2: "d1"}
-		refused := 0
-		done := map[string]bool{}
-		for len(done) < 2 {
-			if time.Since(died) > recoveryBound {
-				t.Fatalf("the committed transaction was not finished within %v of its coordinator's death", recoveryBound)
-			}
-			for _, k := range []string{k1, k2} {
-				if done[k] {
-					continue
-				}
-				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				resp, err := others[len(done)%2].Get(ctx, &kvpb.GetRequest{Key: []byte(k)})
-				cancel()
-				switch {
-				case err != nil:
-					refused++
-				case string(resp.GetKv().GetValue()) == want[k]:
-					done[k] = true
-				default:
-					t.Fatalf("%s = %q (version %d) after the commit decision: the transaction's lock was lost", k, resp.GetKv().GetValue(), resp.GetKv().GetVersion())
-				}
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		t.Logf("both writes visible %v after the coordinator died (%d reads refused meanwhile)", time.Since(died).Round(time.Millisecond), refused)
-		mustCommitTwoKeyTxn(t, others, k1, k2, 2, 2)
-
-		// n1, back without failpoints, agrees.
-		n1.Env = nil
+	for _, tc := range []struct{ name, point, prefix string }{
+		{"AfterPrepare", "txnAfterPrepare", "prep"},
+		{"AfterDecide", "txnAfterDecide", "dec"},
+	} {
+		n1.Kill9()
+		n1.Env = []string{"CUTKV_FAILPOINTS=" + tc.point + "=exit@0"}
 		n1.Restart()
-		for k, v := range map[string]string{k1: "c1x", k2: "d1x"} {
-			if kv := mustGet(t, []kvrpc.KVClient{coord}, k); string(kv.GetValue()) != v {
-				t.Errorf("%s = %q through the restarted coordinator, want %q", k, kv.GetValue(), v)
+		t.Run(tc.name, func(t *testing.T) {
+			k1, k2 := pickKeys(t, n2, tc.prefix, n1.ID)
+			mustPut(t, others, k1, "c0")
+			mustPut(t, others, k2, "d0")
+
+			err := sendTwoKeyTxn(coord, k1, k2, "c1", "d1")
+			died := awaitCrash(t, n1, tc.point)
+			if v, why := classify(err); v != vUnknown && v != vCommitted {
+				t.Errorf("the coordinator died with every prepare applied, yet its answer was %v (%s): the transaction is committed", err, why)
 			}
-		}
-	})
+
+			// Reads: LOCKED or the transaction's values, never the old ones.
+			want := map[string]string{k1: "c1", k2: "d1"}
+			refused := 0
+			done := map[string]bool{}
+			for len(done) < 2 {
+				if time.Since(died) > recoveryBound {
+					t.Fatalf("the committed transaction was not finished within %v of its coordinator's death", recoveryBound)
+				}
+				for _, k := range []string{k1, k2} {
+					if done[k] {
+						continue
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					resp, err := others[len(done)%2].Get(ctx, &kvpb.GetRequest{Key: []byte(k)})
+					cancel()
+					switch {
+					case err != nil:
+						refused++
+					case string(resp.GetKv().GetValue()) == want[k]:
+						done[k] = true
+					default:
+						t.Fatalf("%s = %q (version %d) after every prepare applied: the transaction's lock was lost", k, resp.GetKv().GetValue(), resp.GetKv().GetVersion())
+					}
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
+			t.Logf("both writes visible %v after the coordinator died (%d reads refused meanwhile)", time.Since(died).Round(time.Millisecond), refused)
+			mustCommitTwoKeyTxn(t, others, k1, k2, 2, 2)
+
+			// n1, back without failpoints, agrees.
+			n1.Env = nil
+			n1.Restart()
+			for k, v := range map[string]string{k1: "c1x", k2: "d1x"} {
+				if kv := mustGet(t, []kvrpc.KVClient{coord}, k); string(kv.GetValue()) != v {
+					t.Errorf("%s = %q through the restarted coordinator, want %q", k, kv.GetValue(), v)
+				}
+			}
+		})
+	}
 }
 
 func dial(t *testing.T, addr string) *grpc.ClientConn {
@@ -250,40 +224,6 @@ func txnUntil(t *testing.T, kvs []kvrpc.KVClient, req *kvpb.TxnRequest, deadline
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// writeUntilCommitted writes each keys[i] := values[i] with one-key Txns,
-// the keys' attempts interleaved, until each has committed (within
-// recoveryBound of since). It returns, per key, how many attempts a lock
-// refused and when one committed, counted from since.
-func writeUntilCommitted(t *testing.T, kvs []kvrpc.KVClient, keys, values []string, since time.Time) (refused []int, took []time.Duration) {
-	t.Helper()
-	refused, took = make([]int, len(keys)), make([]time.Duration, len(keys))
-	reqs := make([]*kvpb.TxnRequest, len(keys))
-	for i := range keys {
-		reqs[i] = &kvpb.TxnRequest{Success: []*kvpb.RequestOp{putOp(keys[i], []byte(values[i]))}, Priority: time.Now().UnixNano()}
-	}
-	left := len(keys)
-	for round := 0; left > 0; round++ {
-		for i, req := range reqs {
-			if took[i] != 0 {
-				continue
-			}
-			_, ok, aborted, err := attempt(t, kvs, round, req)
-			switch {
-			case ok:
-				took[i] = time.Since(since)
-				left--
-			case aborted:
-				refused[i]++
-			}
-			if !ok && time.Since(since) > recoveryBound {
-				t.Fatalf("%s: still not writable %v after the coordinator died: %v", keys[i], recoveryBound, err)
-			}
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return refused, took
 }
 
 // mustCommitTwoKeyTxn checks that both keys, at the given versions, are
