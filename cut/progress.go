@@ -122,6 +122,22 @@ func (p *Progress) Pending() (*internalpb.CutFinishOp, bool) {
 	}, true
 }
 
+// Proposal is the cut agent's decision for a partition this node leads
+// (DESIGN.md rules 2 and 6), given the node's known version: CutStart(known)
+// when the partition's log has not reached known (so pos(known) exists even
+// in an idle group), else the CutFinish that is due, else nothing (nil).
+// The node proposes what it returns and asks again when its clock, the
+// partition's state or leadership changes.
+func (p *Progress) Proposal(known uint64) *internalpb.Command {
+	if p.version < known {
+		return &internalpb.Command{Op: &internalpb.Command_CutStart{CutStart: &internalpb.CutStartOp{Version: known}}}
+	}
+	if op, ok := p.Pending(); ok {
+		return &internalpb.Command{Op: &internalpb.Command_CutFinish{CutFinish: op}}
+	}
+	return nil
+}
+
 // ApplyFinish applies a CutFinish entry at index. It closes the running
 // cut when the entry names it and nothing is active any more; a duplicate,
 // a stale version, an early entry, or one for a cut that closed at its

@@ -243,3 +243,35 @@ func TestProgressResultRetention(t *testing.T) {
 		t.Fatalf("remembers %d results (%d in order), want %d", len(p.done), len(p.doneOrder), keepFinished)
 	}
 }
+
+// TestProgressProposal: the agent's decision. A partition behind the
+// node's known version gets CutStart(known); a running cut with nothing
+// active left gets its CutFinish; otherwise nothing.
+func TestProgressProposal(t *testing.T) {
+	p := NewProgress()
+	if c := p.Proposal(0); c != nil {
+		t.Fatalf("no cut known: proposal %v", c)
+	}
+	if c := p.Proposal(3); c.GetCutStart().GetVersion() != 3 {
+		t.Fatalf("known 3, partition at 0: proposal %v, want CutStart(3)", c)
+	}
+	// The CutStart(3) applies with T active: the cut runs, nothing is due.
+	p.Observe(5, 3, func() []string { return []string{"T"} })
+	if c := p.Proposal(3); c != nil {
+		t.Fatalf("T active: proposal %v, want none", c)
+	}
+	// A newer version known: the next CutStart comes first.
+	if c := p.Proposal(4); c.GetCutStart().GetVersion() != 4 {
+		t.Fatalf("known 4: proposal %v, want CutStart(4)", c)
+	}
+	p.TxnFinished("T", true, true, 2)
+	c := p.Proposal(3)
+	f := c.GetCutFinish()
+	if f == nil || f.GetVersion() != 3 || f.GetPos() != 5 || len(f.GetBefore()) != 1 {
+		t.Fatalf("T finished before the cut: proposal %v, want CutFinish(3, pos 5, before [T])", c)
+	}
+	p.ApplyFinish(6, f)
+	if c := p.Proposal(3); c != nil {
+		t.Fatalf("cut 3 closed: proposal %v, want none", c)
+	}
+}

@@ -55,6 +55,15 @@ func (p *Partition) CutPending() (*internalpb.CutFinishOp, bool) {
 	return p.cut.Pending()
 }
 
+// CutProposal returns what this partition's leader proposes for the cut
+// when the node knows version known (cut.Progress.Proposal), nil if
+// nothing.
+func (p *Partition) CutProposal(known uint64) *internalpb.Command {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.cut.Proposal(known)
+}
+
 // CutResult returns how cut v ended here, if CutFinish(v) was applied.
 func (p *Partition) CutResult(v uint64) (cut.Finished, bool) {
 	p.mu.RLock()

@@ -75,12 +75,8 @@ func RunCutAgent(ctx context.Context, n *Node) {
 			if st, ok := n.Store.Status(p); !ok || !st.IsLeader {
 				continue
 			}
-			var cmd *internalpb.Command
-			if known := n.Clock.Load(); part.CutVersion() < known {
-				cmd = &internalpb.Command{Op: &internalpb.Command_CutStart{CutStart: &internalpb.CutStartOp{Version: known}}}
-			} else if op, ok := part.CutPending(); ok {
-				cmd = &internalpb.Command{Op: &internalpb.Command_CutFinish{CutFinish: op}}
-			} else {
+			cmd := part.CutProposal(n.Clock.Load())
+			if cmd == nil {
 				continue
 			}
 			mu.Lock()
