@@ -109,6 +109,9 @@ func (k *coordination) carry(m txn.Msg) {
 			v, err := callParticipant(k.ctx, n, p, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.PrepareResponse, error) {
 				return c.Prepare(cctx, &internalpb.PrepareRequest{Partition: p, Op: op, CutVersion: n.Clock.Load()})
 			})
+			if err == nil {
+				err = checkEntryVersion(p, v.GetVersion(), v.GetCutVersion())
+			}
 			return func() {
 				if err != nil {
 					k.c.VoteLost(p)
@@ -126,6 +129,9 @@ func (k *coordination) carry(m txn.Msg) {
 				return c.Status(cctx, &internalpb.StatusRequest{Partition: p, CutVersion: n.Clock.Load(),
 					Op: &internalpb.TxnStatusOp{TxnId: k.id, PreparedUnixMs: k.ops[p].GetPreparedUnixMs()}})
 			})
+			if err == nil {
+				err = checkEntryVersion(p, st.GetVersion(), st.GetCutVersion())
+			}
 			return func() {
 				if err != nil {
 					k.c.StatusLost(p)
@@ -195,6 +201,17 @@ func (k *coordination) carry(m txn.Msg) {
 	}
 }
 
+// checkEntryVersion refuses a reply of partition p whose prepare-entry
+// version exceeds its marker: the marker is read after the entry applied,
+// so it is at least the entry's version, and only the marker is admitted
+// (mergeReply) — a version above it would raise the clock unchecked.
+func checkEntryVersion(p, version, marker uint64) error {
+	if version > marker {
+		return fmt.Errorf("%w: partition %d's reply names entry version %d above its marker %d", ErrInvalidArgument, p, version, marker)
+	}
+	return nil
+}
+
 // voted feeds a vote to the core; the vote's version is merged into the
 // clock first (rule 1: a reply is merged before it is acted on), so the
 // answer's marker is at least the stamp (rule 8).
@@ -236,6 +253,9 @@ func readRecord(n *Node, r uint64, id []byte) (txn.Record, error) {
 	resp, err := callParticipant(ctx, n, r, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.RecordResponse, error) {
 		return c.Record(cctx, &internalpb.RecordRequest{Partition: r, TxnId: id, CutVersion: n.Clock.Load()})
 	})
+	if err == nil {
+		err = checkEntryVersion(r, resp.GetVersion(), resp.GetCutVersion())
+	}
 	if err != nil {
 		return txn.Record{}, err
 	}

@@ -621,6 +621,9 @@ func resolve(ctx context.Context, n *Node, p uint64, in *partition.Intent) {
 					return c.Status(cctx, &internalpb.StatusRequest{Partition: q, CutVersion: n.Clock.Load(),
 						Op: &internalpb.TxnStatusOp{TxnId: id, PreparedUnixMs: at}})
 				})
+				if err == nil {
+					err = checkEntryVersion(q, st.GetVersion(), st.GetCutVersion())
+				}
 				if err != nil {
 					return
 				}

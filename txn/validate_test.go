@@ -225,6 +225,21 @@ func TestValidatePrepare(t *testing.T) {
 		{name: "negative prepare time", op: with(func(op *internalpb.TxnPrepareOp) { op.PreparedUnixMs = -3 }), wantErr: "prepare: prepared_unix_ms -3, want > 0"},
 		{name: "no share", op: with(func(op *internalpb.TxnPrepareOp) { op.Share = nil }), wantErr: "prepare: share: empty"},
 		{name: "bad share", op: with(func(op *internalpb.TxnPrepareOp) { op.Share.Success[0] = opGet("") }), wantErr: "prepare: share: success op 0: empty key"},
+		// Parallel commits: the record partition's prepare, and only it,
+		// lists the participants (its own partition among them).
+		{name: "record partition's prepare", op: with(func(op *internalpb.TxnPrepareOp) { op.RecordPartition, op.Participants = 2, []uint64{2, 3} })},
+		{name: "record partition without participants", op: with(func(op *internalpb.TxnPrepareOp) { op.RecordPartition = 2 }),
+			wantErr: "prepare: the record partition's prepare lists 0 participants, want at least 2"},
+		{name: "one participant", op: with(func(op *internalpb.TxnPrepareOp) { op.RecordPartition, op.Participants = 2, []uint64{2} }),
+			wantErr: "prepare: the record partition's prepare lists 1 participants, want at least 2"},
+		{name: "participants elsewhere", op: with(func(op *internalpb.TxnPrepareOp) { op.Participants = []uint64{2, 4} }),
+			wantErr: "prepare: participants on partition 2, which is not the record partition 4"},
+		{name: "participants without the record partition", op: with(func(op *internalpb.TxnPrepareOp) { op.RecordPartition, op.Participants = 2, []uint64{1, 3} }),
+			wantErr: "prepare: participants [1 3] do not name the record partition 2"},
+		{name: "participants unsorted", op: with(func(op *internalpb.TxnPrepareOp) { op.RecordPartition, op.Participants = 2, []uint64{3, 2} }),
+			wantErr: "prepare: participants[1] = 2 does not follow 3"},
+		{name: "participant past the count", op: with(func(op *internalpb.TxnPrepareOp) { op.RecordPartition, op.Participants = 2, []uint64{2, 5} }),
+			wantErr: "prepare: participants[1] 5 not in 1..4"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -279,6 +294,11 @@ func TestValidateDecide(t *testing.T) {
 		{name: "participants unsorted", op: &internalpb.TxnDecideOp{TxnId: testID(1), Commit: true, Participants: []uint64{3, 1}}, wantErr: "decide: participants[1] = 1 does not follow 3"},
 		{name: "more participants than partitions", op: &internalpb.TxnDecideOp{TxnId: testID(1), Commit: true, Participants: []uint64{1, 1, 1, 1, 1}},
 			wantErr: "decide: 5 participants, more than the 4 partitions"},
+		{name: "decision that finishes", op: &internalpb.TxnDecideOp{TxnId: testID(1), Commit: true, Participants: []uint64{1, 3}, Finish: true, PreparedUnixMs: 5}},
+		{name: "finish without prepare time", op: &internalpb.TxnDecideOp{TxnId: testID(1), Commit: true, Participants: []uint64{1, 3}, Finish: true},
+			wantErr: "decide: a decision that finishes needs prepared_unix_ms > 0, got 0"},
+		{name: "staging", op: &internalpb.TxnDecideOp{TxnId: testID(1), Staging: true, Participants: []uint64{1, 3}},
+			wantErr: "decide: staging is a record's state, never a decision"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -380,5 +400,23 @@ func TestSplitSharesValidate(t *testing.T) {
 	}
 	if accepted < 1000 {
 		t.Fatalf("only %d of the random transactions were valid: the test proves little", accepted)
+	}
+}
+
+func TestValidateStatus(t *testing.T) {
+	tests := []struct {
+		name    string
+		op      *internalpb.TxnStatusOp
+		wantErr string
+	}{
+		{name: "valid", op: &internalpb.TxnStatusOp{TxnId: testID(1), PreparedUnixMs: 7}},
+		{name: "nil", op: nil, wantErr: "status: no op"},
+		{name: "short id", op: &internalpb.TxnStatusOp{TxnId: testID(1)[:3], PreparedUnixMs: 7}, wantErr: "status: txn_id of 3 bytes, want 16"},
+		{name: "no prepare time", op: &internalpb.TxnStatusOp{TxnId: testID(1)}, wantErr: "status: prepared_unix_ms 0, want > 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			checkErr(t, "ValidateStatus", ValidateStatus(tt.op), tt.wantErr)
+		})
 	}
 }
