@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/cutkv/cutkv/internal/failpoint"
@@ -75,7 +76,7 @@ func (k *coordination) run() {
 		}
 		if out != txn.Pending && !answered {
 			answered = true
-			k.answered <- coordAnswer{outcome: out, d: d, reads: k.reads}
+			k.answered <- coordAnswer{outcome: out, d: d, reads: maps.Clone(k.reads)}
 		}
 		if k.c.Conflict {
 			k.n.logger().Error("transaction record holds a decision other than its coordinator's", "txn", fmt.Sprintf("%x", k.id))
@@ -117,8 +118,7 @@ func (k *coordination) carry(m txn.Msg) {
 					k.c.VoteLost(p)
 					return
 				}
-				k.reads[p] = shareVote{v.GetSuccessReads(), v.GetFailureReads()}
-				k.voted(p, prepareVote(v))
+				k.voted(p, prepareVote(v), v.GetSuccessReads(), v.GetFailureReads())
 			}
 		})
 	case txn.AskStatus:
@@ -137,8 +137,7 @@ func (k *coordination) carry(m txn.Msg) {
 					k.c.StatusLost(p)
 					return
 				}
-				k.reads[p] = shareVote{st.GetSuccessReads(), st.GetFailureReads()}
-				k.voted(p, statusVote(st))
+				k.voted(p, statusVote(st), st.GetSuccessReads(), st.GetFailureReads())
 			}
 		})
 	case txn.ReadRecord:
@@ -215,7 +214,13 @@ func checkEntryVersion(p, version, marker uint64) error {
 // voted feeds a vote to the core; the vote's version is merged into the
 // clock first (rule 1: a reply is merged before it is acted on), so the
 // answer's marker is at least the stamp (rule 8).
-func (k *coordination) voted(p uint64, v txn.Vote) {
+// Only a Prepared vote's reads are the share's answers: a refused or
+// finished one carries none, and a transaction committed with such a vote
+// (learnt from the record) is answered as unknown (twoPhase).
+func (k *coordination) voted(p uint64, v txn.Vote, success, failure []*kvpb.ResponseOp) {
+	if v.State == txn.Prepared {
+		k.reads[p] = shareVote{success, failure}
+	}
 	k.n.Clock.Raise(v.Version)
 	k.c.Voted(p, v)
 }

@@ -287,9 +287,18 @@ func (c *Coordinator) Voted(p uint64, v Vote) {
 	if c.answerEarly && p == c.record && v.State == Prepared && c.outcome == Pending {
 		c.outcome, c.decision = Committed, Decision{Commit: true, Succeeded: v.ComparesHold, Stamp: v.Version}
 	}
+	if v.State == Refused {
+		// Aborted for good, whatever the other votes say: finish every
+		// other participant with abort now. One whose prepare is still on
+		// its way gets either order right: a Finish applied first leaves a
+		// tombstone that refuses the prepare, a prepare applied first is
+		// dropped by the Finish.
+		c.abort()
+		return
+	}
 	for _, q := range c.parts {
 		if c.votes[q].State == VoteNone {
-			return // wait for every vote, so that an abort finishes every intent
+			return // wait for every vote
 		}
 	}
 	d, ok, finished := Tally(c.parts, c.votes)

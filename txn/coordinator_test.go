@@ -409,3 +409,24 @@ func TestRecoverFinishedNeedsReread(t *testing.T) {
 		t.Fatalf("decided record not followed: %+v", r)
 	}
 }
+
+// A refusal aborts at once, whatever the other votes: the other
+// participant is finished with abort while its prepare is still on its
+// way, and the prepare that arrives after that Finish is refused by the
+// tombstone (the answer does not wait for the slowest prepare, nor is it
+// "unknown" when that prepare's call is lost as well).
+func TestParallelCommitEarlyAbort(t *testing.T) {
+	e := newPCEnv(t)
+	release := e.lockOther()
+	m, _ := e.take(txn.SendPrepare, 1) // r's prepare is slow
+	e.deliver(txn.SendPrepare, 2)      // refused by "other"
+	e.deliver(txn.SendFinish, 1)       // the abort reaches r before its prepare
+	if e.outcome != txn.Aborted {
+		t.Fatalf("outcome %v after the refusal and the finishes, want aborted", e.outcome)
+	}
+	if v := e.prepare(m.To); v.State == txn.Prepared {
+		t.Fatal("r's late prepare created an intent after the abort's tombstone")
+	}
+	release()
+	e.mustCheck(txn.Aborted)
+}

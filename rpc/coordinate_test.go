@@ -1,0 +1,38 @@
+package rpc
+
+import (
+	"testing"
+
+	"github.com/cutkv/cutkv/cut"
+	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/txn"
+)
+
+// TestCoordinationKeepsOnlyPreparedReads: a transaction can be committed
+// with a participant's vote "finished before" (recovery committed it while
+// the prepare's reply was lost; the coordinator learns the commit from the
+// record). That vote carries no reads, so the client must not be answered
+// with an empty share as if it were the reads (a chaos round saw a bank
+// read with a missing Get, and list-append a G2 cycle from a read taken
+// for empty): only Prepared votes' reads are kept, and twoPhase answers
+// unknown for a share without them. The vote's entry version raises the
+// clock (rule 8: the answer's marker is at least the stamp).
+func TestCoordinationKeepsOnlyPreparedReads(t *testing.T) {
+	k := &coordination{n: &Node{Clock: cut.NewClock()}, c: txn.NewCoordinator(1, []uint64{1, 2}), reads: map[uint64]shareVote{}}
+	get := []*kvpb.ResponseOp{{Response: &kvpb.ResponseOp_Get{Get: &kvpb.GetResponse{}}}}
+	k.voted(1, txn.Vote{State: txn.Prepared, ComparesHold: true, Version: 7}, get, nil)
+	k.voted(2, txn.Vote{State: txn.Finished}, nil, nil)
+	if _, ok := k.reads[2]; ok {
+		t.Fatal("a finished vote's (empty) reads were kept as the share's answers")
+	}
+	if r, ok := k.reads[1]; !ok || len(r.success) != 1 {
+		t.Fatalf("the prepared vote's reads: %+v, %v", r, ok)
+	}
+	if got := k.n.Clock.Load(); got != 7 {
+		t.Fatalf("clock %d after a vote of entry version 7", got)
+	}
+	msgs, _, _ := k.c.Ready()
+	if len(msgs) == 0 || msgs[len(msgs)-1].Kind != txn.ReadRecord {
+		t.Fatalf("after a finished vote the core asks %v, want the record read", msgs)
+	}
+}
