@@ -252,7 +252,11 @@ func TestCutScenarios(t *testing.T) {
 }
 
 // worldOptions change the world for a whole script.
-type worldOptions struct{}
+type worldOptions struct {
+	// answerEarly starts every core with WithAnswerBeforeDurable: the
+	// mutation the checks must catch.
+	answerEarly bool
+}
 
 // played is one step of a script with what it printed.
 type played struct {
@@ -328,6 +332,65 @@ func runScript(t *testing.T, path string) {
 		if err := os.WriteFile(path, []byte(formatScript(items)), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestScenarioMutationAnswerBeforeDurable is the harness's mutation test:
+// with every core answering committed as soon as the record partition's
+// vote is in (Coordinator.WithAnswerBeforeDurable), the scenarios in
+// which another participant refuses tell a client "committed" for a
+// transaction that aborts, and the checks must say so — from the logs at
+// the answer, from the record, and from the cut's states, which lack it.
+// Should the checks stop catching it, this test fails.
+func TestScenarioMutationAnswerBeforeDurable(t *testing.T) {
+	for _, tc := range []struct {
+		script string
+		want   []string
+	}{
+		{"refused.txt", []string{
+			"T1's client was told commit success stamp 0, but the state at cut 1 lacks it on P1 P2", // the cut's states
+			"T1's client was told commit success stamp 0, but T1 is recorded abort stamp 0",         // the record
+			"n3 answered T1 committed before P2's effective prepare created an intent",              // the logs at the answer
+		}},
+		{"aborts.txt", []string{
+			"T0's client was told commit success stamp 0, but the state at cut 1 lacks it on P1 P2",
+			"T2's client was told commit success stamp 0, but the state at cut 2 lacks it on P1 P2",
+		}},
+	} {
+		t.Run(tc.script, func(t *testing.T) {
+			path := filepath.Join("testdata", tc.script)
+			_, clean, err := playScript(path, worldOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range clean {
+				if strings.Contains(s.got, "VIOLATION") {
+					t.Fatalf("%s:%d: %s: a violation without the mutation:\n%s", path, s.step.line, s.step.cmd, s.got)
+				}
+			}
+			_, mutated, err := playScript(path, worldOptions{answerEarly: true})
+			if err != nil {
+				t.Fatalf("the script does not run under the mutation: %v", err)
+			}
+			var violations []string
+			for _, s := range mutated {
+				for _, l := range strings.Split(s.got, "\n") {
+					if strings.Contains(l, "VIOLATION") {
+						violations = append(violations, fmt.Sprintf("%d: %s: %s", s.step.line, s.step.cmd, l))
+					}
+				}
+			}
+			for _, want := range tc.want {
+				found := false
+				for _, v := range violations {
+					found = found || strings.Contains(v, want)
+				}
+				if !found {
+					t.Errorf("under the mutation, no violation says %q; the violations:\n%s", want, strings.Join(violations, "\n"))
+				}
+			}
+			t.Logf("caught as expected:\n%s", strings.Join(violations, "\n"))
+		})
 	}
 }
 

@@ -197,6 +197,9 @@ func (w *world) declare(id string, kv map[string]string) error {
 	}
 	t.ops = txn.PrepareOps([]byte(id), 0, prepMs, shares, t.record.id)
 	t.c = txn.NewCoordinator(t.record.id, ids)
+	if w.opts.answerEarly {
+		t.c.WithAnswerBeforeDurable()
+	}
 	w.txns = append(w.txns, t)
 	w.pump(t)
 	return nil
