@@ -17,40 +17,76 @@ import (
 	"github.com/cutkv/cutkv/cut"
 	"github.com/cutkv/cutkv/partition"
 	"github.com/cutkv/cutkv/proto/internalpb"
-	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/txn"
 )
 
 var rewrite = flag.Bool("rewrite", false, "rewrite the expected output in testdata/*.txt from the actual output")
 
 // The scenario harness is a small, deterministic world without a network:
 // nodes (each a cut.Clock), partitions (each a real partition.Partition,
-// its log and its leader) and transactions driven step by step, as the
-// node code in rpc/ and raftstore/ would drive them, so that the cut's
-// interleavings (DESIGN.md, "Consistent cut") can be written down and
-// checked. A script is a text file of steps in the format of the
-// partition's scripts (partition/txn_script_test.go): a command line,
-// optional input lines, "----", and the expected output up to a blank
-// line; lines starting with # and blank lines between steps are kept as
-// they are. Run with -rewrite to regenerate the expected output (then read
-// the diff). A script whose comments hold a "# BUG:" line is skipped,
-// naming the bug: its expectation is what the rules demand, not what the
-// code does.
+// its log and its leader) and cross-partition transactions, each
+// coordinated by the real protocol core (a txn.Coordinator, parallel
+// commits) and recovered by the real recovery decision (txn.Recover). The
+// harness plays the node: it carries each message the core asks for as the
+// entry the node would propose on a partition's leader (rpc/coordinate.go,
+// rpc/txn.go, rpc/finishbatch.go), feeds the answer back to the core, and
+// lets a script choose the order, delay some proposals, drop or overwrite
+// others and lose answers — so that the cut's interleavings (DESIGN.md,
+// "Consistent cut") can be written down and checked against an
+// independent reading of the logs. Nothing in the harness decides a
+// transaction: a script can only carry what a core asked for.
+//
+// A script is a text file of steps in the format of the partition's
+// scripts (partition/txn_script_test.go): a command line, optional input
+// lines, "----", and the expected output up to a blank line; lines
+// starting with # and blank lines between steps are kept as they are. Run
+// with -rewrite to regenerate the expected output (then read the diff).
+// A script whose comments hold a "# BUG:" line is skipped, naming the bug:
+// its expectation is what the rules demand, not what the code does.
 //
 // What the world models (and how the real node does it):
 //
 //   - A proposal on partition P is made by P's leader and stamped with
 //     max(the command's own version, the leader's clock, the highest
 //     version already in P's log), and the leader's clock is raised to the
-//     stamp (raftstore Store.Propose, rule 2). Only leaders' clocks are
-//     modelled: a node that becomes leader keeps whatever clock it had, and
-//     the log's versions make up for it.
-//   - Requests (Prepare, Decide, Finish, StartCut) carry the sender's
-//     clock as marker; the receiver raises its clock before it acts.
-//     Replies carry the replier's clock read after its entry applied; the
-//     receiver merges the marker before acting on the reply (rule 1).
+//     stamp (raftstore Store.Propose, rule 2). Only leaders' and
+//     coordinators' clocks are modelled: a node that becomes leader keeps
+//     whatever clock it had, and the log's versions make up for it.
+//   - Requests (Prepare, Status, Record, Decide, Finish, StartCut) carry
+//     the sender's clock as marker; the receiver raises its clock before
+//     it acts (a Decide's and a Finish's stamp are admitted like markers:
+//     rpc checkDecide, checkFinish). Replies carry the replier's clock
+//     read after its entry applied; the receiver merges the marker before
+//     acting on the reply (rule 1), and a vote's (or a STAGING record's)
+//     prepare version too before the core counts it (coordination.voted).
+//   - The core's messages become entries: SendPrepare a TxnPrepare (the
+//     ops of txn.PrepareOps: the record partition's lists the
+//     participants and writes a STAGING record), AskStatus a TxnStatus,
+//     ReadRecord a TxnStatus on the record partition followed by reading
+//     its record (none reads ABORTED, unrecorded), ProposeDecision a
+//     TxnDecide with finish (the decision, and the record partition's own
+//     Finish, in one entry of version >= the stamp), SendFinish a Finish
+//     through the leader's batcher, Forget a TxnForget. A message is a
+//     call: it stays open — carried again, a retry, as the node's
+//     callLeader retries — until its answer reaches the core or the call
+//     times out (the core hears VoteLost, StatusLost, RecordLost or
+//     FinishLost).
+//   - A partition leader's Finishes share entries (rpc finishBatcher):
+//     one arriving while the leader's last Finish entry has not applied
+//     waits in a queue, and "flush P" proposes the queue as one entry (a
+//     TxnFinishes batch when it holds several) of version >= every stamp
+//     in it.
+//   - Recovery ("recover T P") is rpc.resolve run by P's leader in one
+//     go: the record read through r's log, each listed participant's
+//     status through its log (which prevents a prepare still on its way),
+//     txn.Recover's decision proposed on r (first decision wins, finishing
+//     r's intent) unless already decided, and a Finish to every
+//     participant with what r recorded.
 //   - A proposal is committed and applied at once, or, with "pending",
 //     only appended to the leader's log until "commit P"; with "dropped"
-//     it never reaches the log. A leader change overwrites what is pending.
+//     it never reaches the log. A leader change overwrites what is
+//     pending (and fails the old leader's Finish queue: its senders
+//     retry).
 //   - Every committed entry is applied, in log order, to the partition's
 //     state machine; its replicas are one state machine (they apply the
 //     same log).
@@ -62,26 +98,46 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output in testda
 //	learn N V                     N hears V by gossip (memberlist broadcast)
 //	startcut P V                  the driver's StartCut(V) reaches P's leader
 //	txn T coord=N parts=P,Q [record=P] [fail=P] [key=K]
-//	                              declares a two-phase transaction: each share
-//	                              puts K (default T) = T on success, T/failure
-//	                              on failure; fail=P makes P's compares fail;
-//	                              the record lives on record= (default: the
-//	                              first part)
-//	prepare T P [pending|dropped] the coordinator's Prepare reaches P's leader,
-//	                              which proposes it; once applied, the vote is
-//	                              on its way back
-//	vote T P                      the coordinator merges P's vote
-//	decide T [abort] [lost] [pending|dropped]
-//	                              the coordinator stamps its decision (the first
-//	                              time; a retry keeps the stamp) and records it
-//	                              on the record partition; "lost": the reply
-//	                              never arrives; "abort": abort whatever the
-//	                              votes say
-//	finish T P [pending|dropped]  the coordinator's Finish (the recorded
-//	                              decision and stamp) reaches P's leader
-//	recover T P                   P's leader resolves its in-doubt intent of T:
-//	                              Decide(abort) at the record partition (first
-//	                              decision wins), merge the reply, Finish
+//	                              declares a cross-partition transaction and
+//	                              starts its core on N: each share puts K
+//	                              (default T) = T on success, T/failure on
+//	                              failure; fail=P makes P's compares fail; the
+//	                              record lives on record= (default: the first
+//	                              part)
+//
+//	The core's messages (each needs an open call the core asked for; the
+//	modes pending and dropped are the proposal's, as for any entry; "lost":
+//	the entry applies but the answer never arrives, the call stays open):
+//
+//	prepare T P [pending|dropped] [lost] [late]
+//	                              the coordinator's Prepare reaches P's
+//	                              leader, which proposes it; once applied, the
+//	                              vote is on its way back ("late": a stray
+//	                              copy of the prepare after its call ended;
+//	                              nobody waits for its answer)
+//	vote T P                      the vote reaches the coordinator, which
+//	                              merges it and feeds it to the core
+//	status T P [pending|dropped] [lost]
+//	                              the core's status question (after a lost
+//	                              vote) settles T's prepare in P's log
+//	read-record T [pending|dropped] [lost]
+//	                              the core reads T's record (after a vote that
+//	                              says T finished on P before)
+//	decide T [pending|dropped] [lost]
+//	                              the core's decision is proposed on the
+//	                              record partition, finishing its intent
+//	finish T P [pending|dropped] [lost]
+//	                              the core's Finish reaches P's leader, which
+//	                              proposes it, or queues it behind its Finish
+//	                              entry not applied yet
+//	forget T [pending|dropped]    the core's Forget: T's record may go
+//	timeout T KIND [P]            the open call of that kind (prepare, status,
+//	                              read-record, decide, finish) ends unanswered
+//	recover T P                   P's leader resolves its in-doubt intent of T
+//	                              (rpc.resolve with txn.Recover)
+//
+//	flush P [pending|dropped]     P's leader proposes the Finishes queued for
+//	                              it as one entry
 //	onephase O P [key=K] [pending|dropped]
 //	                              a one-partition transaction putting K
 //	                              (default O) = O in one entry
@@ -94,15 +150,33 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output in testda
 //	commit P                      P's pending entries commit and apply
 //	leader P N                    N becomes P's leader; pending entries are
 //	                              overwritten
-//	dump                          clocks, logs and cut progress
+//	dump                          clocks, logs, records and cut progress
 //	state V                       where cut V fell in each partition and each
 //	                              partition's state at V (rebuilt from the log)
-//	check V                       state V, then the rules: cut V finished
-//	                              everywhere at the first entry of version >= V;
-//	                              each state is what rule 5 defines; every
-//	                              transaction in all its partitions' states or
-//	                              in none. A broken rule prints a VIOLATION
-//	                              line, which fails the test even with -rewrite.
+//	check V                       state V, then the rules (below). A broken
+//	                              rule prints a VIOLATION line, which fails
+//	                              the test even with -rewrite (so do the
+//	                              checks made as a client is answered).
+//
+// The checks read the logs, not the cores. At "check V": cut V finished
+// everywhere at the first entry of version >= V, and versions never
+// decrease along a log (rule 2); each partition's state at V, rebuilt
+// from its log, is what rule 5 defines from the logs and the decisions
+// recorded on the record partitions (modelAt); every transaction is in
+// all its partitions' states or in none; every entry that finishes a
+// transaction has a version >= its stamp (rule 4); a transaction recorded
+// committed had an effective prepare (read from the log, see effective)
+// that created an intent on every participant, its stamp is the highest
+// of their versions and its branch what their compares say (rule 3),
+// while one recorded aborted had a participant where it did not; and each
+// client's answer agrees: told committed, the record holds that decision
+// and the transaction is in the states of every cut above its stamp and
+// in none at or below it; told aborted, it is in no state. When a client
+// is answered: committed only once every effective prepare had created an
+// intent, with their branch and stamp, and a reply marker at least the
+// stamp (rule 8); aborted only when one had not. Always: the first
+// decision recorded never changes, and a core that finds a record other
+// than its own decision (Coordinator.Conflict) is a violation.
 
 type step struct {
 	line  int // of the command, 1-based
@@ -177,52 +251,146 @@ func TestCutScenarios(t *testing.T) {
 	}
 }
 
-func runScript(t *testing.T, path string) {
+// worldOptions change the world for a whole script.
+type worldOptions struct {
+	// answerEarly starts every core with WithAnswerBeforeDurable: the
+	// mutation the checks must catch.
+	answerEarly bool
+}
+
+// played is one step of a script with what it printed.
+type played struct {
+	step *step
+	got  string
+}
+
+// playScript runs the script at path and returns its items and each
+// step's output, in order. An error is a step that could not run (a bad
+// command, or one carrying a message no core asked for).
+func playScript(path string, opts worldOptions) ([]item, []played, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
 	items, err := parseScript(path, string(data))
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
-	for _, it := range items {
-		if it.step == nil && strings.HasPrefix(it.raw, "# BUG:") {
-			t.Skip(strings.TrimSpace(strings.TrimPrefix(it.raw, "#")))
-		}
-	}
-	var w *world
+	var (
+		w   *world
+		out []played
+	)
 	for _, it := range items {
 		st := it.step
 		if st == nil {
 			continue
 		}
 		if w == nil && !strings.HasPrefix(st.cmd, "setup") {
-			t.Fatalf("%s:%d: the first step must be setup", path, st.line)
+			return nil, nil, fmt.Errorf("%s:%d: the first step must be setup", path, st.line)
 		}
 		if strings.HasPrefix(st.cmd, "setup") {
-			w = &world{}
+			w = &world{opts: opts}
 		}
 		got, err := w.run(st.cmd, st.input)
 		if err != nil {
-			t.Fatalf("%s:%d: %s: %v", path, st.line, st.cmd, err)
+			return nil, nil, fmt.Errorf("%s:%d: %s: %v", path, st.line, st.cmd, err)
 		}
-		if strings.Contains(got, "VIOLATION") {
-			t.Errorf("%s:%d: %s: a rule is broken:\n%s", path, st.line, st.cmd, got)
+		out = append(out, played{step: st, got: got})
+	}
+	return items, out, nil
+}
+
+func runScript(t *testing.T, path string) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(l, "# BUG:") {
+			t.Skip(strings.TrimSpace(strings.TrimPrefix(l, "#")))
 		}
-		lines := strings.Split(got, "\n")
+	}
+	items, steps, err := playScript(path, worldOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range steps {
+		st := s.step
+		if strings.Contains(s.got, "VIOLATION") {
+			t.Errorf("%s:%d: %s: a rule is broken:\n%s", path, st.line, st.cmd, s.got)
+		}
+		lines := strings.Split(s.got, "\n")
 		if *rewrite {
 			st.want = lines
 			continue
 		}
 		if !slices.Equal(lines, st.want) {
-			t.Errorf("%s:%d: %s\ngot:\n%s\nwant:\n%s", path, st.line, st.cmd, got, strings.Join(st.want, "\n"))
+			t.Errorf("%s:%d: %s\ngot:\n%s\nwant:\n%s", path, st.line, st.cmd, s.got, strings.Join(st.want, "\n"))
 		}
 	}
 	if *rewrite {
 		if err := os.WriteFile(path, []byte(formatScript(items)), 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestScenarioMutationAnswerBeforeDurable is the harness's mutation test:
+// with every core answering committed as soon as the record partition's
+// vote is in (Coordinator.WithAnswerBeforeDurable), the scenarios in
+// which another participant refuses tell a client "committed" for a
+// transaction that aborts, and the checks must say so — from the logs at
+// the answer, from the record, and from the cut's states, which lack it.
+// Should the checks stop catching it, this test fails.
+func TestScenarioMutationAnswerBeforeDurable(t *testing.T) {
+	for _, tc := range []struct {
+		script string
+		want   []string
+	}{
+		{"refused.txt", []string{
+			"T1's client was told commit success stamp 0, but the state at cut 1 lacks it on P1 P2", // the cut's states
+			"T1's client was told commit success stamp 0, but T1 is recorded abort stamp 0",         // the record
+			"n3 answered T1 committed before P2's effective prepare created an intent",              // the logs at the answer
+		}},
+		{"aborts.txt", []string{
+			"T0's client was told commit success stamp 0, but the state at cut 1 lacks it on P1 P2",
+			"T2's client was told commit success stamp 0, but the state at cut 2 lacks it on P1 P2",
+		}},
+	} {
+		t.Run(tc.script, func(t *testing.T) {
+			path := filepath.Join("testdata", tc.script)
+			_, clean, err := playScript(path, worldOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, s := range clean {
+				if strings.Contains(s.got, "VIOLATION") {
+					t.Fatalf("%s:%d: %s: a violation without the mutation:\n%s", path, s.step.line, s.step.cmd, s.got)
+				}
+			}
+			_, mutated, err := playScript(path, worldOptions{answerEarly: true})
+			if err != nil {
+				t.Fatalf("the script does not run under the mutation: %v", err)
+			}
+			var violations []string
+			for _, s := range mutated {
+				for _, l := range strings.Split(s.got, "\n") {
+					if strings.Contains(l, "VIOLATION") {
+						violations = append(violations, fmt.Sprintf("%d: %s: %s", s.step.line, s.step.cmd, l))
+					}
+				}
+			}
+			for _, want := range tc.want {
+				found := false
+				for _, v := range violations {
+					found = found || strings.Contains(v, want)
+				}
+				if !found {
+					t.Errorf("under the mutation, no violation says %q; the violations:\n%s", want, strings.Join(violations, "\n"))
+				}
+			}
+			t.Logf("caught as expected:\n%s", strings.Join(violations, "\n"))
+		})
 	}
 }
 
@@ -267,6 +435,11 @@ type part struct {
 	leader *node
 	// lastFinish is the last CutFinish proposed here ("cutfinish P again").
 	lastFinish *internalpb.CutFinishOp
+	// The leader's Finish batcher (rpc finishBatcher): the Finish entry
+	// being proposed (appended, not applied) and the Finishes queued
+	// behind it.
+	finishing *entry
+	queue     []*waiter
 }
 
 // lastIndex is the index of the last entry in the leader's log.
@@ -295,62 +468,8 @@ func (p *part) truePos(v uint64) uint64 {
 	return 0
 }
 
-type vote struct {
-	v      partition.Vote
-	marker uint64
-	merged bool
-}
-
-// txnState is a transaction as the world knows it.
-type txnState struct {
-	id     string
-	key    string
-	coord  *node
-	parts  []*part
-	record *part
-	fail   *part
-
-	votes map[*part]*vote
-	// The coordinator's decision: stamped the first time, kept on retry.
-	stamped           bool
-	commit, succeeded bool
-	stamp             uint64
-	// recorded is the decision the coordinator got back from the record.
-	recorded *internalpb.TxnDecideOp
-
-	// A one-partition transaction: its entry (nil: not applied yet).
-	onePhase *part
-	opEntry  *entry
-}
-
-func (t *txnState) value(succeeded bool) string {
-	if succeeded {
-		return t.id
-	}
-	return t.id + "/failure"
-}
-
-func (t *txnState) share(p *part) *internalpb.TxnShare {
-	s := &internalpb.TxnShare{
-		Success:      []*kvpb.RequestOp{reqPut(t.key, t.value(true))},
-		SuccessIndex: []uint32{0},
-	}
-	if t.onePhase != nil {
-		return s
-	}
-	s.Failure, s.FailureIndex = []*kvpb.RequestOp{reqPut(t.key, t.value(false))}, []uint32{0}
-	if t.fail == p {
-		// The key is written only by this transaction: version 0 now.
-		s.Compares = []*kvpb.Compare{{Key: []byte(t.key), Result: kvpb.Compare_GREATER, Target: kvpb.Compare_VERSION, TargetUnion: &kvpb.Compare_Version{Version: 0}}}
-	}
-	return s
-}
-
-func reqPut(k, v string) *kvpb.RequestOp {
-	return &kvpb.RequestOp{Request: &kvpb.RequestOp_Put{Put: &kvpb.PutRequest{Key: []byte(k), Value: []byte(v)}}}
-}
-
 type world struct {
+	opts  worldOptions
 	nodes map[string]*node
 	parts []*part
 	txns  []*txnState
@@ -358,6 +477,8 @@ type world struct {
 }
 
 func (w *world) say(format string, args ...any) { w.out = append(w.out, fmt.Sprintf(format, args...)) }
+
+func (w *world) violation(format string, args ...any) { w.say("VIOLATION: "+format, args...) }
 
 func (w *world) node(name string) (*node, error) {
 	if n := w.nodes[name]; n != nil {
@@ -373,6 +494,23 @@ func (w *world) part(name string) (*part, error) {
 		}
 	}
 	return nil, fmt.Errorf("no partition %q", name)
+}
+
+func (w *world) partByID(id uint64) *part {
+	for _, p := range w.parts {
+		if p.id == id {
+			return p
+		}
+	}
+	panic(fmt.Sprintf("no partition %d", id))
+}
+
+func (w *world) partNames(ids []uint64) string {
+	var s []string
+	for _, id := range ids {
+		s = append(s, w.partByID(id).name)
+	}
+	return strings.Join(s, " ")
 }
 
 func (w *world) txn(id string) (*txnState, error) {
@@ -393,22 +531,24 @@ func (w *world) raise(n *node, v uint64, why string) {
 }
 
 // propose has p's leader propose cmd (rule 2's stamping) and commits it
-// unless mode is "pending" (appended only) or "dropped" (refused).
-func (w *world) propose(p *part, cmd *internalpb.Command, mode string, done func(res any)) {
+// unless mode is "pending" (appended only) or "dropped" (refused). It
+// returns the entry, nil when dropped.
+func (w *world) propose(p *part, cmd *internalpb.Command, mode string, done func(res any)) *entry {
 	l := p.leader
 	cmd.CutVersion = max(cmd.GetCutVersion(), l.clock.Load(), p.logVersion())
 	if mode == "dropped" {
-		w.say("%s v%d by %s: %s dropped (never in the log)", p.name, cmd.GetCutVersion(), l.name, describe(cmd))
-		return
+		w.say("%s v%d by %s: %s dropped (never in the log)", p.name, cmd.GetCutVersion(), l.name, w.describe(cmd))
+		return nil
 	}
 	w.raise(l, cmd.GetCutVersion(), "own proposal, over the log's versions")
 	e := &entry{index: p.lastIndex() + 1, cmd: cmd, by: l, done: done}
 	p.tail = append(p.tail, e)
 	if mode == "pending" {
-		w.say("%s #%d v%d by %s: %s (appended, not committed)", p.name, e.index, cmd.GetCutVersion(), l.name, describe(cmd))
-		return
+		w.say("%s #%d v%d by %s: %s (appended, not committed)", p.name, e.index, cmd.GetCutVersion(), l.name, w.describe(cmd))
+		return e
 	}
 	w.commit(p)
+	return e
 }
 
 type progress struct {
@@ -432,7 +572,7 @@ func (w *world) commit(p *part) {
 	for _, e := range tail {
 		before := progressOf(p)
 		intents := w.intentsOf(p) // what becomes the active set if a cut starts here
-		hadIntent := finishesIntent(p, e.cmd)
+		records := w.recordsOn(p)
 		res, err := p.sm.ApplyCommand(e.index, e.cmd)
 		if err != nil {
 			w.say("ERROR applying %s #%d: %v", p.name, e.index, err)
@@ -440,15 +580,12 @@ func (w *world) commit(p *part) {
 		}
 		e.res = res
 		p.log = append(p.log, e)
-		r := describeResult(res)
-		if _, ok := e.cmd.GetOp().(*internalpb.Command_TxnFinish); ok && !hadIntent {
-			r = "no intent here, nothing to do"
-		}
-		line := fmt.Sprintf("%s #%d v%d by %s: %s", p.name, e.index, e.cmd.GetCutVersion(), e.by.name, describe(e.cmd))
-		if r != "" {
+		line := fmt.Sprintf("%s #%d v%d by %s: %s", p.name, e.index, e.cmd.GetCutVersion(), e.by.name, w.describe(e.cmd))
+		if r := w.describeApplied(p, e, intents, records); r != "" {
 			line += " -> " + r
 		}
 		w.say("%s", line)
+		w.noteDecisions(p)
 		after := progressOf(p)
 		if after.version != before.version {
 			s := fmt.Sprintf("%s cut %d starts at #%d, active %v", p.name, after.version, e.index, intents)
@@ -485,27 +622,158 @@ func (w *world) intentsOf(p *part) []string {
 	return out
 }
 
-// finishesIntent says whether cmd is a Finish of an intent p holds.
-func finishesIntent(p *part, cmd *internalpb.Command) bool {
-	f := cmd.GetTxnFinish()
-	if f == nil {
-		return false
+// recordsOn copies the records p holds of the world's transactions.
+func (w *world) recordsOn(p *part) map[string]*internalpb.TxnDecideOp {
+	out := map[string]*internalpb.TxnDecideOp{}
+	for _, t := range w.txns {
+		if rec, ok := p.sm.Record(t.id); ok {
+			out[t.id] = proto.Clone(rec).(*internalpb.TxnDecideOp)
+		}
 	}
-	_, ok := p.sm.IntentOf(string(f.GetTxnId()))
-	return ok
+	return out
 }
 
-func describe(cmd *internalpb.Command) string {
+// noteDecisions keeps, for each transaction recorded on p, the first
+// decision its record held (a STAGING record is none): the checks read
+// it even after a Forget dropped the record, and it must never change
+// (the first decision recorded wins).
+func (w *world) noteDecisions(p *part) {
+	for _, t := range w.txns {
+		if t.record != p {
+			continue
+		}
+		rec, ok := p.sm.Record(t.id)
+		if !ok || rec.GetStaging() {
+			continue
+		}
+		switch {
+		case t.decided == nil:
+			t.decided = proto.Clone(rec).(*internalpb.TxnDecideOp)
+		case !sameDecision(t.decided, rec):
+			w.violation("%s's record on %s changed from %s to %s (the first decision must win)", t.id, p.name, describeDecision(t.decided), describeDecision(rec))
+		}
+	}
+}
+
+func sameDecision(a, b *internalpb.TxnDecideOp) bool {
+	return a.GetCommit() == b.GetCommit() && a.GetSucceeded() == b.GetSucceeded() && a.GetStamp() == b.GetStamp()
+}
+
+// describeApplied says what applying e did, from its result and the
+// partition's intents and records before and after it.
+func (w *world) describeApplied(p *part, e *entry, intents []string, records map[string]*internalpb.TxnDecideOp) string {
+	had := func(id string) bool { return slices.Contains(intents, id) }
+	has := func(id string) bool { _, ok := p.sm.IntentOf(id); return ok }
+	// recordNote says how a finish changed a STAGING record.
+	recordNote := func(id string) string {
+		old, now := records[id], (*internalpb.TxnDecideOp)(nil)
+		if r, ok := p.sm.Record(id); ok {
+			now = r
+		}
+		if old.GetStaging() && now != nil && !now.GetStaging() {
+			return fmt.Sprintf("%s's record: STAGING -> %s", id, describeDecision(now))
+		}
+		return ""
+	}
+	switch op := e.cmd.GetOp().(type) {
+	case *internalpb.Command_TxnPrepare:
+		id := string(op.TxnPrepare.GetTxnId())
+		v, _ := e.res.(partition.Vote)
+		s := describeVote(v)
+		if v.Prepared && had(id) {
+			s = fmt.Sprintf("a copy: the effective prepare's vote, %s, version %d", s, v.Version)
+		}
+		if rec, ok := p.sm.Record(id); ok && rec.GetStaging() && records[id] == nil {
+			s += fmt.Sprintf("; record STAGING [%s]", w.partNames(rec.GetParticipants()))
+		}
+		return s
+	case *internalpb.Command_TxnStatus:
+		st, _ := e.res.(partition.Status)
+		return describeStatus(st)
+	case *internalpb.Command_TxnDecide:
+		id := string(op.TxnDecide.GetTxnId())
+		rec, _ := e.res.(*internalpb.TxnDecideOp)
+		s := "recorded " + describeDecision(rec)
+		if old := records[id]; old != nil && !old.GetStaging() {
+			s = "kept " + describeDecision(rec)
+		}
+		if op.TxnDecide.GetFinish() {
+			if had(id) && !has(id) {
+				s += ", finishes " + id + " here"
+			} else {
+				s += ", no intent here to finish"
+			}
+		}
+		return s
+	case *internalpb.Command_TxnFinish:
+		id := string(op.TxnFinish.GetTxnId())
+		var notes []string
+		if !had(id) {
+			notes = append(notes, "no intent here, nothing to do")
+		}
+		if n := recordNote(id); n != "" {
+			notes = append(notes, n)
+		}
+		return strings.Join(notes, "; ")
+	case *internalpb.Command_TxnFinishes:
+		var notes []string
+		for _, f := range op.TxnFinishes.GetFinishes() {
+			id := string(f.GetTxnId())
+			if !had(id) {
+				notes = append(notes, id+": no intent here, nothing to do")
+			}
+			if n := recordNote(id); n != "" {
+				notes = append(notes, n)
+			}
+		}
+		return strings.Join(notes, "; ")
+	case *internalpb.Command_TxnForget:
+		var notes []string
+		for _, b := range op.TxnForget.GetTxnIds() {
+			id := string(b)
+			_, now := p.sm.Record(id)
+			switch {
+			case records[id] == nil:
+				notes = append(notes, id+": no record")
+			case now:
+				notes = append(notes, id+"'s STAGING record kept")
+			default:
+				notes = append(notes, id+"'s record dropped")
+			}
+		}
+		return strings.Join(notes, "; ")
+	}
+	return describeResult(e.res)
+}
+
+func (w *world) describe(cmd *internalpb.Command) string {
 	switch op := cmd.GetOp().(type) {
 	case *internalpb.Command_Put:
 		return fmt.Sprintf("put %s=%s", op.Put.GetKey(), op.Put.GetValue())
 	case *internalpb.Command_TxnPrepare:
 		return "prepare " + string(op.TxnPrepare.GetTxnId())
+	case *internalpb.Command_TxnStatus:
+		return "status " + string(op.TxnStatus.GetTxnId())
 	case *internalpb.Command_TxnFinish:
-		f := op.TxnFinish
-		return fmt.Sprintf("finish %s %s stamp %d", f.GetTxnId(), outcome(f.GetCommit(), f.GetSucceeded()), f.GetStamp())
+		return "finish " + describeFinish(op.TxnFinish)
+	case *internalpb.Command_TxnFinishes:
+		var s []string
+		for _, f := range op.TxnFinishes.GetFinishes() {
+			s = append(s, describeFinish(f))
+		}
+		return "finishes [" + strings.Join(s, ", ") + "]"
 	case *internalpb.Command_TxnDecide:
-		return "decide " + string(op.TxnDecide.GetTxnId()) + " " + describeDecision(op.TxnDecide)
+		s := "decide " + string(op.TxnDecide.GetTxnId()) + " " + describeDecision(op.TxnDecide)
+		if op.TxnDecide.GetFinish() {
+			s += " +finish"
+		}
+		return s
+	case *internalpb.Command_TxnForget:
+		var ids []string
+		for _, id := range op.TxnForget.GetTxnIds() {
+			ids = append(ids, string(id))
+		}
+		return "forget " + strings.Join(ids, " ")
 	case *internalpb.Command_TxnOnePhase:
 		return "onephase " + string(op.TxnOnePhase.GetTxnId())
 	case *internalpb.Command_CutStart:
@@ -514,6 +782,10 @@ func describe(cmd *internalpb.Command) string {
 		return fmt.Sprintf("cutfinish %d pos #%d %s", op.CutFinish.GetVersion(), op.CutFinish.GetPos(), describeSets(op.CutFinish))
 	}
 	return fmt.Sprintf("%T", cmd.GetOp())
+}
+
+func describeFinish(f *internalpb.TxnFinishOp) string {
+	return fmt.Sprintf("%s %s stamp %d", f.GetTxnId(), outcome(f.GetCommit(), f.GetSucceeded()), f.GetStamp())
 }
 
 func outcome(commit, succeeded bool) string {
@@ -545,6 +817,34 @@ func describeSets(op *internalpb.CutFinishOp) string {
 	return fmt.Sprintf("before %s after %s aborted [%s]", txns(op.GetBefore()), txns(op.GetAfter()), strings.Join(ab, " "))
 }
 
+func describeVote(v partition.Vote) string {
+	switch {
+	case len(v.Conflicts) > 0:
+		return fmt.Sprintf("refused by %v", v.Conflicts)
+	case v.Finished:
+		return "refused: finished here before"
+	case !v.Prepared:
+		return "refused"
+	case v.ComparesHold:
+		return "prepared, compares hold"
+	}
+	return "prepared, compares fail"
+}
+
+func describeStatus(s partition.Status) string {
+	switch s.State {
+	case internalpb.TxnState_TXN_STATE_PREPARED:
+		c := "compares hold"
+		if !s.ComparesHold {
+			c = "compares fail"
+		}
+		return fmt.Sprintf("prepared, %s, version %d", c, s.Version)
+	case internalpb.TxnState_TXN_STATE_FINISHED:
+		return "finished here before"
+	}
+	return "no prepare applied: refused, a tombstone stays (prevented)"
+}
+
 func describeResult(res any) string {
 	switch r := res.(type) {
 	case nil:
@@ -554,18 +854,6 @@ func describeResult(res any) string {
 			return "refused: locked by " + r.LockedBy
 		}
 		return ""
-	case partition.Vote:
-		switch {
-		case len(r.Conflicts) > 0:
-			return fmt.Sprintf("refused by %v", r.Conflicts)
-		case !r.Prepared:
-			return "not prepared"
-		case r.ComparesHold:
-			return "prepared, compares hold"
-		}
-		return "prepared, compares fail"
-	case *internalpb.TxnDecideOp:
-		return "recorded " + describeDecision(r)
 	case partition.OnePhaseResult:
 		if len(r.Conflicts) > 0 {
 			return fmt.Sprintf("refused by %v", r.Conflicts)
@@ -626,7 +914,7 @@ func (w *world) run(cmd string, input []string) (string, error) {
 
 func (w *world) step(cmd string, input []string) error {
 	f := strings.Fields(cmd)
-	kv, flags, args := splitOpts(f[1:], "coord", "parts", "record", "fail", "key", "pending", "dropped", "abort", "lost", "again")
+	kv, flags, args := splitOpts(f[1:], "coord", "parts", "record", "fail", "key", "pending", "dropped", "lost", "late", "again")
 	name := f[0]
 	m, err := proposalMode(flags)
 	if err != nil {
@@ -641,6 +929,34 @@ func (w *world) step(cmd string, input []string) error {
 	// Arguments by kind, each looked up on demand.
 	partArg := func(i int) (*part, error) { return w.part(args[i]) }
 	versionArg := func(i int) (uint64, error) { return strconv.ParseUint(args[i], 10, 64) }
+	// txnPart is a transaction and one of its participants.
+	txnPart := func() (*txnState, *part, error) {
+		if err := need(2); err != nil {
+			return nil, nil, err
+		}
+		t, err := w.txn(args[0])
+		if err != nil {
+			return nil, nil, err
+		}
+		p, err := partArg(1)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !slices.Contains(t.parts, p) {
+			return nil, nil, fmt.Errorf("%s is not a participant of %s", p.name, t.id)
+		}
+		return t, p, nil
+	}
+	txnOnly := func() (*txnState, error) {
+		if err := need(1); err != nil {
+			return nil, err
+		}
+		t, err := w.txn(args[0])
+		if err == nil && t.c == nil {
+			err = fmt.Errorf("%s is a one-partition transaction", t.id)
+		}
+		return t, err
+	}
 
 	switch name {
 	case "setup":
@@ -684,41 +1000,65 @@ func (w *world) step(cmd string, input []string) error {
 			return err
 		}
 		return w.declare(args[0], kv)
-	case "prepare", "vote", "finish", "recover":
-		if err := need(2); err != nil {
-			return err
-		}
-		t, err := w.txn(args[0])
+	case "prepare", "vote", "status", "finish", "recover":
+		t, p, err := txnPart()
 		if err != nil {
 			return err
 		}
-		p, err := partArg(1)
-		if err != nil {
-			return err
-		}
-		if !slices.Contains(t.parts, p) {
-			return fmt.Errorf("%s is not a participant of %s", p.name, t.id)
+		if t.c == nil {
+			return fmt.Errorf("%s is a one-partition transaction", t.id)
 		}
 		switch name {
 		case "prepare":
-			w.prepare(t, p, m)
-			return nil
+			return w.carryPrepare(t, p, m, flags["lost"], flags["late"])
 		case "vote":
-			return w.vote(t, p)
+			return w.deliverVote(t, p)
+		case "status":
+			return w.carryStatus(t, p, m, flags["lost"])
 		case "finish":
-			return w.finish(t, p, m)
+			return w.carryFinish(t, p, m, flags["lost"])
 		}
 		w.recover(t, p)
 		return nil
-	case "decide":
-		if err := need(1); err != nil {
+	case "read-record", "decide", "forget":
+		t, err := txnOnly()
+		if err != nil {
 			return err
+		}
+		switch name {
+		case "read-record":
+			return w.carryReadRecord(t, m, flags["lost"])
+		case "decide":
+			return w.carryDecide(t, m, flags["lost"])
+		}
+		return w.carryForget(t, m)
+	case "timeout":
+		if len(args) != 2 && len(args) != 3 {
+			return fmt.Errorf("timeout wants T KIND [P], got %v", args)
 		}
 		t, err := w.txn(args[0])
 		if err != nil {
 			return err
 		}
-		return w.decide(t, flags["abort"], flags["lost"], m)
+		if t.c == nil {
+			return fmt.Errorf("%s is a one-partition transaction", t.id)
+		}
+		p := t.record
+		if len(args) == 3 {
+			if p, err = partArg(2); err != nil {
+				return err
+			}
+		}
+		return w.timeout(t, args[1], p)
+	case "flush":
+		if err := need(1); err != nil {
+			return err
+		}
+		p, err := partArg(0)
+		if err != nil {
+			return err
+		}
+		return w.flush(p, m)
 	case "onephase":
 		if err := need(2); err != nil {
 			return err
@@ -815,179 +1155,6 @@ func (w *world) setup(input []string) error {
 	return nil
 }
 
-func (w *world) declare(id string, kv map[string]string) error {
-	if _, err := w.txn(id); err == nil {
-		return fmt.Errorf("transaction %s declared twice", id)
-	}
-	t := &txnState{id: id, key: id, votes: map[*part]*vote{}}
-	if k := kv["key"]; k != "" {
-		t.key = k
-	}
-	var err error
-	if t.coord, err = w.node(kv["coord"]); err != nil {
-		return err
-	}
-	for _, name := range strings.Split(kv["parts"], ",") {
-		p, err := w.part(name)
-		if err != nil {
-			return err
-		}
-		t.parts = append(t.parts, p)
-	}
-	t.record = t.parts[0]
-	if r := kv["record"]; r != "" {
-		if t.record, err = w.part(r); err != nil {
-			return err
-		}
-	}
-	if f := kv["fail"]; f != "" {
-		if t.fail, err = w.part(f); err != nil {
-			return err
-		}
-	}
-	w.txns = append(w.txns, t)
-	return nil
-}
-
-// prepare: the coordinator's Prepare reaches p's leader (marker first);
-// the leader proposes the prepare entry; once it applies, the vote goes
-// back with the leader's clock read then (rpc ParticipantServer.Prepare).
-func (w *world) prepare(t *txnState, p *part, m string) {
-	l := p.leader
-	w.raise(l, t.coord.clock.Load(), "Prepare marker from "+t.coord.name)
-	op := &internalpb.TxnPrepareOp{TxnId: []byte(t.id), RecordPartition: t.record.id, Share: t.share(p)}
-	w.propose(p, &internalpb.Command{Op: &internalpb.Command_TxnPrepare{TxnPrepare: op}}, m, func(res any) {
-		v, _ := res.(partition.Vote)
-		t.votes[p] = &vote{v: v, marker: l.clock.Load()}
-		w.say("%s's vote on %s leaves %s with marker %d", p.name, t.id, l.name, l.clock.Load())
-	})
-}
-
-// vote: the coordinator merges p's vote marker before counting it.
-func (w *world) vote(t *txnState, p *part) error {
-	v := t.votes[p]
-	if v == nil {
-		return fmt.Errorf("%s has not voted on %s", p.name, t.id)
-	}
-	if v.merged {
-		return fmt.Errorf("%s's vote on %s merged already", p.name, t.id)
-	}
-	v.merged = true
-	w.raise(t.coord, v.marker, fmt.Sprintf("vote from %s", p.name))
-	w.say("%s counts %s's vote on %s: %s", t.coord.name, p.name, t.id, describeResult(v.v))
-	return nil
-}
-
-// decide: the coordinator stamps its decision the first time (its clock,
-// with every vote merged: rule 3) and records it on the record partition
-// (first decision wins); a retry sends the same stamp.
-func (w *world) decide(t *txnState, abort, lost bool, m string) error {
-	c := t.coord
-	if !t.stamped {
-		commit, succeeded := !abort, true
-		if !abort {
-			for _, p := range t.parts {
-				v := t.votes[p]
-				if v == nil || !v.merged {
-					return fmt.Errorf("%s has not counted %s's vote on %s", c.name, p.name, t.id)
-				}
-				switch {
-				case !v.v.Prepared:
-					commit = false
-				case !v.v.ComparesHold:
-					succeeded = false
-				}
-			}
-		}
-		t.stamped, t.commit, t.succeeded, t.stamp = true, commit, succeeded && commit, c.clock.Load()
-		w.say("%s decides %s: %s, stamp %d", c.name, t.id, outcome(t.commit, t.succeeded), t.stamp)
-	} else {
-		w.say("%s retries %s's decision: %s, stamp %d (kept; %s knows %d)", c.name, t.id, outcome(t.commit, t.succeeded), t.stamp, c.name, c.clock.Load())
-	}
-	parts := make([]uint64, len(t.parts))
-	for i, p := range t.parts {
-		parts[i] = p.id
-	}
-	op := &internalpb.TxnDecideOp{TxnId: []byte(t.id), Commit: t.commit, Succeeded: t.succeeded, Stamp: t.stamp, Participants: parts}
-	r := t.record
-	rl := r.leader
-	w.raise(rl, c.clock.Load(), "Decide marker from "+c.name)
-	w.propose(r, &internalpb.Command{Op: &internalpb.Command_TxnDecide{TxnDecide: op}}, m, func(res any) {
-		if lost {
-			w.say("the reply to %s is lost", c.name)
-			return
-		}
-		w.raise(c, rl.clock.Load(), "Decide reply from "+r.name)
-		t.recorded, _ = res.(*internalpb.TxnDecideOp)
-		w.say("%s learns %s's decision: %s", c.name, t.id, describeDecision(t.recorded))
-	})
-	return nil
-}
-
-// finish: the coordinator sends the recorded decision; p's leader merges
-// the marker and proposes the Finish with version >= its stamp.
-func (w *world) finish(t *txnState, p *part, m string) error {
-	d := t.recorded
-	if d == nil {
-		return fmt.Errorf("%s does not know %s's recorded decision", t.coord.name, t.id)
-	}
-	l := p.leader
-	w.raise(l, t.coord.clock.Load(), "Finish marker from "+t.coord.name)
-	w.propose(p, finishCmd(d), m, func(any) {
-		w.raise(t.coord, l.clock.Load(), "Finish reply from "+p.name)
-	})
-	return nil
-}
-
-func finishCmd(d *internalpb.TxnDecideOp) *internalpb.Command {
-	return &internalpb.Command{CutVersion: d.GetStamp(), Op: &internalpb.Command_TxnFinish{TxnFinish: &internalpb.TxnFinishOp{
-		TxnId: d.GetTxnId(), Commit: d.GetCommit(), Succeeded: d.GetSucceeded(), Stamp: d.GetStamp(),
-	}}}
-}
-
-// recover: p's leader resolves its intent of t as rpc.resolve does: it
-// asks the record partition, recording ABORT unless a decision exists
-// (stamped with its own clock), merges the reply and finishes with the
-// recorded decision.
-func (w *world) recover(t *txnState, p *part) {
-	l := p.leader
-	if _, ok := p.sm.IntentOf(t.id); !ok {
-		w.say("%s holds no intent of %s: nothing in doubt", p.name, t.id)
-		return
-	}
-	r := t.record
-	rl := r.leader
-	w.say("%s (leading %s) asks %s for %s's decision", l.name, p.name, r.name, t.id)
-	w.raise(rl, l.clock.Load(), "Decide marker from "+l.name)
-	var rec *internalpb.TxnDecideOp
-	op := &internalpb.TxnDecideOp{TxnId: []byte(t.id), Stamp: l.clock.Load()}
-	w.propose(r, &internalpb.Command{Op: &internalpb.Command_TxnDecide{TxnDecide: op}}, "", func(res any) {
-		rec, _ = res.(*internalpb.TxnDecideOp)
-		w.raise(l, rl.clock.Load(), "Decide reply from "+r.name)
-	})
-	if rec == nil {
-		w.say("no decision came back")
-		return
-	}
-	w.propose(p, finishCmd(rec), "", nil)
-}
-
-func (w *world) onePhase(id string, p *part, key, m string) error {
-	if _, err := w.txn(id); err == nil {
-		return fmt.Errorf("transaction %s declared twice", id)
-	}
-	t := &txnState{id: id, key: id, parts: []*part{p}, onePhase: p}
-	if key != "" {
-		t.key = key
-	}
-	w.txns = append(w.txns, t)
-	cmd := &internalpb.Command{Op: &internalpb.Command_TxnOnePhase{TxnOnePhase: &internalpb.TxnOnePhaseOp{TxnId: []byte(id), Share: t.share(p)}}}
-	w.propose(p, cmd, m, func(any) {
-		t.opEntry = p.log[len(p.log)-1]
-	})
-	return nil
-}
-
 // cutStart is the agent's first duty (rpc RunCutAgent): CutStart(known)
 // where the log has not reached the leader's known version.
 func (w *world) cutStart(p *part, m string) {
@@ -1025,9 +1192,17 @@ func (w *world) cutFinish(p *part, again bool, m string) error {
 
 func (w *world) changeLeader(p *part, n *node) {
 	for _, e := range p.tail {
-		w.say("%s #%d v%d %s overwritten (never committed)", p.name, e.index, e.cmd.GetCutVersion(), describe(e.cmd))
+		w.say("%s #%d v%d %s overwritten (never committed)", p.name, e.index, e.cmd.GetCutVersion(), w.describe(e.cmd))
 	}
 	p.tail = nil
+	if len(p.queue) > 0 {
+		var ids []string
+		for _, f := range p.queue {
+			ids = append(ids, string(f.op.GetTxnId()))
+		}
+		w.say("%s's Finishes queued on %s (%s) fail with its leadership: their senders retry", p.name, p.leader.name, strings.Join(ids, " "))
+	}
+	p.finishing, p.queue = nil, nil
 	w.say("%s leader %s -> %s (%s knows %d; the log's highest version is %d)", p.name, p.leader.name, n.name, n.name, n.clock.Load(), p.logVersion())
 	p.leader = n
 }
@@ -1039,10 +1214,20 @@ func (w *world) dump() {
 	for _, p := range w.parts {
 		w.say("%s leader %s, %s", p.name, p.leader.name, progressLine(p))
 		for _, e := range p.log {
-			w.say("  #%d v%d %s", e.index, e.cmd.GetCutVersion(), describe(e.cmd))
+			w.say("  #%d v%d %s", e.index, e.cmd.GetCutVersion(), w.describe(e.cmd))
 		}
 		for _, e := range p.tail {
-			w.say("  #%d v%d %s (not committed)", e.index, e.cmd.GetCutVersion(), describe(e.cmd))
+			w.say("  #%d v%d %s (not committed)", e.index, e.cmd.GetCutVersion(), w.describe(e.cmd))
+		}
+		for _, t := range w.txns {
+			rec, ok := p.sm.Record(t.id)
+			switch {
+			case !ok:
+			case rec.GetStaging():
+				w.say("  record %s STAGING [%s]", t.id, w.partNames(rec.GetParticipants()))
+			default:
+				w.say("  record %s %s", t.id, describeDecision(rec))
+			}
 		}
 	}
 }
@@ -1058,6 +1243,8 @@ func progressLine(p *part) string {
 	f, _ := p.sm.CutResult(v)
 	return fmt.Sprintf("cut %d finished at #%d: pos #%d, %s", v, f.Index, f.Op.GetPos(), describeSets(f.Op))
 }
+
+// --- the checks ----------------------------------------------------------
 
 // stateAt rebuilds p's state at a finished cut (rule 5): a new replica
 // applies the entries before pos, then resolves the before set.
@@ -1084,8 +1271,8 @@ func stateAt(p *part, f cut.Finished) (map[string]string, error) {
 
 // modelAt is the state rule 5 defines for p at cut v, computed from what
 // the world knows rather than from the cut's progress: the plain writes
-// and one-phase transactions before pos_p(v), and the two-phase
-// transactions whose recorded decision is a commit stamped below v.
+// and one-phase transactions before pos_p(v), and the cross-partition
+// transactions whose first recorded decision is a commit stamped below v.
 // Scripts give each transaction its own key, so the order of writes to
 // one key does not matter, except among plain writes (log order).
 func (w *world) modelAt(p *part, v, pos uint64) map[string]string {
@@ -1111,11 +1298,73 @@ func (w *world) modelAt(p *part, v, pos uint64) map[string]string {
 		if t.onePhase != nil || !slices.Contains(t.parts, p) {
 			continue
 		}
-		if d, ok := t.record.sm.Record(t.id); ok && d.GetCommit() && d.GetStamp() < v {
+		if d := t.decided; d != nil && d.GetCommit() && d.GetStamp() < v {
 			out[t.key] = t.value(d.GetSucceeded())
 		}
 	}
 	return out
+}
+
+// effective reads, from p's log alone, what T's effective prepare on p
+// was (DESIGN.md, "Transactions", effective prepare): the first entry of
+// T that settles p's vote. A prepare that applied as prepared created the
+// intent (its version is T's part of the stamp); one that refused, a
+// status, an abort Finish or a decision before any prepare left a
+// tombstone or a record that refuses every later copy. VoteNone: nothing
+// of T applied here yet. This reading is the checks' own, independent of
+// the state machine's bookkeeping. For a prepared one, v holds the entry's
+// version and whether the share's compares held.
+func effective(p *part, id string) (v txn.Vote) {
+	refused := txn.Vote{State: txn.Refused}
+	for _, e := range p.log {
+		switch op := e.cmd.GetOp().(type) {
+		case *internalpb.Command_TxnPrepare:
+			if string(op.TxnPrepare.GetTxnId()) != id {
+				continue
+			}
+			if r, _ := e.res.(partition.Vote); r.Prepared {
+				return txn.Vote{State: txn.Prepared, ComparesHold: r.ComparesHold, Version: e.cmd.GetCutVersion()}
+			}
+			return refused
+		case *internalpb.Command_TxnStatus:
+			if string(op.TxnStatus.GetTxnId()) == id {
+				return refused
+			}
+		case *internalpb.Command_TxnDecide:
+			if string(op.TxnDecide.GetTxnId()) == id {
+				return refused
+			}
+		case *internalpb.Command_TxnFinish:
+			if string(op.TxnFinish.GetTxnId()) == id && !op.TxnFinish.GetCommit() {
+				return refused
+			}
+		case *internalpb.Command_TxnFinishes:
+			for _, f := range op.TxnFinishes.GetFinishes() {
+				if string(f.GetTxnId()) == id && !f.GetCommit() {
+					return refused
+				}
+			}
+		}
+	}
+	return txn.Vote{}
+}
+
+// committedInLogs says whether T is committed as a fact of the logs
+// (every participant's effective prepare created an intent), naming a
+// participant where it is not, and the decision those prepares make: the
+// success branch iff every share's compares held, the stamp their highest
+// version (rule 3).
+func (w *world) committedInLogs(t *txnState) (ok bool, missing *part, d txn.Decision) {
+	d = txn.Decision{Commit: true, Succeeded: true}
+	for _, p := range t.parts {
+		v := effective(p, t.id)
+		if v.State != txn.Prepared {
+			return false, p, txn.Decision{}
+		}
+		d.Succeeded = d.Succeeded && v.ComparesHold
+		d.Stamp = max(d.Stamp, v.Version)
+	}
+	return true, nil, d
 }
 
 func fmtState(s map[string]string) string {
@@ -1130,7 +1379,6 @@ func fmtState(s map[string]string) string {
 // state at v; with check it also verifies the rules (see the commands).
 func (w *world) state(v uint64, check bool) {
 	states := map[*part]map[string]string{}
-	violation := func(format string, args ...any) { w.say("VIOLATION: "+format, args...) }
 	for _, p := range w.parts {
 		f, ok := p.sm.CutResult(v)
 		if !ok {
@@ -1145,14 +1393,14 @@ func (w *world) state(v uint64, check bool) {
 				w.say("%s cut %d not started (the log is at cut %d)", p.name, v, cv)
 			}
 			if check {
-				violation("cut %d did not finish on %s", v, p.name)
+				w.violation("cut %d did not finish on %s", v, p.name)
 			}
 			continue
 		}
 		w.say("%s cut %d: pos #%d, finished at #%d, %s", p.name, v, f.Op.GetPos(), f.Index, describeSets(f.Op))
 		s, err := stateAt(p, f)
 		if err != nil {
-			violation("%s: state at cut %d: %v", p.name, v, err)
+			w.violation("%s: state at cut %d: %v", p.name, v, err)
 			continue
 		}
 		states[p] = s
@@ -1161,17 +1409,18 @@ func (w *world) state(v uint64, check bool) {
 			continue
 		}
 		if tp := p.truePos(v); tp != f.Op.GetPos() {
-			violation("%s: cut %d recorded at #%d, but the first entry of version >= %d is #%d", p.name, v, f.Op.GetPos(), v, tp)
+			w.violation("%s: cut %d recorded at #%d, but the first entry of version >= %d is #%d", p.name, v, f.Op.GetPos(), v, tp)
 		}
 		var last uint64
 		for _, e := range p.log {
 			if e.cmd.GetCutVersion() < last {
-				violation("%s: #%d has version %d after version %d (rule 2)", p.name, e.index, e.cmd.GetCutVersion(), last)
+				w.violation("%s: #%d has version %d after version %d (rule 2)", p.name, e.index, e.cmd.GetCutVersion(), last)
 			}
 			last = max(last, e.cmd.GetCutVersion())
+			w.checkFinishVersion(p, e)
 		}
 		if want := w.modelAt(p, v, f.Op.GetPos()); !maps.Equal(s, want) {
-			violation("%s: state at cut %d is %s, rule 5 says %s", p.name, v, fmtState(s), fmtState(want))
+			w.violation("%s: state at cut %d is %s, rule 5 says %s", p.name, v, fmtState(s), fmtState(want))
 		}
 	}
 	if !check {
@@ -1195,18 +1444,109 @@ func (w *world) state(v uint64, check bool) {
 		case t.onePhase != nil:
 			what = fmt.Sprintf("onephase at #%d (%s)", t.opEntry.index, describeResult(t.opEntry.res))
 		default:
-			if d, ok := t.record.sm.Record(t.id); ok {
-				what = describeDecision(d)
-			} else {
-				what = "undecided"
-			}
+			what = w.recordLine(t) + " (" + t.told() + ")"
 		}
 		w.say("%s %s: %s", t.id, what, where)
 		if len(in) != 0 && len(in) != len(t.parts) {
-			violation("%s is in the cut's state of %v but not of all of %d partitions", t.id, in, len(t.parts))
+			w.violation("%s is in the cut's state of %v but not of all of %d partitions", t.id, in, len(t.parts))
+		}
+		if t.c != nil {
+			w.checkCommitRule(t)
+			w.checkTold(t, v, states)
 		}
 	}
 	if !strings.Contains(strings.Join(w.out, "\n"), "VIOLATION") {
 		w.say("ok")
+	}
+}
+
+// recordLine is what T's record partition says of it.
+func (w *world) recordLine(t *txnState) string {
+	if t.decided != nil {
+		return describeDecision(t.decided)
+	}
+	if rec, ok := t.record.sm.Record(t.id); ok && rec.GetStaging() {
+		return "staging"
+	}
+	return "undecided"
+}
+
+// checkFinishVersion checks rule 4's second fact on entry e: an entry
+// that finishes a transaction has a version at least its stamp (so a
+// Finish stamped at or after a cut lies after the cut's position).
+func (w *world) checkFinishVersion(p *part, e *entry) {
+	var stamps []*internalpb.TxnFinishOp
+	switch op := e.cmd.GetOp().(type) {
+	case *internalpb.Command_TxnFinish:
+		stamps = append(stamps, op.TxnFinish)
+	case *internalpb.Command_TxnFinishes:
+		stamps = append(stamps, op.TxnFinishes.GetFinishes()...)
+	case *internalpb.Command_TxnDecide:
+		if op.TxnDecide.GetFinish() {
+			rec, _ := e.res.(*internalpb.TxnDecideOp)
+			stamps = append(stamps, &internalpb.TxnFinishOp{TxnId: op.TxnDecide.GetTxnId(), Stamp: max(op.TxnDecide.GetStamp(), rec.GetStamp())})
+		}
+	}
+	for _, f := range stamps {
+		if f.GetStamp() > e.cmd.GetCutVersion() {
+			w.violation("%s: #%d finishes %s with stamp %d but has version %d (rule 4)", p.name, e.index, f.GetTxnId(), f.GetStamp(), e.cmd.GetCutVersion())
+		}
+	}
+}
+
+// checkCommitRule checks T's recorded decision against the logs (the
+// commit rule and rule 3's stamp).
+func (w *world) checkCommitRule(t *txnState) {
+	d := t.decided
+	if d == nil {
+		return
+	}
+	ok, missing, logs := w.committedInLogs(t)
+	switch {
+	case d.GetCommit() && !ok:
+		w.violation("%s is recorded %s, but %s's effective prepare of it created no intent", t.id, describeDecision(d), missing.name)
+	case d.GetCommit() && (d.GetStamp() != logs.Stamp || d.GetSucceeded() != logs.Succeeded):
+		w.violation("%s is recorded %s, but its effective prepares make %s (rule 3)", t.id, describeDecision(d), describeTxnDecision(logs))
+	case !d.GetCommit() && ok:
+		w.violation("%s is recorded aborted, but every participant's effective prepare created an intent: it was committed", t.id)
+	}
+}
+
+// checkTold checks what T's client heard against the record and the
+// states at cut v.
+func (w *world) checkTold(t *txnState, v uint64, states map[*part]map[string]string) {
+	switch t.outcome {
+	case txn.Committed:
+		told := describeTxnDecision(t.answer)
+		if d := t.decided; d != nil && (!d.GetCommit() || d.GetSucceeded() != t.answer.Succeeded || d.GetStamp() != t.answer.Stamp) {
+			w.violation("%s's client was told %s, but %s is recorded %s", t.id, told, t.id, describeDecision(d))
+		}
+		var lack, have []string
+		for _, p := range t.parts {
+			s, ok := states[p]
+			if !ok {
+				continue
+			}
+			if s[t.key] == t.value(t.answer.Succeeded) {
+				have = append(have, p.name)
+			} else {
+				lack = append(lack, p.name)
+			}
+		}
+		if t.answer.Stamp < v && len(lack) > 0 {
+			w.violation("%s's client was told %s, but the state at cut %d lacks it on %s", t.id, told, v, strings.Join(lack, " "))
+		}
+		if t.answer.Stamp >= v && len(have) > 0 {
+			w.violation("%s's client was told %s, yet it is in the state at cut %d on %s", t.id, told, v, strings.Join(have, " "))
+		}
+	case txn.Aborted:
+		if d := t.decided; d != nil && d.GetCommit() {
+			w.violation("%s's client was told aborted, but %s is recorded %s", t.id, t.id, describeDecision(d))
+		}
+		for _, p := range t.parts {
+			if s, ok := states[p]; ok && (s[t.key] == t.value(true) || s[t.key] == t.value(false)) {
+				w.violation("%s's client was told aborted, but it is in the state at cut %d on %s", t.id, v, p.name)
+			}
+		}
 	}
 }
