@@ -64,7 +64,7 @@ func invalid(err error) error {
 // checkPrepare is Participant.Prepare's door. A peer's priority gets the
 // retention horizon's bound: a prepare arriving late is refused by the
 // horizon, not here.
-func (n *Node) checkPrepare(ctx context.Context, req *internalpb.PrepareRequest) error {
+func (n *Node) checkPrepare(req *internalpb.PrepareRequest) error {
 	p, op := req.GetPartition(), req.GetOp()
 	if err := n.leaderCheck(p); err != nil {
 		return err
@@ -78,7 +78,7 @@ func (n *Node) checkPrepare(ctx context.Context, req *internalpb.PrepareRequest)
 	if err := checkPeerTime("op.prepared_unix_ms", op.GetPreparedUnixMs(), FinishedRetention); err != nil {
 		return err
 	}
-	return n.admitVersion(ctx, "cut_version", req.GetCutVersion())
+	return nil
 }
 
 // checkFinish is Participant.Finish's door. The stamp becomes the
@@ -91,9 +91,6 @@ func (n *Node) checkFinish(ctx context.Context, req *internalpb.FinishRequest) e
 		return err
 	}
 	if err := checkPeerTime("op.prepared_unix_ms", req.GetOp().GetPreparedUnixMs(), 0); err != nil {
-		return err
-	}
-	if err := n.admitVersion(ctx, "cut_version", req.GetCutVersion()); err != nil {
 		return err
 	}
 	return n.admitVersion(ctx, "op.stamp", req.GetOp().GetStamp())
@@ -110,14 +107,11 @@ func (n *Node) checkDecide(ctx context.Context, req *internalpb.DecideRequest) e
 	if op := req.GetOp(); op.GetCommit() && !slices.Contains(op.GetParticipants(), req.GetPartition()) {
 		return fmt.Errorf("%w: op.participants %v of a commit do not name the record partition %d", ErrInvalidArgument, op.GetParticipants(), req.GetPartition())
 	}
-	if err := n.admitVersion(ctx, "cut_version", req.GetCutVersion()); err != nil {
-		return err
-	}
 	return n.admitVersion(ctx, "op.stamp", req.GetOp().GetStamp())
 }
 
 // checkStatus is Participant.Status's door.
-func (n *Node) checkStatus(ctx context.Context, req *internalpb.StatusRequest) error {
+func (n *Node) checkStatus(req *internalpb.StatusRequest) error {
 	if err := n.leaderCheck(req.GetPartition()); err != nil {
 		return err
 	}
@@ -129,18 +123,18 @@ func (n *Node) checkStatus(ctx context.Context, req *internalpb.StatusRequest) e
 	if err := checkPeerTime("op.prepared_unix_ms", req.GetOp().GetPreparedUnixMs(), 0); err != nil {
 		return err
 	}
-	return n.admitVersion(ctx, "cut_version", req.GetCutVersion())
+	return nil
 }
 
 // checkRecord is Participant.Record's door.
-func (n *Node) checkRecord(ctx context.Context, req *internalpb.RecordRequest) error {
+func (n *Node) checkRecord(req *internalpb.RecordRequest) error {
 	if err := n.leaderCheck(req.GetPartition()); err != nil {
 		return err
 	}
 	if err := invalid(txn.ValidateStatus(&internalpb.TxnStatusOp{TxnId: req.GetTxnId(), PreparedUnixMs: 1})); err != nil {
 		return err
 	}
-	return n.admitVersion(ctx, "cut_version", req.GetCutVersion())
+	return nil
 }
 
 // checkForget is Participant.Forget's door.

@@ -93,7 +93,7 @@ func (n *Node) leaderHintOf(p uint64) string {
 // intent after the refusal reached the coordinator (parallel commits
 // count only applied, effective prepares).
 func (s *ParticipantServer) Prepare(ctx context.Context, req *internalpb.PrepareRequest) (*internalpb.PrepareResponse, error) {
-	if err := s.n.checkPrepare(ctx, req); err != nil {
+	if err := s.n.checkPrepare(req); err != nil {
 		return nil, toStatus(err, s.n.leaderHintOf(req.GetPartition()))
 	}
 	p, op := req.GetPartition(), req.GetOp()
@@ -144,7 +144,7 @@ func (n *Node) proposeStatus(ctx context.Context, p uint64, op *internalpb.TxnSt
 // a coordinator's question for a participant whose vote it lacks.
 func (s *ParticipantServer) Status(ctx context.Context, req *internalpb.StatusRequest) (*internalpb.StatusResponse, error) {
 	p := req.GetPartition()
-	if err := s.n.checkStatus(ctx, req); err != nil {
+	if err := s.n.checkStatus(req); err != nil {
 		return nil, toStatus(err, s.n.leaderHintOf(p))
 	}
 	st, err := s.n.proposeStatus(ctx, p, req.GetOp())
@@ -163,7 +163,7 @@ func (s *ParticipantServer) Status(ctx context.Context, req *internalpb.StatusRe
 // — the answer is ABORTED with no participants; recovery records it.
 func (s *ParticipantServer) Record(ctx context.Context, req *internalpb.RecordRequest) (*internalpb.RecordResponse, error) {
 	p := req.GetPartition()
-	if err := s.n.checkRecord(ctx, req); err != nil {
+	if err := s.n.checkRecord(req); err != nil {
 		return nil, toStatus(err, s.n.leaderHintOf(p))
 	}
 	id := req.GetTxnId()

@@ -252,6 +252,15 @@ func TestUnallocatedCutVersion(t *testing.T) {
 			t.Fatalf("StartCut(2^40) on partition %d: %v, want InvalidArgument (or NOT_LEADER)", p, err)
 		}
 	}
+	// Every peer request's marker passes the same admission, in the peer
+	// server's marker interceptor (not in each handler): a participant
+	// call carrying 2^40 is refused before it is served.
+	pc := internalrpc.NewParticipantClient(plainConn(t, n.Addrs().Peer))
+	_, err := pc.Status(asPeer(ctxT(t, 5*time.Second), n.ClusterID()), &internalpb.StatusRequest{Partition: 1, CutVersion: 1 << 40,
+		Op: &internalpb.TxnStatusOp{TxnId: make([]byte, 16), PreparedUnixMs: time.Now().UnixMilli()}})
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "never allocated") {
+		t.Fatalf("Participant.Status with cut_version 2^40: %v, want InvalidArgument (never allocated)", err)
+	}
 	if cut := createCut(t, c); cut.GetState() != kvpb.CutState_CUT_STATE_COMPLETED {
 		t.Fatalf("cut after a peer's bogus version: %v", cut)
 	}
