@@ -80,7 +80,9 @@ func runCluster(args []string) error {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 
-	initial := "n1=127.0.0.1:7001,n2=127.0.0.1:7002,n3=127.0.0.1:7003"
+	// --initial-cluster names the members' peer addresses (the peer
+	// listener, ports 7301-7303 as scripts/run-local.sh has them).
+	initial := "n1=127.0.0.1:7301,n2=127.0.0.1:7302,n3=127.0.0.1:7303"
 	var nodes []*node
 	ready := make(chan string, 3)
 	applied := make(chan string, 3)
@@ -100,7 +102,7 @@ func runCluster(args []string) error {
 		}
 		n.logPath = filepath.Join(dir, "kvnode.log")
 		argv := append([]string{"--id", n.id, "--data-dir", dir,
-			"--grpc-addr", n.grpc, "--gossip-addr", fmt.Sprintf("127.0.0.1:710%d", i),
+			"--grpc-addr", n.grpc, "--peer-addr", fmt.Sprintf("127.0.0.1:730%d", i), "--gossip-addr", fmt.Sprintf("127.0.0.1:710%d", i),
 			"--http-addr", fmt.Sprintf("127.0.0.1:720%d", i),
 			"--join", strings.Join(join, ","), "--initial-cluster", initial}, fs.Args()...)
 		if err := n.startProcess(filepath.Join(*bin, "kvnode"), argv, out, ready); err != nil {
