@@ -503,19 +503,11 @@ func (w *world) finishAt(p *part, n *node, marker uint64, op *internalpb.TxnFini
 // proposeFinishes proposes batch as one entry: a TxnFinish for one, a
 // TxnFinishes for several, of version >= every stamp in it.
 func (w *world) proposeFinishes(p *part, batch []*waiter, m string) {
-	cmd := &internalpb.Command{}
-	if len(batch) == 1 {
-		cmd.Op = &internalpb.Command_TxnFinish{TxnFinish: batch[0].op}
-	} else {
-		op := &internalpb.TxnFinishBatchOp{}
-		for _, f := range batch {
-			op.Finishes = append(op.Finishes, f.op)
-		}
-		cmd.Op = &internalpb.Command_TxnFinishes{TxnFinishes: op}
-	}
+	ops := make([]*internalpb.TxnFinishOp, 0, len(batch))
 	for _, f := range batch {
-		cmd.CutVersion = max(cmd.CutVersion, f.op.GetStamp())
+		ops = append(ops, f.op)
 	}
+	cmd := txn.FinishEntry(ops)
 	var e *entry
 	e = w.propose(p, cmd, m, func(any) {
 		if p.finishing == e {

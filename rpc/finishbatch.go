@@ -6,6 +6,7 @@ import (
 
 	"github.com/cutkv/cutkv/internal/failpoint"
 	"github.com/cutkv/cutkv/proto/internalpb"
+	"github.com/cutkv/cutkv/txn"
 )
 
 // maxFinishBatch bounds the Finishes in one entry (a raft entry stays
@@ -76,22 +77,16 @@ func (b *finishBatcher) flush() {
 func (b *finishBatcher) propose(batch []*pendingFinish) error {
 	ctx, cancel := context.WithTimeout(b.n.lifetime(), finishWait)
 	defer cancel()
-	cmd := &internalpb.Command{}
-	if len(batch) == 1 {
-		cmd.Op = &internalpb.Command_TxnFinish{TxnFinish: batch[0].op}
-	} else {
-		op := &internalpb.TxnFinishBatchOp{}
-		for _, f := range batch {
-			op.Finishes = append(op.Finishes, f.op)
-		}
-		cmd.Op = &internalpb.Command_TxnFinishes{TxnFinishes: op}
+	ops := make([]*internalpb.TxnFinishOp, 0, len(batch))
+	for _, f := range batch {
+		ops = append(ops, f.op)
+	}
+	if len(ops) > 1 {
 		if err := failpoint.Inject(failpoint.TxnInFinishBatch); err != nil {
 			return err // "exit" kills the leader with a batch of Finishes unproposed
 		}
 	}
-	for _, f := range batch {
-		cmd.CutVersion = max(cmd.CutVersion, f.op.GetStamp())
-	}
+	cmd := txn.FinishEntry(ops)
 	_, err := b.n.Store.Propose(ctx, b.p, cmd)
 	return err
 }

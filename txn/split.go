@@ -163,3 +163,21 @@ func PrepareOps(id []byte, prio int64, preparedMs int64, shares map[uint64]*inte
 	}
 	return ops
 }
+
+// FinishEntry is the command of one Finish entry for ops (DESIGN.md,
+// "Transactions": Finishes batched per partition): a TxnFinish for one, a
+// TxnFinishBatchOp for several, at a version at least every stamp in it
+// (consistent cut rule 4: a Finish stamped at or after a cut lies after
+// its position).
+func FinishEntry(ops []*internalpb.TxnFinishOp) *internalpb.Command {
+	cmd := &internalpb.Command{}
+	if len(ops) == 1 {
+		cmd.Op = &internalpb.Command_TxnFinish{TxnFinish: ops[0]}
+	} else {
+		cmd.Op = &internalpb.Command_TxnFinishes{TxnFinishes: &internalpb.TxnFinishBatchOp{Finishes: ops}}
+	}
+	for _, op := range ops {
+		cmd.CutVersion = max(cmd.CutVersion, op.GetStamp())
+	}
+	return cmd
+}

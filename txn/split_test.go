@@ -472,3 +472,14 @@ func TestOlder(t *testing.T) {
 		}
 	}
 }
+
+func TestFinishEntry(t *testing.T) {
+	one := FinishEntry([]*internalpb.TxnFinishOp{{TxnId: testID(1), Commit: true, Stamp: 4}})
+	if one.GetTxnFinish().GetStamp() != 4 || one.GetCutVersion() != 4 {
+		t.Fatalf("one finish: %v, want a TxnFinish at version 4", one)
+	}
+	many := FinishEntry([]*internalpb.TxnFinishOp{{TxnId: testID(1), Stamp: 2}, {TxnId: testID(2), Commit: true, Stamp: 7}, {TxnId: testID(3), Stamp: 5}})
+	if n := len(many.GetTxnFinishes().GetFinishes()); n != 3 || many.GetCutVersion() != 7 {
+		t.Fatalf("three finishes: %d in the entry at version %d, want 3 at version 7 (the highest stamp)", n, many.GetCutVersion())
+	}
+}
