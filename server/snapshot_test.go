@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/cutkv/cutkv/internal/clustertest"
 	"github.com/cutkv/cutkv/keyspace"
 	"github.com/cutkv/cutkv/proto/kvpb"
@@ -66,13 +69,24 @@ func createSnapshot(t *testing.T, c *clustertest.Cluster, via int, req *kvpb.Cre
 	}
 }
 
+// mustSnapshot creates a snapshot. A snapshot whose driver lost group 0's
+// leadership midway is refused as not uploaded (FailedPrecondition) and
+// is asked for again, as an operator would: on a fresh cluster group 0's
+// leadership may still move in its first seconds (a CI run saw it).
 func mustSnapshot(t *testing.T, c *clustertest.Cluster, via int, req *kvpb.CreateSnapshotRequest) *kvpb.CreateSnapshotResult {
 	t.Helper()
-	res, _, err := createSnapshot(t, c, via, req)
-	if err != nil {
+	for attempt := 1; ; attempt++ {
+		res, _, err := createSnapshot(t, c, via, req)
+		if err == nil {
+			return res
+		}
+		if attempt < 5 && status.Code(err) == codes.FailedPrecondition && strings.Contains(err.Error(), "no longer leads group 0") {
+			t.Logf("attempt %d: %v; asking again", attempt, err)
+			time.Sleep(200 * time.Millisecond)
+			continue
+		}
 		t.Fatal(err)
 	}
-	return res
 }
 
 func checkSnapshot(t *testing.T, c *clustertest.Cluster, store, id string) *kvpb.CheckSnapshotResponse {
