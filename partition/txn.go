@@ -467,24 +467,13 @@ func (p *Partition) RecordCount() int {
 
 // TxnVote is the vote as the transaction core (txn.Coordinator) reads it.
 func (v Vote) TxnVote() txn.Vote {
-	switch {
-	case v.Prepared:
-		return txn.Vote{State: txn.Prepared, ComparesHold: v.ComparesHold, Version: v.Version}
-	case v.Finished:
-		return txn.Vote{State: txn.Finished}
-	}
-	return txn.Vote{State: txn.Refused}
+	return txn.PrepareVote(v.Prepared, v.Finished, v.ComparesHold, v.Version)
 }
 
 // TxnVote is the status as the transaction core reads it.
 func (s Status) TxnVote() txn.Vote {
-	switch s.State {
-	case internalpb.TxnState_TXN_STATE_PREPARED:
-		return txn.Vote{State: txn.Prepared, ComparesHold: s.ComparesHold, Version: s.Version}
-	case internalpb.TxnState_TXN_STATE_FINISHED:
-		return txn.Vote{State: txn.Finished}
-	}
-	return txn.Vote{State: txn.Refused}
+	v, _ := txn.StatusVote(s.State, s.ComparesHold, s.Version) // the state machine makes only known states
+	return v
 }
 
 // TxnRecord returns transaction id's record as the transaction core reads
@@ -496,8 +485,7 @@ func (p *Partition) TxnRecord(id string) (txn.Record, bool) {
 	if rec == nil {
 		return txn.Record{}, false
 	}
-	out := txn.Record{Staging: rec.GetStaging(), Participants: rec.GetParticipants(),
-		Decision: txn.Decision{Commit: rec.GetCommit(), Succeeded: rec.GetSucceeded(), Stamp: rec.GetStamp()}}
+	out := txn.RecordOf(rec)
 	if in := p.intents[id]; in != nil && out.Staging {
 		out.Vote = in.Vote.TxnVote()
 	}

@@ -129,15 +129,16 @@ func (k *coordination) carry(m txn.Msg) {
 				return c.Status(cctx, &internalpb.StatusRequest{Partition: p, CutVersion: n.Clock.Load(),
 					Op: &internalpb.TxnStatusOp{TxnId: k.id, PreparedUnixMs: k.ops[p].GetPreparedUnixMs()}})
 			})
+			var v txn.Vote
 			if err == nil {
-				err = checkEntryVersion(p, st.GetVersion(), st.GetCutVersion())
+				v, err = statusVote(p, st)
 			}
 			return func() {
 				if err != nil {
 					k.c.StatusLost(p)
 					return
 				}
-				k.voted(p, statusVote(st), st.GetSuccessReads(), st.GetFailureReads())
+				k.voted(p, v, st.GetSuccessReads(), st.GetFailureReads())
 			}
 		})
 	case txn.ReadRecord:
@@ -175,7 +176,7 @@ func (k *coordination) carry(m txn.Msg) {
 					k.c.RecordLost()
 					return
 				}
-				k.c.Recorded(decidedRecord(rec.GetRecorded()))
+				k.c.Recorded(txn.RecordOf(rec.GetRecorded()))
 			}
 		})
 	case txn.SendFinish:
@@ -226,28 +227,20 @@ func (k *coordination) voted(p uint64, v txn.Vote, success, failure []*kvpb.Resp
 }
 
 func prepareVote(v *internalpb.PrepareResponse) txn.Vote {
-	switch {
-	case v.GetPrepared():
-		return txn.Vote{State: txn.Prepared, ComparesHold: v.GetComparesHold(), Version: v.GetVersion()}
-	case v.GetFinished():
-		return txn.Vote{State: txn.Finished}
-	}
-	return txn.Vote{State: txn.Refused}
+	return txn.PrepareVote(v.GetPrepared(), v.GetFinished(), v.GetComparesHold(), v.GetVersion())
 }
 
-func statusVote(st *internalpb.StatusResponse) txn.Vote {
-	switch st.GetState() {
-	case internalpb.TxnState_TXN_STATE_PREPARED:
-		return txn.Vote{State: txn.Prepared, ComparesHold: st.GetComparesHold(), Version: st.GetVersion()}
-	case internalpb.TxnState_TXN_STATE_FINISHED:
-		return txn.Vote{State: txn.Finished}
+// statusVote reads partition p's status reply: its entry version no
+// higher than its marker, and a state the core knows.
+func statusVote(p uint64, st *internalpb.StatusResponse) (txn.Vote, error) {
+	if err := checkEntryVersion(p, st.GetVersion(), st.GetCutVersion()); err != nil {
+		return txn.Vote{}, err
 	}
-	return txn.Vote{State: txn.Refused}
-}
-
-func decidedRecord(d *internalpb.TxnDecideOp) txn.Record {
-	return txn.Record{Staging: d.GetStaging(), Participants: d.GetParticipants(),
-		Decision: txn.Decision{Commit: d.GetCommit(), Succeeded: d.GetSucceeded(), Stamp: d.GetStamp()}}
+	v, ok := txn.StatusVote(st.GetState(), st.GetComparesHold(), st.GetVersion())
+	if !ok {
+		return txn.Vote{}, fmt.Errorf("%w: partition %d's status reply has state %v", ErrInvalidArgument, p, st.GetState())
+	}
+	return v, nil
 }
 
 // readRecord reads transaction id's record on partition r's leader
@@ -264,7 +257,7 @@ func readRecord(n *Node, r uint64, id []byte) (txn.Record, error) {
 	if err != nil {
 		return txn.Record{}, err
 	}
-	rec := decidedRecord(resp.GetRecord())
+	rec := txn.RecordOf(resp.GetRecord())
 	if rec.Staging {
 		rec.Vote = txn.Vote{State: txn.Prepared, ComparesHold: resp.GetComparesHold(), Version: resp.GetVersion()}
 		n.Clock.Raise(rec.Vote.Version)

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/cutkv/cutkv/cut"
+	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/kvpb"
 	"github.com/cutkv/cutkv/txn"
 )
@@ -34,5 +35,21 @@ func TestCoordinationKeepsOnlyPreparedReads(t *testing.T) {
 	msgs, _, _ := k.c.Ready()
 	if len(msgs) == 0 || msgs[len(msgs)-1].Kind != txn.ReadRecord {
 		t.Fatalf("after a finished vote the core asks %v, want the record read", msgs)
+	}
+}
+
+// A peer's status reply is bounded where it enters: an unknown state or
+// an entry version above the marker is an error (the call counts as
+// lost), never a vote.
+func TestStatusVoteBounded(t *testing.T) {
+	if _, err := statusVote(2, &internalpb.StatusResponse{State: 99, CutVersion: 5}); err == nil {
+		t.Fatal("a status of unknown state read as a vote")
+	}
+	if _, err := statusVote(2, &internalpb.StatusResponse{State: internalpb.TxnState_TXN_STATE_PREPARED, Version: 6, CutVersion: 5}); err == nil {
+		t.Fatal("a status whose entry version is above its marker read as a vote")
+	}
+	v, err := statusVote(2, &internalpb.StatusResponse{State: internalpb.TxnState_TXN_STATE_REFUSED, CutVersion: 5})
+	if err != nil || v.State != txn.Refused {
+		t.Fatalf("refused status: %+v, %v", v, err)
 	}
 }

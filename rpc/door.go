@@ -131,7 +131,7 @@ func (n *Node) checkRecord(req *internalpb.RecordRequest) error {
 	if err := n.leaderCheck(req.GetPartition()); err != nil {
 		return err
 	}
-	if err := invalid(txn.ValidateStatus(&internalpb.TxnStatusOp{TxnId: req.GetTxnId(), PreparedUnixMs: 1})); err != nil {
+	if err := invalid(txn.ValidateRecordRead(req.GetTxnId())); err != nil {
 		return err
 	}
 	return nil

@@ -621,13 +621,13 @@ func resolve(ctx context.Context, n *Node, p uint64, in *partition.Intent) {
 					return c.Status(cctx, &internalpb.StatusRequest{Partition: q, CutVersion: n.Clock.Load(),
 						Op: &internalpb.TxnStatusOp{TxnId: id, PreparedUnixMs: at}})
 				})
+				var v txn.Vote
 				if err == nil {
-					err = checkEntryVersion(q, st.GetVersion(), st.GetCutVersion())
+					v, err = statusVote(q, st)
 				}
 				if err != nil {
 					return
 				}
-				v := statusVote(st)
 				n.Clock.Raise(v.Version)
 				statuses[q] = v
 			}
@@ -650,7 +650,7 @@ func finishDecided(ctx context.Context, n *Node, id []byte, p, r uint64, at int6
 		if err != nil {
 			return
 		}
-		got := decidedRecord(resp.GetRecorded())
+		got := txn.RecordOf(resp.GetRecorded())
 		d = got.Decision
 		if len(parts) == 0 {
 			parts = got.Participants

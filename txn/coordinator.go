@@ -1,6 +1,10 @@
 package txn
 
-import "slices"
+import (
+	"slices"
+
+	"github.com/cutkv/cutkv/proto/internalpb"
+)
 
 // This file is the transaction protocol's core (DESIGN.md, "Transactions
 // (2PC)", parallel commits): the coordinator of one cross-partition
@@ -52,6 +56,41 @@ type Vote struct {
 	ComparesHold bool
 	// Version of the effective prepare entry (Prepared).
 	Version uint64
+}
+
+// PrepareVote reads a prepare's answer: prepared (with its compares and
+// entry version), refused because the id finished before, or refused.
+func PrepareVote(prepared, finished, comparesHold bool, version uint64) Vote {
+	switch {
+	case prepared:
+		return Vote{State: Prepared, ComparesHold: comparesHold, Version: version}
+	case finished:
+		return Vote{State: Finished}
+	}
+	return Vote{State: Refused}
+}
+
+// StatusVote reads a status settled through a participant's log (a
+// TxnStatusOp); ok is false for a state it does not know, which must
+// never be taken for a refusal: an abort finished on a refusal nobody
+// made would drop a committed transaction's intents.
+func StatusVote(state internalpb.TxnState, comparesHold bool, version uint64) (v Vote, ok bool) {
+	switch state {
+	case internalpb.TxnState_TXN_STATE_PREPARED:
+		return Vote{State: Prepared, ComparesHold: comparesHold, Version: version}, true
+	case internalpb.TxnState_TXN_STATE_FINISHED:
+		return Vote{State: Finished}, true
+	case internalpb.TxnState_TXN_STATE_REFUSED:
+		return Vote{State: Refused}, true
+	}
+	return Vote{}, false
+}
+
+// RecordOf reads a transaction record (Vote, r's own, is the caller's to
+// add to a STAGING one).
+func RecordOf(d *internalpb.TxnDecideOp) Record {
+	return Record{Staging: d.GetStaging(), Participants: d.GetParticipants(),
+		Decision: Decision{Commit: d.GetCommit(), Succeeded: d.GetSucceeded(), Stamp: d.GetStamp()}}
 }
 
 // Decision is a transaction's outcome as recorded: commit or abort, the
@@ -273,9 +312,6 @@ func (c *Coordinator) Ready() ([]Msg, Outcome, Decision) {
 	}
 	return msgs, Pending, Decision{}
 }
-
-// Done says whether the coordinator has nothing more to do.
-func (c *Coordinator) Done() bool { return c.phase == done }
 
 // Voted feeds participant p's vote (the reply to a prepare or a status
 // asked for it). Votes after the transaction is settled are ignored.

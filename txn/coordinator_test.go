@@ -430,3 +430,22 @@ func TestParallelCommitEarlyAbort(t *testing.T) {
 	release()
 	e.mustCheck(txn.Aborted)
 }
+
+// The core's reading of statuses: a state it does not know is no vote at
+// all (never a refusal, on which an abort would be finished).
+func TestStatusVote(t *testing.T) {
+	if v, ok := txn.StatusVote(internalpb.TxnState_TXN_STATE_PREPARED, true, 4); !ok || v.State != txn.Prepared || !v.ComparesHold || v.Version != 4 {
+		t.Fatalf("prepared: %+v %v", v, ok)
+	}
+	if v, ok := txn.StatusVote(internalpb.TxnState_TXN_STATE_REFUSED, false, 0); !ok || v.State != txn.Refused {
+		t.Fatalf("refused: %+v %v", v, ok)
+	}
+	if v, ok := txn.StatusVote(internalpb.TxnState_TXN_STATE_FINISHED, false, 0); !ok || v.State != txn.Finished {
+		t.Fatalf("finished: %+v %v", v, ok)
+	}
+	for _, s := range []internalpb.TxnState{internalpb.TxnState_TXN_STATE_UNSPECIFIED, 99} {
+		if v, ok := txn.StatusVote(s, false, 0); ok {
+			t.Fatalf("state %v read as %+v", s, v)
+		}
+	}
+}

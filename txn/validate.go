@@ -213,6 +213,15 @@ func ValidateDecide(partitions uint32, op *internalpb.TxnDecideOp) error {
 	return nil
 }
 
+// ValidateRecordRead checks a record read: a transaction id of IDSize
+// bytes.
+func ValidateRecordRead(id []byte) error {
+	if err := checkID("txn_id", id); err != nil {
+		return invalid("record: %v", err)
+	}
+	return nil
+}
+
 // ValidateForget checks a forget: at most max ids, each of IDSize bytes.
 func ValidateForget(op *internalpb.TxnForgetOp, max int) error {
 	ids := op.GetTxnIds()

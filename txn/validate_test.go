@@ -420,3 +420,8 @@ func TestValidateStatus(t *testing.T) {
 		})
 	}
 }
+
+func TestValidateRecordRead(t *testing.T) {
+	checkErr(t, "ValidateRecordRead", ValidateRecordRead(testID(1)), "")
+	checkErr(t, "ValidateRecordRead", ValidateRecordRead(nil), "record: txn_id of 0 bytes, want 16")
+}
