@@ -173,6 +173,9 @@ func (v *liveVerifier) pass(ctx context.Context) error {
 	v.skipped += rep.Skipped
 	seen := map[uint64]bool{}
 	for _, cr := range rep.Cuts {
+		if cr.NotWhole() {
+			continue // pending: the next pass's copies may reach it
+		}
 		seen[cr.Version] = true
 		delete(v.pending, cr.Version)
 		v.examined++
@@ -205,6 +208,13 @@ func (v *liveVerifier) pass(ctx context.Context) error {
 		v.upTo = max(v.upTo, ver)
 	}
 	return nil
+}
+
+// waiting says how many completed cuts the copies did not hold whole yet.
+func (v *liveVerifier) waiting() int {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return len(v.pending)
 }
 
 // result returns the counts and what went wrong.

@@ -121,6 +121,15 @@ func (l *replicaLog) last() uint64 { return l.r.BaseIndex + uint64(len(l.ents)) 
 // cut finished there without an entry: rule 6), the empty CutFinish the
 // state machine stands in for it, provided the log holds the entry at
 // pos.
+// reaches says whether the replica's committed log holds entry i.
+func (l *replicaLog) reaches(i uint64) bool {
+	if c := l.r.Commit; c != 0 && i > c {
+		return false
+	}
+	_, ok := l.at(i)
+	return ok
+}
+
 func (l *replicaLog) closeAt(v, pos, fi uint64) (*internalpb.CutFinishOp, uint64, bool) {
 	// Only a committed entry says how the cut closed: a replica cut off
 	// from its group can hold an uncommitted tail another leader's

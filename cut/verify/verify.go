@@ -35,6 +35,12 @@ var (
 	ErrInvariant = errors.New("verify: invariant broken at a cut")
 	// ErrLog: the logs cannot give a cut's state.
 	ErrLog = errors.New("verify: cannot rebuild a cut from the logs")
+	// ErrNotWhole: no replica's committed log reaches the entry that
+	// closed the cut in a partition yet — copies of live logs taken just
+	// after the cut completed, before the replicas persisted that far.
+	// Not a violation of the rules; ask again with newer copies. (A
+	// replica whose committed log holds another entry there is ErrLog.)
+	ErrNotWhole = errors.New("verify: the logs do not reach the cut yet")
 	// errBaseAfterPos: a replica's log starts after the cut's position
 	// (it was truncated behind a later materialization): that replica
 	// cannot give the cut's state, the others may.
@@ -148,6 +154,20 @@ type PartitionReport struct {
 
 // OK says whether the cut verified.
 func (c *CutReport) OK() bool { return len(c.Violations) == 0 && c.Dropped == 0 }
+
+// NotWhole says whether every violation of the cut is ErrNotWhole: the
+// logs read do not reach the cut yet, and newer copies may verify it.
+func (c *CutReport) NotWhole() bool {
+	if len(c.Violations) == 0 || c.Dropped > 0 {
+		return false
+	}
+	for _, v := range c.Violations {
+		if v.Kind != ErrNotWhole {
+			return false
+		}
+	}
+	return true
+}
 
 // Verified returns the versions of the cuts that verified.
 func (r *Report) Verified() []uint64 {
@@ -542,7 +562,13 @@ func (v *verifier) verifyPartition(cc *cutCheck, ver uint64, cp *kvpb.CutPartiti
 		}
 	}
 	if len(holders) == 0 {
-		cc.add(ErrLog, p, "", "no replica (of %d) holds CutFinish(%d) at index %d", len(v.logs[p]), ver, cp.GetFinishIndex())
+		kind := ErrNotWhole
+		for _, l := range v.logs[p] {
+			if l.reaches(cp.GetFinishIndex()) {
+				kind = ErrLog // a committed entry there, and not the cut's close
+			}
+		}
+		cc.add(kind, p, "", "no replica (of %d) holds CutFinish(%d) at index %d", len(v.logs[p]), ver, cp.GetFinishIndex())
 		return nil, pr
 	}
 	// A replica truncated past the cut's position cannot give its state;

@@ -1054,3 +1054,31 @@ func TestRebuildBatchFinishes(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifyNotWhole: copies of live logs taken just after a cut
+// completed may not reach the entry that closed it (the replicas had not
+// persisted their commit index that far). That is ErrNotWhole — ask again
+// with newer copies — and only that; a replica whose committed log holds
+// another entry at the finish index is still ErrLog.
+func TestVerifyNotWhole(t *testing.T) {
+	src := consistent().source(t, "n1", "n2")
+	for _, r := range src {
+		if r.Group == 1 {
+			r.Commit = 9 // the cut closed at 10 in partition 1
+		}
+	}
+	rep, err := Verify(src, Options{})
+	if len(rep.Cuts) != 1 || !rep.Cuts[0].NotWhole() {
+		t.Fatalf("partition 1's logs committed up to 9, cut closed at 10: %v (%v), want the cut not whole yet", rep, err)
+	}
+	// A committed entry at the finish index that is not CutFinish(1).
+	c := consistent()
+	c.g0[2] = step{0, record(&kvpb.CutInfo{Version: 1, State: kvpb.CutState_CUT_STATE_COMPLETED, Partitions: []*kvpb.CutPartition{
+		{Partition: 1, Pos: 7, FinishIndex: 9, Before: 1},
+		{Partition: 2, Pos: 6, FinishIndex: 7},
+	}})}
+	rep, err = Verify(c.source(t, "n1"), Options{})
+	if len(rep.Cuts) != 1 || rep.Cuts[0].NotWhole() || kinds(err)[ErrLog] == 0 {
+		t.Fatalf("finish index 9 holds another entry: %v (%v), want ErrLog", rep, err)
+	}
+}
