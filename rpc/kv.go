@@ -316,6 +316,12 @@ var waitTimer = func(d time.Duration) (<-chan time.Time, func()) {
 // waiter wakes on the apply that releases it, and costs nothing between
 // applies.
 func awaitApply(ctx context.Context, part *partition.Partition, within time.Duration, check func() (done bool, err error)) error {
+	return await(ctx, within, check, part.Changed, nil)
+}
+
+// await is awaitApply over a partition's applies (changed) and, when
+// also is not nil, a second source of changes (a wait queue's leaves).
+func await(ctx context.Context, within time.Duration, check func() (done bool, err error), changed, also func() <-chan struct{}) error {
 	// Most waits are over at the first look (every Get, Put and prepare
 	// checks its locks this way): no channel or timer for those.
 	if done, err := check(); done || err != nil {
@@ -324,9 +330,13 @@ func awaitApply(ctx context.Context, part *partition.Partition, within time.Dura
 	timeout, stop := waitTimer(within)
 	defer stop()
 	for {
-		// Taken before the look, so an apply between the look and the
+		// Taken before the look, so a change between the look and the
 		// wait is not missed.
-		changed := part.Changed()
+		c := changed()
+		var a <-chan struct{}
+		if also != nil {
+			a = also()
+		}
 		if done, err := check(); done || err != nil {
 			return err
 		}
@@ -335,7 +345,8 @@ func awaitApply(ctx context.Context, part *partition.Partition, within time.Dura
 			return ctx.Err()
 		case <-timeout:
 			return errPollTimeout
-		case <-changed:
+		case <-c:
+		case <-a:
 		}
 	}
 }

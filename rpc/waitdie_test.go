@@ -21,6 +21,24 @@ func putShare(keys ...string) *internalpb.TxnShare {
 	return s
 }
 
+func readShare(keys ...string) *internalpb.TxnShare {
+	s := &internalpb.TxnShare{}
+	for _, k := range keys {
+		s.Success = append(s.Success, &kvpb.RequestOp{Request: &kvpb.RequestOp_Get{Get: &kvpb.GetRequest{Key: []byte(k)}}})
+	}
+	return s
+}
+
+// passDie is waitDie for a transaction whose entry applies at once:
+// admitted is called on success.
+func passDie(ctx context.Context, part *partition.Partition, q *txn.WaitQueue, id string, prio int64, share *internalpb.TxnShare) error {
+	admitted, err := waitDie(ctx, part, q, id, prio, share)
+	if err == nil {
+		admitted()
+	}
+	return err
+}
+
 // holding returns a partition in which transaction id (priority prio)
 // holds a prepared write on key.
 func holding(t *testing.T, id string, prio int64, key string) *partition.Partition {
@@ -42,7 +60,7 @@ func TestWaitDie(t *testing.T) {
 	ctx := context.Background()
 	p := holding(t, "old", 1, "k")
 	start := time.Now()
-	if err := waitDie(ctx, p, &txn.WaitQueue{}, "young", 2, putShare("k")); !errors.Is(err, ErrConflict) || time.Since(start) > dieWait/2 {
+	if err := passDie(ctx, p, &txn.WaitQueue{}, "young", 2, putShare("k")); !errors.Is(err, ErrConflict) || time.Since(start) > dieWait/2 {
 		t.Fatalf("younger behind an older holder: %v after %v, want ErrConflict at once", err, time.Since(start))
 	}
 
@@ -51,12 +69,12 @@ func TestWaitDie(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 		_, _ = p.ApplyCommand(2, &internalpb.Command{Op: &internalpb.Command_TxnFinish{TxnFinish: &internalpb.TxnFinishOp{TxnId: []byte("young"), Commit: true, Succeeded: true}}})
 	}()
-	if err := waitDie(ctx, p, &txn.WaitQueue{}, "old", 1, putShare("k")); err != nil {
+	if err := passDie(ctx, p, &txn.WaitQueue{}, "old", 1, putShare("k")); err != nil {
 		t.Fatalf("older behind a younger holder that finishes: %v, want to proceed", err)
 	}
 
 	p = holding(t, "old", 1, "k")
-	if err := waitDie(ctx, p, &txn.WaitQueue{}, "young", 2, putShare("other")); err != nil {
+	if err := passDie(ctx, p, &txn.WaitQueue{}, "young", 2, putShare("other")); err != nil {
 		t.Fatalf("no conflict: %v", err)
 	}
 }
@@ -70,7 +88,7 @@ func TestWaitDieReserves(t *testing.T) {
 	p := holding(t, "young", 5, "k1")
 	q := &txn.WaitQueue{}
 	waited := make(chan error, 1)
-	go func() { waited <- waitDie(ctx, p, q, "old", 1, putShare("k1", "k2")) }()
+	go func() { waited <- passDie(ctx, p, q, "old", 1, putShare("k1", "k2")) }()
 	deadline := time.Now().Add(dieWait / 2)
 	for q.Len() == 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
@@ -78,10 +96,10 @@ func TestWaitDieReserves(t *testing.T) {
 	if q.Len() != 1 {
 		t.Fatal("the older transaction did not wait behind the younger holder")
 	}
-	if err := waitDie(ctx, p, q, "mid", 3, putShare("k2")); !errors.Is(err, ErrConflict) {
+	if err := passDie(ctx, p, q, "mid", 3, putShare("k2")); !errors.Is(err, ErrConflict) {
 		t.Fatalf("younger than a waiter that wants k2: %v, want ErrConflict", err)
 	}
-	if err := waitDie(ctx, p, q, "oldest", 0, putShare("k2")); err != nil {
+	if err := passDie(ctx, p, q, "oldest", 0, putShare("k2")); err != nil {
 		t.Fatalf("older than the waiter, k2 not held: %v, want to proceed", err)
 	}
 	_, _ = p.ApplyCommand(2, &internalpb.Command{Op: &internalpb.Command_TxnFinish{TxnFinish: &internalpb.TxnFinishOp{TxnId: []byte("young"), Commit: true, Succeeded: true}}})
@@ -91,8 +109,46 @@ func TestWaitDieReserves(t *testing.T) {
 	if q.Len() != 0 {
 		t.Fatal("the waiter's reservation outlived its wait")
 	}
-	if err := waitDie(ctx, p, q, "mid", 3, putShare("k2")); err != nil {
+	if err := passDie(ctx, p, q, "mid", 3, putShare("k2")); err != nil {
 		t.Fatalf("k2 after the waiter went: %v", err)
+	}
+}
+
+// TestWaitDieAdmitted: a transaction that passed the door stays admitted
+// until its entry applied: an older one that conflicts waits for it
+// (rather than both being proposed and the older refused where it
+// applies), proceeding on the leave; a younger one dies.
+func TestWaitDieAdmitted(t *testing.T) {
+	neverTimeout(t)
+	ctx := context.Background()
+	p := partition.New(1)
+	q := &txn.WaitQueue{}
+	admitted, err := waitDie(ctx, p, q, "transfer", 5, putShare("k"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- passDie(ctx, p, q, "audit", 1, readShare("k", "l")) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for q.Len() != 2 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case err := <-waited:
+		t.Fatalf("the older reader went past a younger admitted writer: %v", err)
+	case <-time.After(20 * time.Millisecond):
+	}
+	if err := passDie(ctx, p, q, "late", 7, putShare("l")); !errors.Is(err, ErrConflict) {
+		t.Fatalf("younger than the waiting reader: %v, want ErrConflict", err)
+	}
+	admitted() // the transfer's entry applied (here: nothing to apply)
+	select {
+	case err := <-waited:
+		if err != nil {
+			t.Fatalf("the reader after the writer left: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reader did not wake when the admitted writer left")
 	}
 }
 
@@ -180,7 +236,7 @@ func TestWaitsWakeOnApply(t *testing.T) {
 	p := holding(t, "young", 2, "k")
 	finishLater(p, "young")
 	ends("an older transaction behind a younger holder", func() error {
-		return waitDie(ctx, p, &txn.WaitQueue{}, "old", 1, putShare("k"))
+		return passDie(ctx, p, &txn.WaitQueue{}, "old", 1, putShare("k"))
 	})
 
 	p = holding(t, "txn", 1, "k")
