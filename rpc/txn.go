@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -625,23 +626,47 @@ func resolve(ctx context.Context, n *Node, p uint64, in *partition.Intent) {
 			}
 			reread = true
 		default:
-			for _, q := range step.Ask {
-				st, err := callParticipant(rctx, n, q, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.StatusResponse, error) {
-					return c.Status(cctx, &internalpb.StatusRequest{Partition: q, CutVersion: n.Clock.Load(),
-						Op: &internalpb.TxnStatusOp{TxnId: id, PreparedUnixMs: at}})
-				})
-				var v txn.Vote
-				if err == nil {
-					v, err = statusVote(q, st)
-				}
-				if err != nil {
-					return
-				}
+			votes, err := askStatuses(rctx, n, id, at, step.Ask)
+			if err != nil {
+				return
+			}
+			for q, v := range votes {
 				n.Clock.Raise(v.Version)
 				statuses[q] = v
 			}
 		}
 	}
+}
+
+// askStatuses asks each partition in parts, at once, to settle
+// transaction id's prepare through its log (TxnStatus). Asked one after
+// another, under faults the round's deadline ran out before the last
+// answer and the transaction stayed unresolved for many cuts.
+func askStatuses(ctx context.Context, n *Node, id []byte, at int64, parts []uint64) (map[uint64]txn.Vote, error) {
+	votes := make([]txn.Vote, len(parts))
+	errs := make([]error, len(parts))
+	var wg sync.WaitGroup
+	for i, q := range parts {
+		wg.Go(func() {
+			st, err := callParticipant(ctx, n, q, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.StatusResponse, error) {
+				return c.Status(cctx, &internalpb.StatusRequest{Partition: q, CutVersion: n.Clock.Load(),
+					Op: &internalpb.TxnStatusOp{TxnId: id, PreparedUnixMs: at}})
+			})
+			if err == nil {
+				votes[i], err = statusVote(q, st)
+			}
+			errs[i] = err
+		})
+	}
+	wg.Wait()
+	out := make(map[uint64]txn.Vote, len(parts))
+	for i, q := range parts {
+		if errs[i] != nil {
+			return nil, errs[i]
+		}
+		out[q] = votes[i]
+	}
+	return out, nil
 }
 
 // finishDecided records decision d of transaction id on record partition
@@ -671,12 +696,16 @@ func finishDecided(ctx context.Context, n *Node, id []byte, p, r uint64, at int6
 		// recoveries finish their own intents.
 		parts = append(slices.Clone(parts), p)
 	}
+	var wg sync.WaitGroup
 	for _, q := range parts {
-		_, _ = callParticipant(ctx, n, q, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.FinishResponse, error) {
-			return c.Finish(cctx, &internalpb.FinishRequest{Partition: q, CutVersion: max(n.Clock.Load(), d.Stamp),
-				Op: &internalpb.TxnFinishOp{TxnId: id, Commit: d.Commit, Succeeded: d.Succeeded, Stamp: d.Stamp, PreparedUnixMs: at}})
+		wg.Go(func() {
+			_, _ = callParticipant(ctx, n, q, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.FinishResponse, error) {
+				return c.Finish(cctx, &internalpb.FinishRequest{Partition: q, CutVersion: max(n.Clock.Load(), d.Stamp),
+					Op: &internalpb.TxnFinishOp{TxnId: id, Commit: d.Commit, Succeeded: d.Succeeded, Stamp: d.Stamp, PreparedUnixMs: at}})
+			})
 		})
 	}
+	wg.Wait()
 }
 
 // localParticipant calls this node's participant service in process.
