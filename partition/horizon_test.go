@@ -71,10 +71,27 @@ func TestTxnHorizon(t *testing.T) {
 	if prepared(prepareAt("C", 0, share)) {
 		t.Fatal("late prepare of C locked")
 	}
+	// FinishedBefore answers as prepareLocked's refusals do: A and B are
+	// behind the horizon, C is remembered, D is not over.
+	for _, c := range []struct {
+		id   string
+		at   int64
+		want bool
+	}{{"A", 1000, true}, {"B", 1500, true}, {"C", 0, true}, {"D", 2500, false}} {
+		if got := p.FinishedBefore(c.id, c.at); got != c.want {
+			t.Fatalf("FinishedBefore(%s, %d) = %v, want %v", c.id, c.at, got, c.want)
+		}
+	}
 	if !prepared(prepareAt("D", 2500, share)) {
 		t.Fatal("a prepare after the horizon was refused")
 	}
+	if p.FinishedBefore("D", 2500) {
+		t.Fatal("FinishedBefore of a prepared transaction")
+	}
 	apply(finishAt("D", false, 0))
+	if !p.FinishedBefore("D", 2500) {
+		t.Fatal("FinishedBefore of a finished transaction")
+	}
 
 	q := imageRoundTrip(t, p)
 	sameImagePartition(t, p, q)

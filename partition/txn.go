@@ -277,6 +277,28 @@ func (p *Partition) horizonLocked(ms int64) {
 	}
 }
 
+// FinishedBefore says whether a prepare of id stamped preparedUnixMs,
+// applied now, would find the transaction already over here (prepareLocked's
+// first refusals): no intent holds it and the id finished here, this partition
+// holds its record, or the stamp is behind the horizon. Such a prepare is a late
+// copy and says nothing of whether the state includes the transaction:
+// cut/verify asks it of a replica's base before counting a prepare after
+// the base as making the transaction known.
+func (p *Partition) FinishedBefore(id string, preparedUnixMs int64) bool {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	if p.intents[id] != nil {
+		return false // prepared and not finished: not over
+	}
+	if _, done := p.finished[id]; done {
+		return true
+	}
+	if _, decided := p.records[id]; decided {
+		return true
+	}
+	return preparedUnixMs < p.horizon
+}
+
 // FinishedCount returns how many finished transaction ids the partition
 // remembers, and its horizon (Unix ms).
 func (p *Partition) FinishedCount() (int, int64) {

@@ -70,14 +70,15 @@ type replicaLog struct {
 	r    *Replica
 	ents []entry // ents[i].index == r.BaseIndex+1+i
 	// txns holds the ids of transactions with a prepare entry after the
-	// base; only computed when there is a base.
-	txns map[string]bool
+	// base, with the first one's prepare time; only computed when there
+	// is a base.
+	txns map[string]int64
 }
 
 func decode(r *Replica) (*replicaLog, error) {
 	l := &replicaLog{r: r, ents: make([]entry, 0, len(r.Entries))}
 	if r.BaseIndex > 0 {
-		l.txns = map[string]bool{}
+		l.txns = map[string]int64{}
 	}
 	for i, e := range r.Entries {
 		if want := r.BaseIndex + 1 + uint64(i); e.GetIndex() != want {
@@ -95,9 +96,12 @@ func decode(r *Replica) (*replicaLog, error) {
 		// Finish there may repeat one inside the base (a coordinator's
 		// and a recovery's both apply), and says nothing of whether the
 		// state includes it. An intent the base holds is known through
-		// the base itself (resolve).
+		// the base itself (resolve), and a prepare the base already
+		// refuses is no sign either (see rebuild).
 		if op := cmd.GetTxnPrepare(); l.txns != nil && op != nil {
-			l.txns[string(op.GetTxnId())] = true
+			if _, seen := l.txns[string(op.GetTxnId())]; !seen {
+				l.txns[string(op.GetTxnId())] = op.GetPreparedUnixMs()
+			}
 		}
 		l.ents = append(l.ents, entry{index: e.GetIndex(), term: e.GetTerm(), cmd: cmd})
 	}
@@ -242,8 +246,15 @@ func (l *replicaLog) resolve(v uint64, cp *kvpb.CutPartition, st *PartitionState
 		}
 		if r.BaseIndex > 0 {
 			st.known = map[string]bool{}
-			for id := range l.txns {
-				st.known[id] = true
+			for id, at := range l.txns {
+				// A late copy of a prepare (re-proposed by a leader
+				// change, or a coordinator's resend) may apply after the
+				// Finish; when that Finish lies inside the base, the base
+				// refuses the copy and its entry says nothing of
+				// whether the state includes the transaction.
+				if !p.FinishedBefore(id, at) {
+					st.known[id] = true
+				}
 			}
 			for _, in := range p.StaleIntents(math.MaxInt64) {
 				st.known[string(in.Op.GetTxnId())] = true

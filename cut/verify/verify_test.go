@@ -730,6 +730,27 @@ func TestVerifyDuplicateFinishAfterBase(t *testing.T) {
 	}
 }
 
+// TestVerifyLatePrepareAfterBase: a late copy of T1's prepare (a leader
+// change re-proposed it) applies in partition 2 after T1's Finish, and is
+// refused there as finished before. A replica whose base lies between the
+// Finish and the copy includes T1 through its base; the copy after the
+// base must not make T1 "known but not included" there, which would read
+// as two replicas disagreeing at the cut (a chaos round reported it).
+func TestVerifyLatePrepareAfterBase(t *testing.T) {
+	c := consistent()
+	c.p2 = append(c.p2, step{1, prepare("T1", "b", "60")}) // 10: the late copy
+	full := entries(t, c.p2)
+	const m = 3 // after T1's Finish (3)
+	src := append(c.source(t, "n1"), &Replica{Node: "n2", Group: 2, BaseIndex: m, Start: baseOf(full, m), Entries: full[m:], Commit: uint64(len(full))})
+	rep, err := Verify(src, Options{Invariant: bankTotal(100)})
+	if err != nil {
+		t.Fatalf("%v\n%v", err, rep)
+	}
+	if p := rep.Cuts[0].Partitions[1]; p.Partition != 2 || len(p.Replicas) != 2 {
+		t.Fatalf("partition 2 report %+v, want both replicas compared", p)
+	}
+}
+
 // TestVerifyCutClosedAtPos: partition 2 had nothing active at cut 1's
 // position, so the cut closed there (rule 6) with no CutFinish entry and
 // group 0 recorded the position as the finish index: it verifies. The
