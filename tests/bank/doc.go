@@ -45,6 +45,11 @@
 //     time; then, for CUTKV_SOAK/2 each, every Txn goes to n1 while it
 //     runs with txnAfterPrepare=exit@N and then txnAfterDecide=exit@N, N
 //     drawn from the measured rate to fire mid-phase.
+//   - TestFinishBatchLeaderDeath: every node armed with
+//     txnInFinishBatch=exit@N under 16 transfer clients: a partition
+//     leader dies with several committed transactions' Finishes
+//     unproposed, is restarted without failpoints, and the bank checks
+//     (and no lock outliving the run) must hold.
 //   - TestCoordinatorDeathIsRecovered: one transaction at each crash
 //     point: after Prepare, the participants abort it and the keys become
 //     writable within seconds; after the decision, recovery finishes the

@@ -1,0 +1,94 @@
+package bank
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cutkv/cutkv/tests/process"
+)
+
+// finishBatchClients is more than transferClients: Finishes share an
+// entry only when several wait for one partition at once.
+const finishBatchClients = 2 * transferClients
+
+// TestFinishBatchLeaderDeath kills a partition leader with a batch of
+// several transactions' Finishes in hand and not yet proposed
+// (txnInFinishBatch), under the bank workload. Those transactions are
+// committed (every prepare applied; their decisions are durable on their
+// record partitions) and their intents on the dead leader's partition are
+// still there: the coordinators' Finishes and the participants' recovery
+// must finish them on the new leader.
+//
+// Every node runs the failpoints build armed with
+// txnInFinishBatch=exit@N, N drawn small, since which node leads a
+// partition with Finishes queued is the cluster's choice; a node that
+// exits at the point is restarted without failpoints. After
+// CUTKV_SOAK/2 with at least one such death, and 10 more transfers,
+// traffic stops and the bank checks run: the initial total in every read,
+// the history all-or-nothing and serializable, and no lock outliving the
+// run.
+func TestFinishBatchLeaderDeath(t *testing.T) {
+	soak := process.SoakDuration(t)
+	rng := process.NewRand(t)
+	after := 3 + rng.IntN(20)
+	point := fmt.Sprintf("CUTKV_FAILPOINTS=txnInFinishBatch=exit@%d", after)
+	c := process.NewCluster(t, process.Spec{Bin: bin.KvnodeFailpoints, Partitions: 4, Configure: func(n *process.Node) {
+		n.Env = []string{point}
+	}})
+	r, err := NewRouter(c.Endpoints())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	b := NewBank(r, 4, accounts, initialBalance)
+	if err := b.Init(rng.Uint64()); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	wait := b.Run(stop, finishBatchClients, readers, rng.Uint64())
+	var once sync.Once
+	halt := func() { once.Do(func() { close(stop); wait() }) }
+	defer halt()
+
+	// Watch the nodes: one that exited must have exited at the point;
+	// it comes back without failpoints.
+	began := time.Now()
+	deadline := began.Add(max(soak/2, 5*time.Second) + 30*time.Second)
+	var deaths []string
+	var lastRestart time.Time
+	var atRestart int64
+	for time.Now().Before(deadline) && (len(deaths) == 0 || time.Since(began) < soak/2) {
+		for _, n := range c.Nodes {
+			if n.Running() {
+				continue
+			}
+			code, desc := n.WaitExit(time.Second)
+			if want := "failpoint txnInFinishBatch: exiting"; code != 86 || !strings.Contains(n.Stderr(), want) {
+				t.Fatalf("%s: %s, want exit status 86 and %q; stderr:\n%s", n.ID, desc, want, process.Tail(n.Stderr(), 20))
+			}
+			deaths = append(deaths, n.ID)
+			t.Logf("%v: %s died with a batch of Finishes unproposed (exit@%d); %d transfers committed so far",
+				time.Since(began).Round(time.Millisecond), n.ID, after, b.Stats.Transfers.Load())
+			n.Env = nil
+			n.Restart()
+			lastRestart, atRestart = time.Now(), b.Stats.Transfers.Load()
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(deaths) == 0 {
+		t.Fatalf("no leader reached txnInFinishBatch=exit@%d within %v (%d transfers committed): Finishes never shared an entry",
+			after, time.Since(began).Round(time.Second), b.Stats.Transfers.Load())
+	}
+	if ok, _ := process.WaitFor(10*time.Second, func() (bool, string) {
+		return b.Stats.Transfers.Load() >= atRestart+10, ""
+	}); !ok {
+		t.Errorf("fewer than 10 transfers committed within 10s after the last restart")
+	}
+	halt()
+	stopped := time.Now()
+	t.Logf("traffic stopped %v after the last restart; deaths at the point: %v", stopped.Sub(lastRestart).Round(time.Millisecond), deaths)
+	checkBank(t, b, stopped.Add(settleBound), rng.Uint64(), minTransfersUnderFailures)
+}
