@@ -30,6 +30,31 @@ type State struct {
 	cuts []*kvpb.CutInfo
 	// lastCut is the newest version allocated (kept when cuts is trimmed).
 	lastCut uint64
+	// changed is closed by the next apply, for the waiters that asked for
+	// it (Changed); nil while nobody waits.
+	changed chan struct{}
+}
+
+// Changed returns a channel that is closed when the next entry applies
+// (or an image is loaded). A waiter for a cut's end takes it before it
+// looks and waits on it when the cut still runs: the apply that records
+// the end wakes it, so it never polls and never misses a change made
+// between its look and its wait.
+func (s *State) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.changed == nil {
+		s.changed = make(chan struct{})
+	}
+	return s.changed
+}
+
+// notifyLocked wakes the waiters on Changed. REQUIRES: mu held.
+func (s *State) notifyLocked() {
+	if s.changed != nil {
+		close(s.changed)
+		s.changed = nil
+	}
 }
 
 // KeepCuts bounds the cuts group 0 remembers (a cut a second: about 3 h).
@@ -60,6 +85,7 @@ func (s *State) ApplyCommand(index uint64, cmd *internalpb.Command) (any, error)
 		return nil, nil
 	}
 	s.applied = index
+	defer s.notifyLocked() // runs before the unlock
 	switch op := cmd.GetOp().(type) {
 	case *internalpb.Command_Bootstrap:
 		l, err := topology.FromProto(op.Bootstrap.GetLayout())
@@ -172,5 +198,6 @@ func (s *State) SetApplied(index uint64) {
 	defer s.mu.Unlock()
 	if index > s.applied {
 		s.applied = index
+		s.notifyLocked()
 	}
 }

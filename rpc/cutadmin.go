@@ -97,11 +97,10 @@ func StartCut(ctx context.Context, n *Node) (*kvpb.CutInfo, error) {
 }
 
 // WaitCut waits until cut v is recorded as ended in this node's replica of
-// group 0.
+// group 0, woken by group 0's applies.
 func WaitCut(ctx context.Context, n *Node, v uint64) (*kvpb.CutInfo, error) {
-	t := time.NewTicker(2 * time.Millisecond)
-	defer t.Stop()
 	for {
+		changed := n.Meta.Changed() // before the look: no change is missed
 		c, ok := n.Meta.Cut(v)
 		if !ok {
 			return nil, fmt.Errorf("%w: cut %d is not known to group 0", ErrFailedPrecondition, v)
@@ -112,7 +111,7 @@ func WaitCut(ctx context.Context, n *Node, v uint64) (*kvpb.CutInfo, error) {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
-		case <-t.C:
+		case <-changed:
 		}
 	}
 }

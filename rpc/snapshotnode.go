@@ -343,7 +343,7 @@ func (s *SnapshotPartitionsServer) PrepareSnapshot(ctx context.Context, req *int
 	if g == 0 || pos == 0 || fin < pos {
 		return nil, toStatus(fmt.Errorf("%w: partition %d, pos %d, finish index %d", ErrInvalidArgument, g, pos, fin), "")
 	}
-	if err := waitApplied(ctx, n.Store, g, fin); err != nil {
+	if err := waitApplied(ctx, n, g, fin); err != nil {
 		return nil, toStatus(err, "")
 	}
 	// Hold everything while choosing, then only what the base needs.
@@ -391,26 +391,18 @@ func (s *SnapshotPartitionsServer) PrepareSnapshot(ctx context.Context, req *int
 	return &internalpb.PrepareSnapshotResponse{Pin: token, BaseIndex: baseIndex, LogFrom: from}, nil
 }
 
-// waitApplied waits until this node's replica of g applied index.
-func waitApplied(ctx context.Context, st *raftstore.Store, g, index uint64) error {
-	ctx, cancel := context.WithTimeout(ctx, snapshotApplyWait)
-	defer cancel()
-	t := time.NewTicker(2 * time.Millisecond)
-	defer t.Stop()
-	for {
-		gs, ok := st.Status(g)
-		if !ok {
-			return fmt.Errorf("%w %d", raftstore.ErrUnknownGroup, g)
-		}
-		if gs.Applied >= index {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w: partition %d applied %d here, the cut ends at %d", ErrFailedPrecondition, g, gs.Applied, index)
-		case <-t.C:
-		}
+// waitApplied waits until this node's replica of partition g applied
+// index, woken by the partition's applies.
+func waitApplied(ctx context.Context, n *Node, g, index uint64) error {
+	part := n.Partitions[g]
+	if part == nil {
+		return fmt.Errorf("%w %d", raftstore.ErrUnknownGroup, g)
 	}
+	err := awaitApply(ctx, part, snapshotApplyWait, func() (bool, error) { return part.Applied() >= index, nil })
+	if errors.Is(err, errPollTimeout) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w: partition %d applied %d here, the cut ends at %d", ErrFailedPrecondition, g, part.Applied(), index)
+	}
+	return err
 }
 
 // buildFull writes the state of partition g just before pos (the state a

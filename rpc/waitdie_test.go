@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cutkv/cutkv/meta"
 	"github.com/cutkv/cutkv/partition"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/kvpb"
@@ -210,7 +211,9 @@ func neverTimeout(t *testing.T) {
 // TestWaitsWakeOnApply: with a clock that never advances (the waits'
 // timers never fire, and nothing polls), each wait on a partition ends on
 // the apply that releases it: a lock's holder finishing wakes an older
-// transaction (wait-die), a plain write and a plain read.
+// transaction (wait-die), a plain write and a plain read; group 0
+// recording a cut's end wakes WaitCut, and a partition applying the
+// CutFinish index wakes a snapshot's waitApplied.
 func TestWaitsWakeOnApply(t *testing.T) {
 	neverTimeout(t)
 	ctx := context.Background()
@@ -252,4 +255,31 @@ func TestWaitsWakeOnApply(t *testing.T) {
 	p = holding(t, "txn", 1, "k")
 	finishLater(p, "txn")
 	ends("a plain read behind a prepared write", func() error { return waitUnlocked(ctx, p, []byte("k"), nil) })
+
+	// Cut progress: a cut's end recorded in group 0, and the apply of the
+	// CutFinish index a snapshot waits for.
+	m := meta.New()
+	if _, err := m.ApplyCommand(1, &internalpb.Command{Op: &internalpb.Command_CutAllocate{CutAllocate: &internalpb.CutAllocateOp{}}}); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		_, _ = m.ApplyCommand(2, &internalpb.Command{Op: &internalpb.Command_CutRecord{CutRecord: &internalpb.CutRecordOp{Cut: &kvpb.CutInfo{Version: 1, State: kvpb.CutState_CUT_STATE_COMPLETED}}}})
+	}()
+	ends("a wait for a cut's end", func() error {
+		c, err := WaitCut(ctx, &Node{Meta: m}, 1)
+		if err == nil && c.GetState() != kvpb.CutState_CUT_STATE_COMPLETED {
+			err = fmt.Errorf("returned cut %v", c)
+		}
+		return err
+	})
+
+	p = partition.New(1)
+	go func() {
+		time.Sleep(20 * time.Millisecond)
+		p.SetApplied(7)
+	}()
+	ends("a snapshot's wait for a CutFinish index", func() error {
+		return waitApplied(ctx, &Node{Partitions: map[uint64]*partition.Partition{1: p}}, 1, 7)
+	})
 }
