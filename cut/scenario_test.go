@@ -176,7 +176,7 @@ var rewrite = flag.Bool("rewrite", false, "rewrite the expected output in testda
 // intent, with their branch and stamp, and a reply marker at least the
 // stamp (rule 8); aborted only when one had not. Always: the first
 // decision recorded never changes, and a core that finds a record other
-// than its own decision (Coordinator.Conflict) is a violation.
+// than its own decision (Ready.Conflict) is a violation.
 
 type step struct {
 	line  int // of the command, 1-based

@@ -208,23 +208,23 @@ func (w *world) declare(id string, kv map[string]string) error {
 // pump takes the core's Ready: the messages become open calls, and the
 // client hears the outcome once it is known (rpc coordination.run).
 func (w *world) pump(t *txnState) {
-	msgs, out, d := t.c.Ready()
-	if out != txn.Pending {
-		t.outcome, t.answer = out, d
-		w.say("%s answers %s's client: %s", t.coord.name, t.id, describeOutcome(out, d))
+	rd := t.c.Ready()
+	if rd.Outcome != txn.Pending {
+		t.outcome, t.answer = rd.Outcome, rd.Decision
+		w.say("%s answers %s's client: %s", t.coord.name, t.id, describeOutcome(rd.Outcome, rd.Decision))
 		w.checkAnswer(t)
 	}
 	var asks []string
-	for _, m := range msgs {
+	for _, m := range rd.Msgs {
 		t.calls = append(t.calls, &call{msg: m, to: w.partByID(m.To)})
 		asks = append(asks, w.describeMsg(m))
 	}
 	if len(asks) > 0 {
 		w.say("%s's core on %s asks for: %s", t.id, t.coord.name, strings.Join(asks, ", "))
 	}
-	if t.c.Conflict && !t.conflict {
+	if rd.Conflict && !t.conflict {
 		t.conflict = true
-		w.violation("%s's record holds a decision other than its coordinator's (Coordinator.Conflict)", t.id)
+		w.violation("%s's record holds a decision other than its coordinator's (Ready.Conflict)", t.id)
 	}
 }
 

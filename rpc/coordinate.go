@@ -70,17 +70,16 @@ func (n *Node) coordinate(ctx context.Context, id []byte, record uint64, ops map
 func (k *coordination) run() {
 	answered := false
 	for {
-		msgs, out, d := k.c.Ready()
-		for _, m := range msgs {
+		rd := k.c.Ready()
+		for _, m := range rd.Msgs {
 			k.carry(m)
 		}
-		if out != txn.Pending && !answered {
+		if rd.Outcome != txn.Pending && !answered {
 			answered = true
-			k.answered <- coordAnswer{outcome: out, d: d, reads: maps.Clone(k.reads)}
+			k.answered <- coordAnswer{outcome: rd.Outcome, d: rd.Decision, reads: maps.Clone(k.reads)}
 		}
-		if k.c.Conflict {
+		if rd.Conflict {
 			k.n.logger().Error("transaction record holds a decision other than its coordinator's", "txn", fmt.Sprintf("%x", k.id))
-			k.c.Conflict = false
 		}
 		if k.calls == 0 {
 			if !answered {

@@ -32,7 +32,7 @@ func TestCoordinationKeepsOnlyPreparedReads(t *testing.T) {
 	if got := k.n.Clock.Load(); got != 7 {
 		t.Fatalf("clock %d after a vote of entry version 7", got)
 	}
-	msgs, _, _ := k.c.Ready()
+	msgs := k.c.Ready().Msgs
 	if len(msgs) == 0 || msgs[len(msgs)-1].Kind != txn.ReadRecord {
 		t.Fatalf("after a finished vote the core asks %v, want the record read", msgs)
 	}

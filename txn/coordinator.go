@@ -276,8 +276,22 @@ type Coordinator struct {
 	pending  map[uint64]bool // finishes not yet acknowledged
 	allDone  bool            // every finish acknowledged so far
 	msgs     []Msg
-	// Conflict is set when the record holds a decision other than the one
-	// this coordinator answered: a broken invariant, to be reported.
+	// conflict is set when the record holds a decision other than the
+	// one this coordinator answered, until Ready reports it.
+	conflict bool
+}
+
+// Ready is what the driver carries out after an event, as etcd raft's
+// Ready: the messages to send, and, each reported once, the client's
+// outcome and a conflict.
+type Ready struct {
+	Msgs []Msg
+	// Outcome is the client's answer once known, with the decision it
+	// answers; Pending before, and after it was reported.
+	Outcome  Outcome
+	Decision Decision
+	// Conflict: the record holds a decision other than the one this
+	// coordinator answered, a broken invariant the driver reports.
 	Conflict bool
 }
 
@@ -301,16 +315,16 @@ func (c *Coordinator) WithAnswerBeforeDurable() *Coordinator {
 	return c
 }
 
-// Ready returns the messages to carry out and the client's outcome once
-// known (reported once: later calls return Pending).
-func (c *Coordinator) Ready() ([]Msg, Outcome, Decision) {
-	msgs := c.msgs
-	c.msgs = nil
+// Ready returns what to carry out since the last call: the messages, and
+// the client's outcome and a conflict, each reported once.
+func (c *Coordinator) Ready() Ready {
+	rd := Ready{Msgs: c.msgs, Conflict: c.conflict}
+	c.msgs, c.conflict = nil, false
 	if c.outcome != Pending && !c.answered {
 		c.answered = true
-		return msgs, c.outcome, c.decision
+		rd.Outcome, rd.Decision = c.outcome, c.decision
 	}
-	return msgs, Pending, Decision{}
+	return rd
 }
 
 // Voted feeds participant p's vote (the reply to a prepare or a status
@@ -388,7 +402,7 @@ func (c *Coordinator) Recorded(rec Record) {
 			// Recovery computes the same decision from the same logs; a
 			// different one recorded means a broken rule. Follow the
 			// record: it is what every participant will apply.
-			c.Conflict = true
+			c.conflict = true
 			if !rec.Staging {
 				c.decision = rec.Decision
 			}
@@ -457,7 +471,7 @@ func (c *Coordinator) abort() {
 		}
 	}
 	if c.outcome == Committed {
-		c.Conflict = true // answered committed (the mutation), now aborted
+		c.conflict = true // answered committed (the mutation), now aborted
 	}
 	c.finishAll(to)
 }

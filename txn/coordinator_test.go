@@ -26,14 +26,15 @@ const txnID = "T"
 
 // pcEnv is one transaction over partitions 1 (the record partition) and 2.
 type pcEnv struct {
-	t       *testing.T
-	parts   map[uint64]*partition.Partition
-	version map[uint64]uint64 // the version of the next entry on each partition
-	c       *txn.Coordinator
-	queue   []txn.Msg
-	outcome txn.Outcome
-	answer  txn.Decision
-	trace   []string
+	t        *testing.T
+	parts    map[uint64]*partition.Partition
+	version  map[uint64]uint64 // the version of the next entry on each partition
+	c        *txn.Coordinator
+	queue    []txn.Msg
+	outcome  txn.Outcome
+	answer   txn.Decision
+	conflict bool // Ready reported a conflict
+	trace    []string
 }
 
 func newPCEnv(t *testing.T) *pcEnv {
@@ -113,13 +114,14 @@ func (e *pcEnv) finish(p uint64, d txn.Decision) {
 
 // pump collects the coordinator's messages into the queue.
 func (e *pcEnv) pump() {
-	msgs, out, d := e.c.Ready()
-	e.queue = append(e.queue, msgs...)
-	if out != txn.Pending {
+	rd := e.c.Ready()
+	e.queue = append(e.queue, rd.Msgs...)
+	e.conflict = e.conflict || rd.Conflict
+	if rd.Outcome != txn.Pending {
 		if e.outcome != txn.Pending {
-			e.t.Fatalf("second outcome %v after %v", out, e.outcome)
+			e.t.Fatalf("second outcome %v after %v", rd.Outcome, e.outcome)
 		}
-		e.outcome, e.answer = out, d
+		e.outcome, e.answer = rd.Outcome, rd.Decision
 	}
 }
 
@@ -250,7 +252,7 @@ func (e *pcEnv) check() error {
 	case txn.Pending:
 		return fmt.Errorf("client never answered")
 	}
-	if e.c.Conflict {
+	if e.conflict {
 		return fmt.Errorf("the record holds a decision other than the coordinator's")
 	}
 	return nil
