@@ -1,6 +1,8 @@
 package bank
 
 import (
+	"math/rand/v2"
+	"sync"
 	"testing"
 	"time"
 
@@ -58,19 +60,30 @@ func TestBankInProcess(t *testing.T) {
 	soak := process.SoakDuration(t)
 	rng := process.NewRand(t)
 	c := clustertest.Start(t, 3, clustertest.Options{Partitions: 4})
-	r, err := NewRouter(c.Endpoints())
+	_, b, halt := startBank(t, c.Endpoints(), transferClients, rng)
+	time.Sleep(soak)
+	halt()
+	checkBank(t, b, time.Now().Add(settleBound), rng.Uint64(), minTransfers)
+}
+
+// startBank opens accounts on the cluster at endpoints and starts the
+// workload with transfers transfer clients and the readers. halt stops
+// it and waits for the clients (once; it also runs at the test's end).
+func startBank(t *testing.T, endpoints []string, transfers int, rng *rand.Rand) (r *Router, b *Bank, halt func()) {
+	t.Helper()
+	r, err := NewRouter(endpoints)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer r.Close()
-	b := NewBank(r, 4, accounts, initialBalance)
+	t.Cleanup(r.Close)
+	b = NewBank(r, 4, accounts, initialBalance)
 	if err := b.Init(rng.Uint64()); err != nil {
 		t.Fatal(err)
 	}
 	stop := make(chan struct{})
-	wait := b.Run(stop, transferClients, readers, rng.Uint64())
-	time.Sleep(soak)
-	close(stop)
-	wait()
-	checkBank(t, b, time.Now().Add(settleBound), rng.Uint64(), minTransfers)
+	wait := b.Run(stop, transfers, readers, rng.Uint64())
+	var once sync.Once
+	halt = func() { once.Do(func() { close(stop); wait() }) }
+	t.Cleanup(halt) // registered after r.Close: runs before it
+	return r, b, halt
 }

@@ -3,7 +3,6 @@ package bank
 import (
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -38,20 +37,7 @@ func TestBankUnderFailures(t *testing.T) {
 		}
 	}})
 	fp := c.Nodes[0]
-	r, err := NewRouter(c.Endpoints())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	b := NewBank(r, 4, accounts, initialBalance)
-	if err := b.Init(rng.Uint64()); err != nil {
-		t.Fatal(err)
-	}
-	stop := make(chan struct{})
-	wait := b.Run(stop, transferClients, readers, rng.Uint64())
-	var once sync.Once
-	halt := func() { once.Do(func() { close(stop); wait() }) }
-	defer halt() // also when a step below fails the test
+	r, b, halt := startBank(t, c.Endpoints(), transferClients, rng)
 
 	began := time.Now()
 	at := func() string { return time.Since(began).Round(time.Millisecond).String() }

@@ -3,7 +3,6 @@ package bank
 import (
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -38,20 +37,7 @@ func TestFinishBatchLeaderDeath(t *testing.T) {
 	c := process.NewCluster(t, process.Spec{Bin: bin.KvnodeFailpoints, Partitions: 4, Configure: func(n *process.Node) {
 		n.Env = []string{point}
 	}})
-	r, err := NewRouter(c.Endpoints())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	b := NewBank(r, 4, accounts, initialBalance)
-	if err := b.Init(rng.Uint64()); err != nil {
-		t.Fatal(err)
-	}
-	stop := make(chan struct{})
-	wait := b.Run(stop, finishBatchClients, readers, rng.Uint64())
-	var once sync.Once
-	halt := func() { once.Do(func() { close(stop); wait() }) }
-	defer halt()
+	_, b, halt := startBank(t, c.Endpoints(), finishBatchClients, rng)
 
 	// Watch the nodes: one that exited must have exited at the point;
 	// it comes back without failpoints.
