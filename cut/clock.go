@@ -3,6 +3,8 @@ package cut
 import (
 	"sync"
 	"sync/atomic"
+
+	"github.com/cutkv/cutkv/internal/notify"
 )
 
 // Clock is a node's known cut version: the highest it has seen. It only
@@ -11,11 +13,11 @@ type Clock struct {
 	v atomic.Uint64
 
 	mu      sync.Mutex
-	changed chan struct{} // closed and replaced on every raise
+	changed notify.Signal // wakes the waiters at every raise; guarded by mu
 }
 
 // NewClock returns a clock at version 0.
-func NewClock() *Clock { return &Clock{changed: make(chan struct{})} }
+func NewClock() *Clock { return &Clock{} }
 
 // Load returns the known version.
 func (c *Clock) Load() uint64 { return c.v.Load() }
@@ -30,8 +32,7 @@ func (c *Clock) Raise(v uint64) bool {
 		}
 		if c.v.CompareAndSwap(cur, v) {
 			c.mu.Lock()
-			close(c.changed)
-			c.changed = make(chan struct{})
+			c.changed.Notify()
 			c.mu.Unlock()
 			return true
 		}
@@ -42,5 +43,5 @@ func (c *Clock) Raise(v uint64) bool {
 func (c *Clock) Changed() <-chan struct{} {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.changed
+	return c.changed.Wait()
 }

@@ -77,6 +77,6 @@ func (s *State) LoadImage(r io.Reader) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.layout, s.applied, s.cuts, s.lastCut = l, m.GetApplied(), m.GetCuts(), m.GetLastCut()
-	s.notifyLocked()
+	s.changed.Notify()
 	return nil
 }

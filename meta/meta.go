@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/cutkv/cutkv/internal/notify"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/kvpb"
 	"github.com/cutkv/cutkv/topology"
@@ -30,9 +31,8 @@ type State struct {
 	cuts []*kvpb.CutInfo
 	// lastCut is the newest version allocated (kept when cuts is trimmed).
 	lastCut uint64
-	// changed is closed by the next apply, for the waiters that asked for
-	// it (Changed); nil while nobody waits.
-	changed chan struct{}
+	// changed wakes the waiters at the next apply (Changed).
+	changed notify.Signal
 }
 
 // Changed returns a channel that is closed when the next entry applies
@@ -43,18 +43,7 @@ type State struct {
 func (s *State) Changed() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.changed == nil {
-		s.changed = make(chan struct{})
-	}
-	return s.changed
-}
-
-// notifyLocked wakes the waiters on Changed. REQUIRES: mu held.
-func (s *State) notifyLocked() {
-	if s.changed != nil {
-		close(s.changed)
-		s.changed = nil
-	}
+	return s.changed.Wait()
 }
 
 // KeepCuts bounds the cuts group 0 remembers (a cut a second: about 3 h).
@@ -85,7 +74,7 @@ func (s *State) ApplyCommand(index uint64, cmd *internalpb.Command) (any, error)
 		return nil, nil
 	}
 	s.applied = index
-	defer s.notifyLocked() // runs before the unlock
+	defer s.changed.Notify() // runs before the unlock
 	switch op := cmd.GetOp().(type) {
 	case *internalpb.Command_Bootstrap:
 		l, err := topology.FromProto(op.Bootstrap.GetLayout())
@@ -198,6 +187,6 @@ func (s *State) SetApplied(index uint64) {
 	defer s.mu.Unlock()
 	if index > s.applied {
 		s.applied = index
-		s.notifyLocked()
+		s.changed.Notify()
 	}
 }

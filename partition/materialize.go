@@ -26,6 +26,6 @@ func (p *Partition) LoadImage(r io.Reader) error {
 	p.tree, p.applied = q.tree, q.applied
 	p.locks, p.intents, p.records, p.finished, p.horizon = q.locks, q.intents, q.records, q.finished, q.horizon
 	p.cut = q.cut
-	p.notifyLocked()
+	p.changed.Notify()
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/tidwall/btree"
 
 	"github.com/cutkv/cutkv/cut"
+	"github.com/cutkv/cutkv/internal/notify"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/kvpb"
 	"github.com/cutkv/cutkv/txn"
@@ -73,9 +74,9 @@ type Partition struct {
 
 	hashes hashes
 
-	// changed is closed by the next apply, for the waiters that asked
-	// for it (Changed); nil while nobody waits. REQUIRES: mu held.
-	changed chan struct{}
+	// changed wakes the waiters at the next apply (Changed). Guarded by
+	// mu.
+	changed notify.Signal
 }
 
 // Changed returns a channel that is closed when the next entry applies
@@ -86,18 +87,7 @@ type Partition struct {
 func (p *Partition) Changed() <-chan struct{} {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.changed == nil {
-		p.changed = make(chan struct{})
-	}
-	return p.changed
-}
-
-// notifyLocked wakes the waiters on Changed. REQUIRES: mu held.
-func (p *Partition) notifyLocked() {
-	if p.changed != nil {
-		close(p.changed)
-		p.changed = nil
-	}
+	return p.changed.Wait()
 }
 
 // New returns an empty partition.
@@ -156,7 +146,7 @@ func (p *Partition) SetApplied(index uint64) {
 	defer p.mu.Unlock()
 	if index > p.applied {
 		p.applied = index
-		p.notifyLocked()
+		p.changed.Notify()
 	}
 }
 
@@ -272,7 +262,7 @@ func (p *Partition) ApplyCommand(index uint64, cmd *internalpb.Command) (any, er
 		res = p.applyTxnLocked(index, cmd)
 	}
 	p.applied = index
-	p.notifyLocked()
+	p.changed.Notify()
 	if !wasReady && p.cut.ReadyToFinish() && p.onCutReady != nil {
 		p.onCutReady(p.id)
 	}

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"sync"
 	"sync/atomic"
+
+	"github.com/cutkv/cutkv/internal/notify"
 )
 
 // WaitQueue is a partition leader's record of the transactions that
@@ -33,7 +35,7 @@ type WaitQueue struct {
 	n       atomic.Int32 // len(entries)
 	mu      sync.Mutex
 	entries map[string]*entry
-	changed chan struct{} // closed when an entry leaves; nil until asked for
+	changed notify.Signal // wakes the waiters when an entry leaves
 }
 
 type entry struct {
@@ -116,10 +118,7 @@ func (t *Ticket) Leave() {
 	}
 	delete(q.entries, t.id)
 	q.n.Store(int32(len(q.entries)))
-	if q.changed != nil {
-		close(q.changed)
-		q.changed = nil
-	}
+	q.changed.Notify()
 }
 
 // Changed returns a channel that is closed when the next entry leaves.
@@ -127,10 +126,7 @@ func (t *Ticket) Leave() {
 func (q *WaitQueue) Changed() <-chan struct{} {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if q.changed == nil {
-		q.changed = make(chan struct{})
-	}
-	return q.changed
+	return q.changed.Wait()
 }
 
 // Len returns the number of entries: waiting and admitted transactions.

@@ -66,6 +66,17 @@ func TestBankInProcess(t *testing.T) {
 	checkBank(t, b, time.Now().Add(settleBound), rng.Uint64(), minTransfers)
 }
 
+// servesAgain checks that 10 more transfers than atRestart commit
+// within 10 s: the cluster serves after the last restart.
+func servesAgain(t *testing.T, b *Bank, atRestart int64) {
+	t.Helper()
+	if ok, _ := process.WaitFor(10*time.Second, func() (bool, string) {
+		return b.Stats.Transfers.Load() >= atRestart+10, ""
+	}); !ok {
+		t.Errorf("fewer than 10 transfers committed within 10s after the last restart")
+	}
+}
+
 // startBank opens accounts on the cluster at endpoints and starts the
 // workload with transfers transfer clients and the readers. halt stops
 // it and waits for the clients (once; it also runs at the test's end).

@@ -116,11 +116,7 @@ func TestBankUnderFailures(t *testing.T) {
 	// The cluster serves after the last restart; then traffic stops at
 	// once, so that the check for leftover locks follows the last crash
 	// closely.
-	if ok, _ := process.WaitFor(10*time.Second, func() (bool, string) {
-		return b.Stats.Transfers.Load() >= atRestart+10, ""
-	}); !ok {
-		t.Errorf("fewer than 10 transfers committed within 10s after the last restart")
-	}
+	servesAgain(t, b, atRestart)
 	halt()
 	stopped := time.Now()
 	t.Logf("%s: traffic stopped, %v after the last restart; %d SIGKILLs in all, crash points fired: %v",
