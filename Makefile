@@ -54,7 +54,7 @@ test-unit: build
 	$(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v -E -e '/proto/' $(foreach p,$(RACE_PKGS),-e '^$(MODULE)/$(patsubst ./%/...,%,$(p))(/|$$)'))
 	$(GO) test -count=1 -race -timeout 20m $(RACE_PKGS)
 	$(GO) test -count=1 -tags failpoints ./internal/failpoint/
-	$(GO) test -count=1 -race -tags failpoints -run '^TestCut' ./server/
+	$(GO) test -count=1 -race -tags failpoints -run '^(TestCut|TestTxnRecovery)' ./server/
 	cd bench && $(GO) test -count=1 -timeout 20m ./...
 
 verify: fmt vet staticcheck tidy-check proto-check

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -690,22 +691,32 @@ func finishDecided(ctx context.Context, n *Node, id []byte, p, r uint64, at int6
 			parts = got.Participants
 		}
 	}
-	if !slices.Contains(parts, p) {
-		// An abort recorded without a participant list (presumed abort, or
-		// a transaction prepared before parallel commits): the others'
-		// recoveries finish their own intents.
+	// The record may go once every participant finished, as after a
+	// coordinator's Finishes — but only with the whole list known: an
+	// abort recorded without one (presumed abort, or a transaction
+	// prepared before parallel commits) stays, and the others'
+	// recoveries finish their own intents.
+	whole := slices.Contains(parts, p)
+	if !whole {
 		parts = append(slices.Clone(parts), p)
 	}
 	var wg sync.WaitGroup
+	var failed atomic.Bool
 	for _, q := range parts {
 		wg.Go(func() {
-			_, _ = callParticipant(ctx, n, q, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.FinishResponse, error) {
+			_, err := callParticipant(ctx, n, q, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.FinishResponse, error) {
 				return c.Finish(cctx, &internalpb.FinishRequest{Partition: q, CutVersion: max(n.Clock.Load(), d.Stamp),
 					Op: &internalpb.TxnFinishOp{TxnId: id, Commit: d.Commit, Succeeded: d.Succeeded, Stamp: d.Stamp, PreparedUnixMs: at}})
 			})
+			if err != nil {
+				failed.Store(true)
+			}
 		})
 	}
 	wg.Wait()
+	if whole && !failed.Load() {
+		n.forget.add(n, r, id)
+	}
 }
 
 // localParticipant calls this node's participant service in process.
