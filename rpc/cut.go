@@ -45,20 +45,6 @@ func (n *Node) PokeCuts() {
 	}
 }
 
-// mergeReply raises the clock with the marker a peer's reply carries, if
-// it has one, once admitted (admitVersion). Every reply of a node-to-node
-// call goes through it before it is acted on (DESIGN.md, consistent cut
-// rule 1).
-func (n *Node) mergeReply(ctx context.Context, msg any) error {
-	m, ok := msg.(interface{ GetCutVersion() uint64 })
-	if !ok || m.GetCutVersion() <= n.Clock.Load() {
-		// Most replies carry a version this node knows: taken at once,
-		// without formatting the field's name (an allocation per reply).
-		return nil
-	}
-	return n.admitVersion(ctx, fmt.Sprintf("cut_version of a %T", msg), m.GetCutVersion())
-}
-
 // RunCutAgent proposes, until ctx ends, what the partitions this node
 // leads need for cuts (rules 2 and 6): CutStart(known) in a partition whose
 // log has not reached the known version (an idle one, one whose CutStart

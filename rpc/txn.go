@@ -477,7 +477,9 @@ func callParticipant[R any](ctx context.Context, n *Node, p uint64, call func(in
 // Every node-to-node call is idempotent (prepare returns the first vote,
 // finish and decide the first outcome, a cut start only raises a
 // version), so a retry after an ambiguous failure is safe too. The reply's
-// cut marker is merged into the clock before the caller sees it.
+// cut marker is merged into the clock before the caller sees it, by the
+// pool's connections (MarkerClientInterceptor); a reply it refused is not
+// retried.
 func callLeader[R any](ctx context.Context, n *Node, p uint64, call func(*grpc.ClientConn, context.Context) (R, error)) (R, error) {
 	var zero R
 	backoff := 5 * time.Millisecond
@@ -498,13 +500,10 @@ func callLeader[R any](ctx context.Context, n *Node, p uint64, call func(*grpc.C
 			r, err = call(conn, ctx)
 		}
 		if err == nil {
-			if err := n.mergeReply(ctx, r); err != nil {
-				return zero, err
-			}
 			return r, nil
 		}
 		target = leaderFromError(err)
-		if c := status.Code(err); c == codes.InvalidArgument || c == codes.FailedPrecondition || ctx.Err() != nil {
+		if c := status.Code(err); c == codes.InvalidArgument || c == codes.FailedPrecondition || isRefusedReply(err) || ctx.Err() != nil {
 			return zero, err
 		}
 		select {

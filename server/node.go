@@ -262,6 +262,8 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 		Clock: n.clock, Background: bg, Log: n.log,
 		Announce: func(v uint64) { n.disc.BroadcastKeyed("cut", cut.EncodeGossip(v)) },
 	}
+	// Replies are merged into rn's clock from the first peer call on.
+	n.pool.SetMarker(rn)
 	pokeCuts := make(chan struct{}, 1) // set before gossip can deliver anything
 	rn.SetCutPoke(pokeCuts)
 	n.disc, err = discovery.Start(discovery.Config{
