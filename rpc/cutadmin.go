@@ -111,43 +111,6 @@ func (s *ClusterServer) GetCut(ctx context.Context, req *kvpb.GetCutRequest) (*k
 	})
 }
 
-// RunCuts runs, until ctx ends, group 0's side of cuts on this node:
-// while it leads group 0 it takes over a cut left running by a previous
-// leader (rule 7) and, every interval (0: never), takes a cut.
-func RunCuts(ctx context.Context, n *Node, interval time.Duration) {
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	var next time.Time
-	if interval > 0 {
-		next = time.Now().Add(interval)
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if n.Meta == nil {
-			return
-		}
-		if st, ok := n.Store.Status(0); !ok || !st.IsLeader {
-			continue
-		}
-		if c, ok := n.Meta.RunningCut(); ok {
-			if !n.Cuts.Driving(c.GetVersion()) {
-				n.Cuts.Ensure(n.Background, c)
-			}
-			continue
-		}
-		if interval > 0 && !time.Now().Before(next) {
-			next = time.Now().Add(interval)
-			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			_, _ = StartCut(cctx, n)
-			cancel()
-		}
-	}
-}
-
 // Check asks every partition's leader to take a hash of the partition at
 // one index (a HashOp entry through raft) and compares each replica's
 // hash at that index.

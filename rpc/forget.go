@@ -74,7 +74,7 @@ func (f *forgetter) flush(n *Node, p uint64) {
 		ctx, cancel := context.WithTimeout(n.lifetime(), forgetWait)
 		// callLeader follows leader changes until forgetWait; a batch that
 		// still fails is dropped, and its records stay (memory only).
-		_, _ = callParticipant(ctx, n, p, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.ForgetResponse, error) {
+		_, _ = CallParticipant(ctx, n, p, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.ForgetResponse, error) {
 			return c.Forget(cctx, &internalpb.ForgetRequest{Partition: p, Op: &internalpb.TxnForgetOp{TxnIds: batch}})
 		})
 		cancel()

@@ -90,7 +90,7 @@ type Node struct {
 	// Log is the node's logger (nil: slog.Default()).
 	Log *slog.Logger
 
-	cutPoke   chan struct{} // wakes RunCutAgent; see PokeCuts
+	cutPoke   chan struct{} // wakes the cut agent; see PokeCuts
 	forget    forgetter     // records of transactions finished everywhere
 	versions  versionGate   // cut versions from outside; see admitVersion
 	overtaken atomic.Uint64 // highest version a partition reported above a cut

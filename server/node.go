@@ -27,6 +27,7 @@ import (
 	"github.com/cutkv/cutkv/discovery"
 	"github.com/cutkv/cutkv/internal/failpoint"
 	"github.com/cutkv/cutkv/meta"
+	"github.com/cutkv/cutkv/node"
 	"github.com/cutkv/cutkv/partition"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/kvpb"
@@ -264,8 +265,13 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	}
 	// Replies are merged into rn's clock from the first peer call on.
 	n.pool.SetMarker(rn)
-	pokeCuts := make(chan struct{}, 1) // set before gossip can deliver anything
-	rn.SetCutPoke(pokeCuts)
+	// Made before gossip can deliver anything: it wires the cut agent's
+	// wake-up into rn.
+	loops := node.New(rn, node.Config{
+		CutInterval: cfg.CutInterval,
+		Snapshots: node.SnapshotSchedule{Interval: cfg.SnapshotInterval, Store: cfg.SnapshotStore, Keep: cfg.SnapshotKeep,
+			Metrics: node.NewSnapshotMetrics(n.reg)},
+	})
 	n.disc, err = discovery.Start(discovery.Config{
 		OnMessage: func(msg []byte) {
 			if v, ok := cut.DecodeGossip(msg); ok {
@@ -356,7 +362,7 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 		n.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = n.httpSrv.Serve(n.httpLis) }()
 	}
-	n.bgWG.Add(7)
+	n.bgWG.Add(3)
 	go func() {
 		defer n.bgWG.Done()
 		n.store.RunMaterializer(bg)
@@ -364,23 +370,7 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	go n.watchReady(bg)
 	go func() {
 		defer n.bgWG.Done()
-		rpc.RunRecovery(bg, rn)
-	}()
-	go func() {
-		defer n.bgWG.Done()
-		rpc.RunCutAgent(bg, rn)
-	}()
-	go func() {
-		defer n.bgWG.Done()
-		rpc.RunCuts(bg, rn, cfg.CutInterval)
-	}()
-	go func() {
-		defer n.bgWG.Done()
-		rpc.RunGossipVersions(bg, rn)
-	}()
-	go func() {
-		defer n.bgWG.Done()
-		rpc.RunSnapshots(bg, rn, rpc.SnapshotSchedule{Interval: cfg.SnapshotInterval, Store: cfg.SnapshotStore, Keep: cfg.SnapshotKeep, Metrics: rpc.NewSnapshotMetrics(n.reg)})
+		loops.Run(bg)
 	}()
 	n.log.Info("node started", "cluster", topology.FormatClusterID(n.layout.ClusterID), "raft_id", n.self.RaftID,
 		"groups", len(groups), "new_cluster", fresh, "wal_records", n.wal.LastIndex(), "grpc", n.addrs.GRPC, "peer", n.addrs.Peer,
