@@ -157,8 +157,8 @@ func (e *CutEnv) Announce(v uint64) {
 	if e.n.Clock.Raise(v) {
 		e.n.PokeCuts()
 	}
-	if e.n.Announce != nil {
-		e.n.Announce(v)
+	if e.n.Gossip != nil {
+		e.n.Gossip.Announce(v)
 	}
 }
 

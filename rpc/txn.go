@@ -64,7 +64,7 @@ func (n *Node) leaderCheck(p uint64) error {
 	if p == 0 || p > uint64(n.Layout.Partitions) {
 		return fmt.Errorf("%w: partition %d not in 1..%d", ErrInvalidArgument, p, n.Layout.Partitions)
 	}
-	if n.Draining() {
+	if n.Host.Draining() {
 		return ErrShuttingDown
 	}
 	st, ok := n.Store.Status(p)
@@ -311,7 +311,7 @@ func (s *KVServer) Txn(ctx context.Context, req *kvpb.TxnRequest) (*kvpb.TxnResp
 	if err := s.checkTxn(ctx, req); err != nil {
 		return nil, toStatus(err, "")
 	}
-	if s.n.Draining() {
+	if s.n.Host.Draining() {
 		return nil, toStatus(ErrShuttingDown, "")
 	}
 	if len(req.GetTxnId()) == 0 {

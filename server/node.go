@@ -259,9 +259,8 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	cleanup = append(cleanup, cancel)
 	rn := &rpc.Node{
 		Self: n.self, Layout: n.layout, Store: n.store, Partitions: n.partitions, Pool: n.pool, Limits: limits,
-		PeerAddr: n.peerAddr, Members: n.members, LocalStatus: n.localStatus, Draining: n.draining.Load,
+		Cluster: rpcHost{n}, Host: rpcHost{n}, Gossip: rpcHost{n},
 		Clock: n.clock, Background: bg, Log: n.log,
-		Announce: func(v uint64) { n.disc.BroadcastKeyed("cut", cut.EncodeGossip(v)) },
 	}
 	// Replies are merged into rn's clock from the first peer call on.
 	n.pool.SetMarker(rn)
@@ -480,6 +479,16 @@ func (n *Node) onFatal(err error) {
 		n.fatal <- err
 	})
 }
+
+// rpcHost is this node as its rpc.Node sees it: the members (gossip's
+// view), its status and drain, and the gossip of cut versions.
+type rpcHost struct{ n *Node }
+
+func (h rpcHost) PeerAddr(id string) string     { return h.n.peerAddr(id) }
+func (h rpcHost) Members() []*kvpb.Member       { return h.n.members() }
+func (h rpcHost) LocalStatus() *kvpb.NodeStatus { return h.n.localStatus() }
+func (h rpcHost) Draining() bool                { return h.n.draining.Load() }
+func (h rpcHost) Announce(v uint64)             { h.n.disc.BroadcastKeyed("cut", cut.EncodeGossip(v)) }
 
 // resolveRaftAddr maps a raft id to the member and its peer address.
 func (n *Node) resolveRaftAddr(raftID uint64) (string, string, bool) {
