@@ -13,7 +13,7 @@ STATICCHECK_VERSION    := v0.8.2
 MODULE := github.com/cutkv/cutkv
 
 # Packages with goroutines and locks: their tests run with -race.
-RACE_PKGS := ./wal/... ./discovery/... ./raftstore/... ./partition/... ./rpc/... ./client/... ./server/... ./snapshot/... ./chaos/...
+RACE_PKGS := ./wal/... ./discovery/... ./raftstore/... ./partition/... ./rpc/... ./node/... ./client/... ./server/... ./snapshot/... ./chaos/...
 
 # make test's soak duration (tests read CUTKV_SOAK).
 CUTKV_SOAK ?= 10s

@@ -1155,7 +1155,7 @@ func (w *world) setup(input []string) error {
 	return nil
 }
 
-// cutStart is the agent's first duty (rpc RunCutAgent): CutStart(known)
+// cutStart is the agent's first duty (node: the cut agent): CutStart(known)
 // where the log has not reached the leader's known version.
 func (w *world) cutStart(p *part, m string) {
 	l := p.leader

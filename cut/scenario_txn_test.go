@@ -383,7 +383,7 @@ func (w *world) carryStatus(t *txnState, p *part, m string, lost bool) error {
 
 // askRecord is Participant.Record at T's record partition, asked by n: a
 // status entry through r's log first (preventing r's prepare if it has
-// not applied), then the record; none reads ABORTED (rpc readRecord).
+// not applied), then the record; none reads ABORTED (rpc Node.ReadRecord).
 func (w *world) askRecord(n *node, t *txnState, m string, reply func(rec txn.Record, found bool, marker uint64)) {
 	r := t.record
 	l := r.leader
@@ -394,7 +394,7 @@ func (w *world) askRecord(n *node, t *txnState, m string, reply func(rec txn.Rec
 	})
 }
 
-// mergeRecord merges a Record reply into n as readRecord does.
+// mergeRecord merges a Record reply into n as rpc.Node.ReadRecord does.
 func (w *world) mergeRecord(n *node, t *txnState, rec txn.Record, found bool, marker uint64) {
 	w.raise(n, marker, "Record reply from "+t.record.name)
 	if rec.Staging {

@@ -23,7 +23,7 @@ func NewClusterServer(n *Node) *ClusterServer { return &ClusterServer{n: n} }
 
 // Members lists every member of the layout with its gossip state.
 func (s *ClusterServer) Members(ctx context.Context, req *kvpb.MembersRequest) (*kvpb.MembersResponse, error) {
-	return &kvpb.MembersResponse{Header: s.n.header(0), Members: s.n.Members()}, nil
+	return &kvpb.MembersResponse{Header: s.n.header(0), Members: s.n.Cluster.Members()}, nil
 }
 
 // Routing tells clients which node leads each partition.
@@ -32,7 +32,7 @@ func (s *ClusterServer) Routing(ctx context.Context, req *kvpb.RoutingRequest) (
 		Header:     s.n.header(0),
 		Partitions: s.n.Layout.Partitions,
 		Hash:       keyspace.HashName,
-		Members:    s.n.Members(),
+		Members:    s.n.Cluster.Members(),
 		Leaders:    make([]string, s.n.Layout.Partitions),
 	}
 	for p := uint64(1); p <= uint64(s.n.Layout.Partitions); p++ {
@@ -131,7 +131,7 @@ func (s *ClusterServer) localStatus() *kvpb.StatusResponse {
 		row.WalTailEntries, row.WalTailBytes = ms.TailEntries, ms.TailBytes
 		resp.Groups = append(resp.Groups, row)
 	}
-	resp.Nodes = []*kvpb.NodeStatus{s.n.LocalStatus()}
+	resp.Nodes = []*kvpb.NodeStatus{s.n.Host.LocalStatus()}
 	return resp
 }
 

@@ -106,7 +106,7 @@ func (k *coordination) carry(m txn.Msg) {
 	case txn.SendPrepare:
 		op := k.ops[p]
 		k.call(func() func() {
-			v, err := callParticipant(k.ctx, n, p, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.PrepareResponse, error) {
+			v, err := CallParticipant(k.ctx, n, p, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.PrepareResponse, error) {
 				return c.Prepare(cctx, &internalpb.PrepareRequest{Partition: p, Op: op, CutVersion: n.Clock.Load()})
 			})
 			if err == nil {
@@ -124,13 +124,13 @@ func (k *coordination) carry(m txn.Msg) {
 		k.call(func() func() {
 			ctx, cancel := context.WithTimeout(n.lifetime(), decideWait)
 			defer cancel()
-			st, err := callParticipant(ctx, n, p, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.StatusResponse, error) {
+			st, err := CallParticipant(ctx, n, p, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.StatusResponse, error) {
 				return c.Status(cctx, &internalpb.StatusRequest{Partition: p, CutVersion: n.Clock.Load(),
 					Op: &internalpb.TxnStatusOp{TxnId: k.id, PreparedUnixMs: k.ops[p].GetPreparedUnixMs()}})
 			})
 			var v txn.Vote
 			if err == nil {
-				v, err = statusVote(p, st)
+				v, err = StatusVote(p, st)
 			}
 			return func() {
 				if err != nil {
@@ -142,7 +142,7 @@ func (k *coordination) carry(m txn.Msg) {
 		})
 	case txn.ReadRecord:
 		k.call(func() func() {
-			rec, err := readRecord(n, k.record, k.id)
+			rec, err := n.ReadRecord(k.record, k.id)
 			return func() {
 				if err != nil {
 					k.c.RecordLost()
@@ -161,7 +161,7 @@ func (k *coordination) carry(m txn.Msg) {
 			ctx, cancel := context.WithTimeout(n.lifetime(), decideWait)
 			defer cancel()
 			d := m.Decision
-			rec, err := callParticipant(ctx, n, p, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.DecideResponse, error) {
+			rec, err := CallParticipant(ctx, n, p, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.DecideResponse, error) {
 				return c.Decide(cctx, &internalpb.DecideRequest{Partition: p, CutVersion: n.Clock.Load(), Op: &internalpb.TxnDecideOp{
 					TxnId: k.id, Commit: d.Commit, Succeeded: d.Succeeded, Stamp: d.Stamp, Participants: k.parts,
 					Finish: true, PreparedUnixMs: k.ops[p].GetPreparedUnixMs(),
@@ -183,7 +183,7 @@ func (k *coordination) carry(m txn.Msg) {
 			ctx, cancel := context.WithTimeout(n.lifetime(), finishWait)
 			defer cancel()
 			d := m.Decision
-			_, err := callParticipant(ctx, n, p, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.FinishResponse, error) {
+			_, err := CallParticipant(ctx, n, p, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.FinishResponse, error) {
 				return c.Finish(cctx, &internalpb.FinishRequest{Partition: p, CutVersion: n.Clock.Load(),
 					Op: &internalpb.TxnFinishOp{TxnId: k.id, Commit: d.Commit, Succeeded: d.Succeeded, Stamp: d.Stamp, PreparedUnixMs: k.ops[p].GetPreparedUnixMs()}})
 			})
@@ -203,7 +203,8 @@ func (k *coordination) carry(m txn.Msg) {
 // checkEntryVersion refuses a reply of partition p whose prepare-entry
 // version exceeds its marker: the marker is read after the entry applied,
 // so it is at least the entry's version, and only the marker is admitted
-// (mergeReply) — a version above it would raise the clock unchecked.
+// (MarkerClientInterceptor) — a version above it would raise the clock
+// unchecked.
 func checkEntryVersion(p, version, marker uint64) error {
 	if version > marker {
 		return fmt.Errorf("%w: partition %d's reply names entry version %d above its marker %d", ErrInvalidArgument, p, version, marker)
@@ -229,9 +230,9 @@ func prepareVote(v *internalpb.PrepareResponse) txn.Vote {
 	return txn.PrepareVote(v.GetPrepared(), v.GetFinished(), v.GetComparesHold(), v.GetVersion())
 }
 
-// statusVote reads partition p's status reply: its entry version no
+// StatusVote reads partition p's status reply: its entry version no
 // higher than its marker, and a state the core knows.
-func statusVote(p uint64, st *internalpb.StatusResponse) (txn.Vote, error) {
+func StatusVote(p uint64, st *internalpb.StatusResponse) (txn.Vote, error) {
 	if err := checkEntryVersion(p, st.GetVersion(), st.GetCutVersion()); err != nil {
 		return txn.Vote{}, err
 	}
@@ -242,12 +243,13 @@ func statusVote(p uint64, st *internalpb.StatusResponse) (txn.Vote, error) {
 	return v, nil
 }
 
-// readRecord reads transaction id's record on partition r's leader
-// (Participant.Record), bounded by decideWait.
-func readRecord(n *Node, r uint64, id []byte) (txn.Record, error) {
+// ReadRecord reads transaction id's record on partition r's leader
+// (Participant.Record), bounded by decideWait; a STAGING record's vote
+// is the record partition's, and its version is merged into the clock.
+func (n *Node) ReadRecord(r uint64, id []byte) (txn.Record, error) {
 	ctx, cancel := context.WithTimeout(n.lifetime(), decideWait)
 	defer cancel()
-	resp, err := callParticipant(ctx, n, r, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.RecordResponse, error) {
+	resp, err := CallParticipant(ctx, n, r, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.RecordResponse, error) {
 		return c.Record(cctx, &internalpb.RecordRequest{Partition: r, TxnId: id, CutVersion: n.Clock.Load()})
 	})
 	if err == nil {

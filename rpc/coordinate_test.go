@@ -42,13 +42,13 @@ func TestCoordinationKeepsOnlyPreparedReads(t *testing.T) {
 // an entry version above the marker is an error (the call counts as
 // lost), never a vote.
 func TestStatusVoteBounded(t *testing.T) {
-	if _, err := statusVote(2, &internalpb.StatusResponse{State: 99, CutVersion: 5}); err == nil {
+	if _, err := StatusVote(2, &internalpb.StatusResponse{State: 99, CutVersion: 5}); err == nil {
 		t.Fatal("a status of unknown state read as a vote")
 	}
-	if _, err := statusVote(2, &internalpb.StatusResponse{State: internalpb.TxnState_TXN_STATE_PREPARED, Version: 6, CutVersion: 5}); err == nil {
+	if _, err := StatusVote(2, &internalpb.StatusResponse{State: internalpb.TxnState_TXN_STATE_PREPARED, Version: 6, CutVersion: 5}); err == nil {
 		t.Fatal("a status whose entry version is above its marker read as a vote")
 	}
-	v, err := statusVote(2, &internalpb.StatusResponse{State: internalpb.TxnState_TXN_STATE_REFUSED, CutVersion: 5})
+	v, err := StatusVote(2, &internalpb.StatusResponse{State: internalpb.TxnState_TXN_STATE_REFUSED, CutVersion: 5})
 	if err != nil || v.State != txn.Refused {
 		t.Fatalf("refused status: %+v, %v", v, err)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -20,20 +19,14 @@ const (
 	// startCutWait is how long one StartCut call waits for the partition's
 	// CutFinish before answering "not yet" (the driver calls again).
 	startCutWait = 500 * time.Millisecond
-	// cutAgentTick is how often the agent re-checks every partition it
-	// leads (it is also woken at once by a raised clock or a ready cut): a
-	// dropped or overwritten CutStart or CutFinish is proposed again.
-	cutAgentTick = 50 * time.Millisecond
-	// cutProposeWait bounds one CutStart or CutFinish proposal.
-	cutProposeWait = 2 * time.Second
 	// DefaultCutTimeout fails a cut that has not finished in every
 	// partition; it exceeds the transaction deadline (decide and finish
 	// waits), the recovery timeout and interval, and an election.
 	DefaultCutTimeout = 10 * time.Second
 )
 
-// SetCutPoke sets the channel that wakes RunCutAgent (buffered, size 1);
-// call it before the node serves.
+// SetCutPoke sets the channel that wakes the cut agent (package node;
+// buffered, size 1); call it before the node serves.
 func (n *Node) SetCutPoke(ch chan struct{}) { n.cutPoke = ch }
 
 // PokeCuts wakes the cut agent (a partition's cut became ready to finish,
@@ -42,69 +35,6 @@ func (n *Node) PokeCuts() {
 	select {
 	case n.cutPoke <- struct{}{}:
 	default:
-	}
-}
-
-// mergeReply raises the clock with the marker a peer's reply carries, if
-// it has one, once admitted (admitVersion). Every reply of a node-to-node
-// call goes through it before it is acted on (DESIGN.md, consistent cut
-// rule 1).
-func (n *Node) mergeReply(ctx context.Context, msg any) error {
-	m, ok := msg.(interface{ GetCutVersion() uint64 })
-	if !ok || m.GetCutVersion() <= n.Clock.Load() {
-		// Most replies carry a version this node knows: taken at once,
-		// without formatting the field's name (an allocation per reply).
-		return nil
-	}
-	return n.admitVersion(ctx, fmt.Sprintf("cut_version of a %T", msg), m.GetCutVersion())
-}
-
-// RunCutAgent proposes, until ctx ends, what the partitions this node
-// leads need for cuts (rules 2 and 6): CutStart(known) in a partition whose
-// log has not reached the known version (an idle one, one whose CutStart
-// was dropped or overwritten, one whose leader just changed), and the
-// pending CutFinish of a partition whose active set emptied.
-func RunCutAgent(ctx context.Context, n *Node) {
-	t := time.NewTicker(cutAgentTick)
-	defer t.Stop()
-	var mu sync.Mutex
-	inflight := map[uint64]bool{}
-	for {
-		changed := n.Clock.Changed()
-		for p, part := range n.Partitions {
-			if st, ok := n.Store.Status(p); !ok || !st.IsLeader {
-				continue
-			}
-			cmd := part.CutProposal(n.Clock.Load())
-			if cmd == nil {
-				continue
-			}
-			mu.Lock()
-			busy := inflight[p]
-			inflight[p] = true
-			mu.Unlock()
-			if busy {
-				continue
-			}
-			go func(p uint64) {
-				pctx, cancel := context.WithTimeout(ctx, cutProposeWait)
-				defer cancel()
-				_, err := n.Store.Propose(pctx, p, cmd)
-				mu.Lock()
-				delete(inflight, p)
-				mu.Unlock()
-				if err == nil {
-					n.PokeCuts() // a CutStart may leave a CutFinish to propose at once
-				}
-			}(p)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-changed:
-		case <-n.cutPoke:
-		case <-t.C:
-		}
 	}
 }
 
@@ -227,8 +157,8 @@ func (e *CutEnv) Announce(v uint64) {
 	if e.n.Clock.Raise(v) {
 		e.n.PokeCuts()
 	}
-	if e.n.Announce != nil {
-		e.n.Announce(v)
+	if e.n.Gossip != nil {
+		e.n.Gossip.Announce(v)
 	}
 }
 

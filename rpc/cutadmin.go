@@ -15,34 +15,6 @@ import (
 	"github.com/cutkv/cutkv/proto/kvrpc"
 )
 
-// MarkerInterceptor merges the cut marker of every request into the
-// node's clock before the request is served, once admitted: the version
-// of a client request's header (DESIGN.md, consistent cut rule 8) and the
-// cut_version of a peer's (rule 1: Prepare, Status, Record, Decide,
-// Finish, Forget, StartCut and the snapshot calls). A version group 0
-// never allocated is refused (InvalidArgument) and the request not
-// served. It runs after the request's role or member was checked; the
-// handlers' doors check the rest, and admit the other versions a request
-// names (a Finish's or decision's stamp, a StartCut's version). Calls a
-// node makes to itself in process carry its own clock and skip it. The
-// other half of the pair is mergeReply, through which every reply of a
-// node-to-node call passes before it is acted on.
-func MarkerInterceptor(n *Node) grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		switch r := req.(type) {
-		case interface{ GetHeader() *kvpb.RequestHeader }:
-			if err := n.admitVersion(ctx, "header.cut_version", r.GetHeader().GetCutVersion()); err != nil {
-				return nil, toStatus(err, "")
-			}
-		case interface{ GetCutVersion() uint64 }:
-			if err := n.admitVersion(ctx, "cut_version", r.GetCutVersion()); err != nil {
-				return nil, toStatus(err, "")
-			}
-		}
-		return handler(ctx, req)
-	}
-}
-
 // onMeta runs an administrative call on group 0's leader: forward when
 // this node does not lead group 0, else local.
 func onMeta[R any](ctx context.Context, n *Node, forward func(kvrpc.ClusterClient, context.Context) (R, error), local func() (R, error)) (R, error) {
@@ -136,43 +108,6 @@ func (s *ClusterServer) GetCut(ctx context.Context, req *kvpb.GetCutRequest) (*k
 		}
 		return &kvpb.GetCutResponse{Header: s.n.header(0), Cut: c}, nil
 	})
-}
-
-// RunCuts runs, until ctx ends, group 0's side of cuts on this node:
-// while it leads group 0 it takes over a cut left running by a previous
-// leader (rule 7) and, every interval (0: never), takes a cut.
-func RunCuts(ctx context.Context, n *Node, interval time.Duration) {
-	t := time.NewTicker(100 * time.Millisecond)
-	defer t.Stop()
-	var next time.Time
-	if interval > 0 {
-		next = time.Now().Add(interval)
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		if n.Meta == nil {
-			return
-		}
-		if st, ok := n.Store.Status(0); !ok || !st.IsLeader {
-			continue
-		}
-		if c, ok := n.Meta.RunningCut(); ok {
-			if !n.Cuts.Driving(c.GetVersion()) {
-				n.Cuts.Ensure(n.Background, c)
-			}
-			continue
-		}
-		if interval > 0 && !time.Now().Before(next) {
-			next = time.Now().Add(interval)
-			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			_, _ = StartCut(cctx, n)
-			cancel()
-		}
-	}
 }
 
 // Check asks every partition's leader to take a hash of the partition at

@@ -42,7 +42,7 @@ type versionGate struct {
 	gossipc   chan struct{} // see wake
 }
 
-// wake is the channel that wakes RunGossipVersions.
+// wake is the channel GossipLearned returns.
 func (g *versionGate) wake() chan struct{} {
 	g.once.Do(func() { g.gossipc = make(chan struct{}, 1) })
 	return g.gossipc
@@ -151,7 +151,7 @@ func (s *CutServer) AllocatedCut(ctx context.Context, _ *internalpb.AllocatedCut
 
 // LearnGossip takes a version announced by gossip. It never blocks (it is
 // called from memberlist's delivery): the highest version announced is
-// admitted in the background by RunGossipVersions.
+// admitted in the background (GossipLearned, AdmitGossiped).
 func (n *Node) LearnGossip(v uint64) {
 	raiseTo(&n.versions.gossip, v)
 	if v > n.Clock.Load() {
@@ -162,17 +162,13 @@ func (n *Node) LearnGossip(v uint64) {
 	}
 }
 
-// RunGossipVersions admits, until ctx ends, the versions LearnGossip took.
-func RunGossipVersions(ctx context.Context, n *Node) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-n.versions.wake():
-		}
-		v := n.versions.gossip.Load()
-		if err := n.admitVersion(ctx, "gossiped cut version", v); err != nil {
-			n.logger().Warn("cut version from gossip refused", "version", v, "err", err)
-		}
-	}
+// GossipLearned is the channel that says LearnGossip took a version
+// above the clock; the node's loop then calls AdmitGossiped.
+func (n *Node) GossipLearned() <-chan struct{} { return n.versions.wake() }
+
+// AdmitGossiped admits the highest version gossip announced so far
+// (admitVersion, as a request's marker), and returns it.
+func (n *Node) AdmitGossiped(ctx context.Context) (uint64, error) {
+	v := n.versions.gossip.Load()
+	return v, n.admitVersion(ctx, "gossiped cut version", v)
 }

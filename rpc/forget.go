@@ -27,6 +27,11 @@ type forgetter struct {
 	armed   bool
 }
 
+// Forget has the record of transaction id on partition p dropped, in the
+// next batch: every participant applied its Finish (the coordinator's
+// driver and recovery call it).
+func (n *Node) Forget(p uint64, id []byte) { n.forget.add(n, p, id) }
+
 // add queues transaction id's record on partition p for forgetting.
 func (f *forgetter) add(n *Node, p uint64, id []byte) {
 	f.mu.Lock()
@@ -74,7 +79,7 @@ func (f *forgetter) flush(n *Node, p uint64) {
 		ctx, cancel := context.WithTimeout(n.lifetime(), forgetWait)
 		// callLeader follows leader changes until forgetWait; a batch that
 		// still fails is dropped, and its records stay (memory only).
-		_, _ = callParticipant(ctx, n, p, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.ForgetResponse, error) {
+		_, _ = CallParticipant(ctx, n, p, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.ForgetResponse, error) {
 			return c.Forget(cctx, &internalpb.ForgetRequest{Partition: p, Op: &internalpb.TxnForgetOp{TxnIds: batch}})
 		})
 		cancel()

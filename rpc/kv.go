@@ -56,6 +56,31 @@ func (l *Limits) Validate() {
 // A Txn as a whole must fit it too (as etcd bounds a request's bytes).
 func (l Limits) MaxRequestSize() int { return 2*(l.MaxKeySize+l.MaxValueSize) + 1<<20 }
 
+// Membership is what the services know of the cluster's members. Its
+// methods do not block (they read gossip's view).
+type Membership interface {
+	// PeerAddr returns member id's peer address (gossip may know a newer
+	// one than the layout).
+	PeerAddr(id string) string
+	// Members lists the members with their gossip state.
+	Members() []*kvpb.Member
+}
+
+// Host is what the services ask of the process they run in.
+type Host interface {
+	// LocalStatus describes this node (WAL, disk, serving); it may read
+	// the file system (disk space).
+	LocalStatus() *kvpb.NodeStatus
+	// Draining is true once shutdown began: new requests are refused.
+	Draining() bool
+}
+
+// Announcer gossips a cut version to every node; Announce does not wait
+// for delivery.
+type Announcer interface {
+	Announce(v uint64)
+}
+
 // Node is what the services need from the node they run in.
 type Node struct {
 	Self       topology.Member
@@ -64,15 +89,12 @@ type Node struct {
 	Partitions map[uint64]*partition.Partition
 	Pool       *Pool
 	Limits     Limits
-	// PeerAddr returns the peer address of a member (gossip may know a
-	// newer one than the layout).
-	PeerAddr func(id string) string
-	// Members lists the members with their gossip state.
-	Members func() []*kvpb.Member
-	// LocalStatus describes this node (WAL, disk, serving).
-	LocalStatus func() *kvpb.NodeStatus
-	// Draining is true once shutdown began: new requests are refused.
-	Draining func() bool
+	// Cluster is what this node knows of the members.
+	Cluster Membership
+	// Host is the process the services run in.
+	Host Host
+	// Gossip announces cut versions; nil: none (tests).
+	Gossip Announcer
 
 	// Clock is the node's known cut version (DESIGN.md, consistent cut).
 	Clock *cut.Clock
@@ -80,8 +102,6 @@ type Node struct {
 	Meta *meta.State
 	// Cuts drives cuts while this node leads group 0; see NewCutEnv.
 	Cuts *cut.Driver
-	// Announce gossips a cut version to every node.
-	Announce func(v uint64)
 	// Background is the node's lifetime: cut runs end with it.
 	Background context.Context
 	// Snapshots is the node's side of snapshots.
@@ -90,7 +110,7 @@ type Node struct {
 	// Log is the node's logger (nil: slog.Default()).
 	Log *slog.Logger
 
-	cutPoke   chan struct{} // wakes RunCutAgent; see PokeCuts
+	cutPoke   chan struct{} // wakes the cut agent; see PokeCuts
 	forget    forgetter     // records of transactions finished everywhere
 	versions  versionGate   // cut versions from outside; see admitVersion
 	overtaken atomic.Uint64 // highest version a partition reported above a cut
@@ -171,7 +191,7 @@ const maxHops = 2
 // copies of the client services, see auth.go). A request is forwarded at
 // most maxHops times.
 func (n *Node) route(ctx context.Context, p uint64) (grpc.ClientConnInterface, error) {
-	if n.Draining() {
+	if n.Host.Draining() {
 		return nil, ErrShuttingDown
 	}
 	hops := forwardedHops(ctx)
@@ -244,7 +264,7 @@ func (n *Node) readyConn(ctx context.Context, id string) (*grpc.ClientConn, erro
 func (n *Node) replicaToAsk(p uint64) string {
 	reps := n.Layout.Groups[p]
 	alive := map[string]bool{}
-	for _, m := range n.Members() {
+	for _, m := range n.Cluster.Members() {
 		alive[m.GetId()] = m.GetState() == kvpb.MemberState_MEMBER_STATE_ALIVE
 	}
 	for _, r := range reps {
@@ -353,7 +373,7 @@ func await(ctx context.Context, within time.Duration, check func() (done bool, e
 
 // peerConn returns the connection to member id's peer listener.
 func (n *Node) peerConn(id string) (*grpc.ClientConn, error) {
-	return n.Pool.Conn(id, n.PeerAddr(id))
+	return n.Pool.Conn(id, n.Cluster.PeerAddr(id))
 }
 
 func (s *KVServer) leaderHint(p uint64) string {

@@ -1,10 +1,12 @@
 package rpc
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -34,9 +36,11 @@ type PoolConfig struct {
 }
 
 // Pool keeps one client connection per peer (member id and address).
-// Connections are made lazily and live until Close.
+// Connections are made lazily and live until Close. Every unary call
+// through them passes the marker merge of the node set by SetMarker.
 type Pool struct {
-	cfg PoolConfig
+	cfg    PoolConfig
+	marker atomic.Pointer[Node] // whose clock replies are merged into
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn // by id@addr; REQUIRES: mu held
@@ -45,6 +49,28 @@ type Pool struct {
 // NewPool returns a pool of peer connections.
 func NewPool(cfg PoolConfig) *Pool {
 	return &Pool{cfg: cfg, conns: map[string]*grpc.ClientConn{}}
+}
+
+// SetMarker makes n's clock the one every reply of a call through the
+// pool is merged into (MarkerClientInterceptor), on the connections made
+// before and after. Call it before the node calls a peer: until then a
+// reply carrying a cut version fails the call (ErrInternal), rather than
+// being acted on unmerged.
+func (p *Pool) SetMarker(n *Node) { p.marker.Store(n) }
+
+// mergeReplies is the pool's unary client interceptor: the marker merge
+// of the node set by SetMarker.
+func (p *Pool) mergeReplies(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	if n := p.marker.Load(); n != nil {
+		return MarkerClientInterceptor(n)(ctx, method, req, reply, cc, invoker, opts...)
+	}
+	if err := invoker(ctx, method, req, reply, cc, opts...); err != nil {
+		return err
+	}
+	if m, ok := reply.(interface{ GetCutVersion() uint64 }); ok && m.GetCutVersion() > 0 {
+		return fmt.Errorf("%w: the reply to %s carries cut version %d and the pool has no node to merge it into (Pool.SetMarker)", ErrInternal, method, m.GetCutVersion())
+	}
+	return nil
 }
 
 // Conn returns the connection to member id at addr, creating it if
@@ -66,6 +92,7 @@ func (p *Pool) Conn(id, addr string) (*grpc.ClientConn, error) {
 		// Pings find a dead peer behind a silent network; the peer's
 		// enforcement policy (ServerOptions) allows this rate.
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.WithChainUnaryInterceptor(p.mergeReplies),
 	}
 	if p.cfg.ClusterID != nil {
 		opts = append(opts, clusterIDInterceptors(p.cfg.ClusterID)...)

@@ -72,7 +72,7 @@ func CreateSnapshot(ctx context.Context, n *Node, req *kvpb.CreateSnapshotReques
 	}
 	start := time.Now()
 	sn := n.Snapshots
-	st, err := sn.store(ctx, req.GetStore(), n.Layout.ClusterID)
+	st, err := sn.Store(ctx, req.GetStore(), n.Layout.ClusterID)
 	if err != nil {
 		return nil, err
 	}
@@ -439,7 +439,7 @@ func (s *ClusterServer) CreateSnapshot(req *kvpb.CreateSnapshotRequest, stream k
 func onMetaStore[R any](ctx context.Context, n *Node, raw string, forward func(kvrpc.ClusterClient, context.Context) (R, error), local func(*snapshot.Store) (R, error)) (R, error) {
 	r, err := onMeta(ctx, n, forward, func() (R, error) {
 		var zero R
-		st, err := n.Snapshots.store(ctx, raw, n.Layout.ClusterID)
+		st, err := n.Snapshots.Store(ctx, raw, n.Layout.ClusterID)
 		if err != nil {
 			return zero, toStatus(err, "")
 		}

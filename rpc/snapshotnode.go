@@ -189,8 +189,9 @@ func sameStore(a, b string) (bool, error) {
 	return ca == cb, nil
 }
 
-// store opens (once) the store at raw for cluster.
-func (s *Snapshots) store(ctx context.Context, raw string, cluster uint64) (*snapshot.Store, error) {
+// Store opens (once) the store at raw for cluster: the default when raw
+// is empty, else one of Allowed (resolve).
+func (s *Snapshots) Store(ctx context.Context, raw string, cluster uint64) (*snapshot.Store, error) {
 	u, err := s.resolve(raw)
 	if err != nil {
 		return nil, err
@@ -480,7 +481,7 @@ func (s *SnapshotPartitionsServer) UploadSnapshot(ctx context.Context, req *inte
 	if req.GetGroup() != g {
 		return nil, toStatus(fmt.Errorf("%w: pin is for partition %d, not %d", ErrInvalidArgument, g, req.GetGroup()), "")
 	}
-	st, err := n.Snapshots.store(ctx, req.GetStore(), n.Layout.ClusterID)
+	st, err := n.Snapshots.Store(ctx, req.GetStore(), n.Layout.ClusterID)
 	if err != nil {
 		return nil, toStatus(err, "")
 	}

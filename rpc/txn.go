@@ -5,9 +5,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -45,13 +42,8 @@ const (
 	// decideWait bounds how long a coordinator tries to record its decision.
 	decideWait = 3 * time.Second
 	// finishWait bounds how long a coordinator keeps sending Finish before
-	// leaving the rest to recovery.
+	// leaving the rest to recovery (package node).
 	finishWait = 3 * time.Second
-	// RecoveryTimeout: a leader asks the record partition about intents
-	// older than this (presumed abort).
-	RecoveryTimeout = 2 * time.Second
-	// RecoveryInterval is how often a leader looks for stale intents.
-	RecoveryInterval = 500 * time.Millisecond
 )
 
 // --- participant side -------------------------------------------------
@@ -72,7 +64,7 @@ func (n *Node) leaderCheck(p uint64) error {
 	if p == 0 || p > uint64(n.Layout.Partitions) {
 		return fmt.Errorf("%w: partition %d not in 1..%d", ErrInvalidArgument, p, n.Layout.Partitions)
 	}
-	if n.Draining() {
+	if n.Host.Draining() {
 		return ErrShuttingDown
 	}
 	st, ok := n.Store.Status(p)
@@ -319,7 +311,7 @@ func (s *KVServer) Txn(ctx context.Context, req *kvpb.TxnRequest) (*kvpb.TxnResp
 	if err := s.checkTxn(ctx, req); err != nil {
 		return nil, toStatus(err, "")
 	}
-	if s.n.Draining() {
+	if s.n.Host.Draining() {
 		return nil, toStatus(ErrShuttingDown, "")
 	}
 	if len(req.GetTxnId()) == 0 {
@@ -461,9 +453,9 @@ func (s *KVServer) twoPhase(ctx context.Context, req *kvpb.TxnRequest, shares ma
 	return resp, nil
 }
 
-// callParticipant calls the participant service of partition p's leader;
+// CallParticipant calls the participant service of partition p's leader;
 // see callLeader.
-func callParticipant[R any](ctx context.Context, n *Node, p uint64, call func(internalrpc.ParticipantClient, context.Context) (R, error)) (R, error) {
+func CallParticipant[R any](ctx context.Context, n *Node, p uint64, call func(internalrpc.ParticipantClient, context.Context) (R, error)) (R, error) {
 	return callLeader(ctx, n, p, func(cc *grpc.ClientConn, cctx context.Context) (R, error) {
 		if cc == nil {
 			return call(localParticipant{NewParticipantServer(n)}, cctx)
@@ -478,7 +470,9 @@ func callParticipant[R any](ctx context.Context, n *Node, p uint64, call func(in
 // Every node-to-node call is idempotent (prepare returns the first vote,
 // finish and decide the first outcome, a cut start only raises a
 // version), so a retry after an ambiguous failure is safe too. The reply's
-// cut marker is merged into the clock before the caller sees it.
+// cut marker is merged into the clock before the caller sees it, by the
+// pool's connections (MarkerClientInterceptor); a reply it refused is not
+// retried.
 func callLeader[R any](ctx context.Context, n *Node, p uint64, call func(*grpc.ClientConn, context.Context) (R, error)) (R, error) {
 	var zero R
 	backoff := 5 * time.Millisecond
@@ -499,13 +493,10 @@ func callLeader[R any](ctx context.Context, n *Node, p uint64, call func(*grpc.C
 			r, err = call(conn, ctx)
 		}
 		if err == nil {
-			if err := n.mergeReply(ctx, r); err != nil {
-				return zero, err
-			}
 			return r, nil
 		}
 		target = leaderFromError(err)
-		if c := status.Code(err); c == codes.InvalidArgument || c == codes.FailedPrecondition || ctx.Err() != nil {
+		if c := status.Code(err); c == codes.InvalidArgument || c == codes.FailedPrecondition || isRefusedReply(err) || ctx.Err() != nil {
 			return zero, err
 		}
 		select {
@@ -543,181 +534,13 @@ func leaderFromError(err error) string {
 	return ""
 }
 
-// --- recovery ---------------------------------------------------------
-
-// RunRecovery resolves, until ctx ends, the intents on partitions this
-// node leads that are older than RecoveryTimeout: it asks the record
-// partition for the decision, recording ABORT where none exists (presumed
-// abort; the first decision wins), and finishes the intent accordingly.
-// So no lock outlives a dead coordinator for long. It also raises each
-// led partition's transaction horizon every HorizonInterval to
-// FinishedRetention ago (TxnHorizonOp), so finished ids do not pile up.
-func RunRecovery(ctx context.Context, n *Node) {
-	t := time.NewTicker(RecoveryInterval)
-	defer t.Stop()
-	lastHorizon := map[uint64]time.Time{}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		for p, part := range n.Partitions {
-			if st, ok := n.Store.Status(p); !ok || !st.IsLeader {
-				continue
-			}
-			for _, in := range part.StaleIntents(time.Now().Add(-RecoveryTimeout).UnixMilli()) {
-				resolve(ctx, n, p, in)
-			}
-			if time.Since(lastHorizon[p]) >= HorizonInterval {
-				lastHorizon[p] = time.Now()
-				raiseHorizon(ctx, n, p)
-			}
-		}
-	}
-}
-
-// Finished transaction ids are kept FinishedRetention after their
-// prepare: a prepare older than that, still arriving, is a late copy of
-// one whose coordinator stopped trying long ago (its request deadline),
-// and is refused. Variables for tests.
-var (
-	FinishedRetention = 10 * time.Minute
-	HorizonInterval   = time.Minute
-)
-
-// raiseHorizon proposes partition p's horizon FinishedRetention ago.
-func raiseHorizon(ctx context.Context, n *Node, p uint64) {
-	hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	ms := time.Now().Add(-FinishedRetention).UnixMilli()
-	_, _ = n.Store.Propose(hctx, p, &internalpb.Command{Op: &internalpb.Command_TxnHorizon{TxnHorizon: &internalpb.TxnHorizonOp{UnixMs: ms}}})
-}
-
-// resolve settles the stale intent in of partition p, led by this node
-// (DESIGN.md, "Transactions", recovery; the decisions are txn.Recover's):
-// read the record at the record partition (ABORTED is recorded when there
-// is none); for a STAGING one ask every listed participant through its
-// log, which prevents a prepare still on its way; record the outcome on
-// the record partition (the first decision wins, and the entry finishes
-// the record partition's intent) and finish the other participants with
-// it. A round that cannot finish is retried at the next interval.
-func resolve(ctx context.Context, n *Node, p uint64, in *partition.Intent) {
-	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	id, r, at := in.Op.GetTxnId(), in.Op.GetRecordPartition(), in.Op.GetPreparedUnixMs()
-	rec, err := readRecord(n, r, id)
-	if err != nil {
-		return
-	}
-	statuses := map[uint64]txn.Vote{}
-	if rec.Staging {
-		statuses[r] = rec.Vote
-	}
-	reread := false
-	for range 3 {
-		step := txn.Recover(rec, statuses, reread)
-		switch {
-		case step.Decided:
-			finishDecided(rctx, n, id, p, r, at, rec, step.Decision)
-			return
-		case step.Reread:
-			if rec, err = readRecord(n, r, id); err != nil {
-				return
-			}
-			reread = true
-		default:
-			votes, err := askStatuses(rctx, n, id, at, step.Ask)
-			if err != nil {
-				return
-			}
-			for q, v := range votes {
-				n.Clock.Raise(v.Version)
-				statuses[q] = v
-			}
-		}
-	}
-}
-
-// askStatuses asks each partition in parts, at once, to settle
-// transaction id's prepare through its log (TxnStatus). Asked one after
-// another, under faults the round's deadline ran out before the last
-// answer and the transaction stayed unresolved for many cuts.
-func askStatuses(ctx context.Context, n *Node, id []byte, at int64, parts []uint64) (map[uint64]txn.Vote, error) {
-	votes := make([]txn.Vote, len(parts))
-	errs := make([]error, len(parts))
-	var wg sync.WaitGroup
-	for i, q := range parts {
-		wg.Go(func() {
-			st, err := callParticipant(ctx, n, q, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.StatusResponse, error) {
-				return c.Status(cctx, &internalpb.StatusRequest{Partition: q, CutVersion: n.Clock.Load(),
-					Op: &internalpb.TxnStatusOp{TxnId: id, PreparedUnixMs: at}})
-			})
-			if err == nil {
-				votes[i], err = statusVote(q, st)
-			}
-			errs[i] = err
-		})
-	}
-	wg.Wait()
-	out := make(map[uint64]txn.Vote, len(parts))
-	for i, q := range parts {
-		if errs[i] != nil {
-			return nil, errs[i]
-		}
-		out[q] = votes[i]
-	}
-	return out, nil
-}
-
-// finishDecided records decision d of transaction id on record partition
-// r (unless rec, as read, is decided already) and finishes every
-// participant, p (the recovering one) always among them, with the
-// decision recorded there.
-func finishDecided(ctx context.Context, n *Node, id []byte, p, r uint64, at int64, rec txn.Record, d txn.Decision) {
-	parts := rec.Participants
-	if rec.Staging || len(parts) == 0 {
-		resp, err := callParticipant(ctx, n, r, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.DecideResponse, error) {
-			return c.Decide(cctx, &internalpb.DecideRequest{Partition: r, CutVersion: max(n.Clock.Load(), d.Stamp), Op: &internalpb.TxnDecideOp{
-				TxnId: id, Commit: d.Commit, Succeeded: d.Succeeded, Stamp: d.Stamp, Participants: parts, Finish: true, PreparedUnixMs: at,
-			}})
-		})
-		if err != nil {
-			return
-		}
-		got := txn.RecordOf(resp.GetRecorded())
-		d = got.Decision
-		if len(parts) == 0 {
-			parts = got.Participants
-		}
-	}
-	// The record may go once every participant finished, as after a
-	// coordinator's Finishes — but only with the whole list known: an
-	// abort recorded without one (presumed abort, or a transaction
-	// prepared before parallel commits) stays, and the others'
-	// recoveries finish their own intents.
-	whole := slices.Contains(parts, p)
-	if !whole {
-		parts = append(slices.Clone(parts), p)
-	}
-	var wg sync.WaitGroup
-	var failed atomic.Bool
-	for _, q := range parts {
-		wg.Go(func() {
-			_, err := callParticipant(ctx, n, q, func(c internalrpc.ParticipantClient, cctx context.Context) (*internalpb.FinishResponse, error) {
-				return c.Finish(cctx, &internalpb.FinishRequest{Partition: q, CutVersion: max(n.Clock.Load(), d.Stamp),
-					Op: &internalpb.TxnFinishOp{TxnId: id, Commit: d.Commit, Succeeded: d.Succeeded, Stamp: d.Stamp, PreparedUnixMs: at}})
-			})
-			if err != nil {
-				failed.Store(true)
-			}
-		})
-	}
-	wg.Wait()
-	if whole && !failed.Load() {
-		n.forget.add(n, r, id)
-	}
-}
+// FinishedRetention: finished transaction ids are kept this long after
+// their prepare. A prepare older than that, still arriving, is a late
+// copy of one whose coordinator stopped trying long ago (its request
+// deadline), and is refused (the doors, checkPrepare); recovery (package
+// node) raises each partition's horizon to this long ago. A variable for
+// tests.
+var FinishedRetention = 10 * time.Minute
 
 // localParticipant calls this node's participant service in process.
 type localParticipant struct{ s *ParticipantServer }

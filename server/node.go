@@ -27,6 +27,7 @@ import (
 	"github.com/cutkv/cutkv/discovery"
 	"github.com/cutkv/cutkv/internal/failpoint"
 	"github.com/cutkv/cutkv/meta"
+	"github.com/cutkv/cutkv/node"
 	"github.com/cutkv/cutkv/partition"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/kvpb"
@@ -258,12 +259,18 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	cleanup = append(cleanup, cancel)
 	rn := &rpc.Node{
 		Self: n.self, Layout: n.layout, Store: n.store, Partitions: n.partitions, Pool: n.pool, Limits: limits,
-		PeerAddr: n.peerAddr, Members: n.members, LocalStatus: n.localStatus, Draining: n.draining.Load,
+		Cluster: rpcHost{n}, Host: rpcHost{n}, Gossip: rpcHost{n},
 		Clock: n.clock, Background: bg, Log: n.log,
-		Announce: func(v uint64) { n.disc.BroadcastKeyed("cut", cut.EncodeGossip(v)) },
 	}
-	pokeCuts := make(chan struct{}, 1) // set before gossip can deliver anything
-	rn.SetCutPoke(pokeCuts)
+	// Replies are merged into rn's clock from the first peer call on.
+	n.pool.SetMarker(rn)
+	// Made before gossip can deliver anything: it wires the cut agent's
+	// wake-up into rn.
+	loops := node.New(rn, node.Config{
+		CutInterval: cfg.CutInterval,
+		Snapshots: node.SnapshotSchedule{Interval: cfg.SnapshotInterval, Store: cfg.SnapshotStore, Keep: cfg.SnapshotKeep,
+			Metrics: node.NewSnapshotMetrics(n.reg)},
+	})
 	n.disc, err = discovery.Start(discovery.Config{
 		OnMessage: func(msg []byte) {
 			if v, ok := cut.DecodeGossip(msg); ok {
@@ -354,7 +361,7 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 		n.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 		go func() { _ = n.httpSrv.Serve(n.httpLis) }()
 	}
-	n.bgWG.Add(7)
+	n.bgWG.Add(3)
 	go func() {
 		defer n.bgWG.Done()
 		n.store.RunMaterializer(bg)
@@ -362,23 +369,7 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	go n.watchReady(bg)
 	go func() {
 		defer n.bgWG.Done()
-		rpc.RunRecovery(bg, rn)
-	}()
-	go func() {
-		defer n.bgWG.Done()
-		rpc.RunCutAgent(bg, rn)
-	}()
-	go func() {
-		defer n.bgWG.Done()
-		rpc.RunCuts(bg, rn, cfg.CutInterval)
-	}()
-	go func() {
-		defer n.bgWG.Done()
-		rpc.RunGossipVersions(bg, rn)
-	}()
-	go func() {
-		defer n.bgWG.Done()
-		rpc.RunSnapshots(bg, rn, rpc.SnapshotSchedule{Interval: cfg.SnapshotInterval, Store: cfg.SnapshotStore, Keep: cfg.SnapshotKeep, Metrics: rpc.NewSnapshotMetrics(n.reg)})
+		loops.Run(bg)
 	}()
 	n.log.Info("node started", "cluster", topology.FormatClusterID(n.layout.ClusterID), "raft_id", n.self.RaftID,
 		"groups", len(groups), "new_cluster", fresh, "wal_records", n.wal.LastIndex(), "grpc", n.addrs.GRPC, "peer", n.addrs.Peer,
@@ -488,6 +479,16 @@ func (n *Node) onFatal(err error) {
 		n.fatal <- err
 	})
 }
+
+// rpcHost is this node as its rpc.Node sees it: the members (gossip's
+// view), its status and drain, and the gossip of cut versions.
+type rpcHost struct{ n *Node }
+
+func (h rpcHost) PeerAddr(id string) string     { return h.n.peerAddr(id) }
+func (h rpcHost) Members() []*kvpb.Member       { return h.n.members() }
+func (h rpcHost) LocalStatus() *kvpb.NodeStatus { return h.n.localStatus() }
+func (h rpcHost) Draining() bool                { return h.n.draining.Load() }
+func (h rpcHost) Announce(v uint64)             { h.n.disc.BroadcastKeyed("cut", cut.EncodeGossip(v)) }
 
 // resolveRaftAddr maps a raft id to the member and its peer address.
 func (n *Node) resolveRaftAddr(raftID uint64) (string, string, bool) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cutkv/cutkv/internal/clustertest"
 	"github.com/cutkv/cutkv/keyspace"
+	"github.com/cutkv/cutkv/node"
 	"github.com/cutkv/cutkv/proto/kvpb"
 	"github.com/cutkv/cutkv/rpc"
 )
@@ -110,9 +111,9 @@ func TestTxnOnePhaseAndTwoPhase(t *testing.T) {
 // passes its prepare time (retention shortened here); the data stays.
 // (That a late prepare is then refused: partition TestTxnHorizon.)
 func TestTxnRecordsForgotten(t *testing.T) {
-	retention, interval := rpc.FinishedRetention, rpc.HorizonInterval
-	rpc.FinishedRetention, rpc.HorizonInterval = 300*time.Millisecond, 200*time.Millisecond
-	t.Cleanup(func() { rpc.FinishedRetention, rpc.HorizonInterval = retention, interval }) // after the cluster stops
+	retention, interval := rpc.FinishedRetention, node.HorizonInterval
+	rpc.FinishedRetention, node.HorizonInterval = 300*time.Millisecond, 200*time.Millisecond
+	t.Cleanup(func() { rpc.FinishedRetention, node.HorizonInterval = retention, interval }) // after the cluster stops
 	c := clustertest.Start(t, 3, clustertest.Options{})
 	const n = 40
 	for i := range n {

@@ -1,4 +1,4 @@
-package rpc
+package node
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/rpc"
 )
 
 // SnapshotSchedule is the automatic snapshot policy of a node (kvnode
@@ -49,14 +50,15 @@ func NewSnapshotMetrics(reg prometheus.Registerer) *SnapshotMetrics {
 	return m
 }
 
-// RunSnapshots takes a snapshot every s.Interval while this node leads
-// group 0, until ctx ends, and prunes beyond s.Keep (a prune after a
-// snapshot that made more).
-func RunSnapshots(ctx context.Context, n *Node, s SnapshotSchedule) {
-	if s.Interval <= 0 || n.Meta == nil {
+// runSnapshots takes a snapshot every Config.Snapshots.Interval while
+// this node leads group 0, until ctx ends, and prunes beyond its Keep (a
+// prune after a snapshot that made more).
+func (n *Node) runSnapshots(ctx context.Context) {
+	rn, s := n.rn, n.cfg.Snapshots
+	if s.Interval <= 0 || rn.Meta == nil {
 		return
 	}
-	log := n.Snapshots.Log
+	log := rn.Snapshots.Log
 	var next, lastCut time.Time
 	var failures int
 	t := time.NewTimer(0)
@@ -74,7 +76,7 @@ func RunSnapshots(ctx context.Context, n *Node, s SnapshotSchedule) {
 			wait = max(0, min(wait, time.Until(next)))
 		}
 		t.Reset(wait)
-		if st, ok := n.Store.Status(0); !ok || !st.IsLeader {
+		if st, ok := rn.Store.Status(0); !ok || !st.IsLeader {
 			next, lastCut = time.Time{}, time.Time{}
 			continue
 		}
@@ -84,7 +86,7 @@ func RunSnapshots(ctx context.Context, n *Node, s SnapshotSchedule) {
 		}
 		next = now.Add(s.Interval)
 		start := time.Now()
-		res, err := CreateSnapshot(ctx, n, &kvpb.CreateSnapshotRequest{Store: s.Store}, nil)
+		res, err := rpc.CreateSnapshot(ctx, rn, &kvpb.CreateSnapshotRequest{Store: s.Store}, nil)
 		if ctx.Err() != nil {
 			return
 		}
@@ -110,13 +112,13 @@ func RunSnapshots(ctx context.Context, n *Node, s SnapshotSchedule) {
 		}
 		lastCut = cutAt
 		if s.Keep > 0 {
-			st, err := n.Snapshots.store(ctx, s.Store, n.Layout.ClusterID)
+			st, err := rn.Snapshots.Store(ctx, s.Store, rn.Layout.ClusterID)
 			var ids []string
 			if err == nil {
 				ids, err = st.IDs(ctx)
 			}
 			if err == nil && len(ids) > s.Keep {
-				_, err = PruneSnapshots(ctx, n, st, s.Keep, 0)
+				_, err = rpc.PruneSnapshots(ctx, rn, st, s.Keep, 0)
 			}
 			if err != nil && ctx.Err() == nil {
 				log.Warn("pruning automatic snapshots failed", "err", err)
