@@ -393,9 +393,9 @@ cost_restart() {
 cost_memory() {
 	local D=$C/memory n prev=0
 	mkdir -p "$D"
-	note_cmd memory "benchckpt cluster (3 fresh nodes, default flags); sleep 5; benchsnap scrape -gc    # 0 keys"
+	note_cmd memory "benchckpt cluster -- --pprof (3 fresh nodes, default flags and the pprof endpoints, which force the GC); sleep 5; benchsnap scrape -gc    # 0 keys"
 	note_cmd memory "for N in $MEM_KEYS: benchsnap fill -from PREVIOUS_N -to N -key-size $MEM_KEY_SIZE -value-size $MEM_VALUE_SIZE -clients 64 -conns 4; benchsnap scrape -gc"
-	start_cluster "$D/data" "$D/start.events" "" --
+	start_cluster "$D/data" "$D/start.events" "" -- --pprof
 	sleep 5
 	helper_to "$D/0.json" "costs memory: scraping the empty cluster" "$S" scrape -urls "$METRICS" -gc
 	for n in $MEM_KEYS; do
