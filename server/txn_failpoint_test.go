@@ -27,15 +27,8 @@ func TestTxnRecoveryForgetsRecord(t *testing.T) {
 		_, err := c.KV(0).Put(ctxT(t, 2*time.Second), &kvpb.PutRequest{Key: []byte(a), Value: []byte("0")})
 		return err
 	})
-	records := func() int {
-		total := 0
-		for i := range 3 {
-			total += c.Node(i).TxnRecords()
-		}
-		return total
-	}
 	done := holdTxn(t, c, 0, a, b)
-	if r := records(); r != 3 {
+	if r := txnRecords(c); r != 3 {
 		t.Fatalf("%d transaction records with one transaction prepared, want 3 (the STAGING one in each replica)", r)
 	}
 	clustertest.Eventually(t, 20*time.Second, func() error {
@@ -48,7 +41,7 @@ func TestTxnRecoveryForgetsRecord(t *testing.T) {
 				return fmt.Errorf("%s = %q: recovery has not committed the held transaction", k, v)
 			}
 		}
-		if r := records(); r != 0 {
+		if r := txnRecords(c); r != 0 {
 			return fmt.Errorf("%d transaction records after recovery finished every participant", r)
 		}
 		return nil

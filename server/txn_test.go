@@ -42,6 +42,15 @@ func keysIn(prefix string, parts uint32) (a, b, c string) {
 	return a, b, c
 }
 
+// txnRecords counts the transaction records every replica of c holds.
+func txnRecords(c *clustertest.Cluster) int {
+	total := 0
+	for i := range 3 {
+		total += c.Node(i).TxnRecords()
+	}
+	return total
+}
+
 func TestTxnOnePhaseAndTwoPhase(t *testing.T) {
 	c := clustertest.Start(t, 3, clustertest.Options{})
 	a, b, _ := keysIn("x", 4)
@@ -125,15 +134,8 @@ func TestTxnRecordsForgotten(t *testing.T) {
 			return err
 		})
 	}
-	records := func() int {
-		total := 0
-		for i := range 3 {
-			total += c.Node(i).TxnRecords()
-		}
-		return total
-	}
 	clustertest.Eventually(t, 15*time.Second, func() error {
-		if r := records(); r != 0 {
+		if r := txnRecords(c); r != 0 {
 			return fmt.Errorf("%d transaction records still held after %d transactions finished", r, n)
 		}
 		return nil
