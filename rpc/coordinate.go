@@ -203,7 +203,7 @@ func (k *coordination) carry(m txn.Msg) {
 // checkEntryVersion refuses a reply of partition p whose prepare-entry
 // version exceeds its marker: the marker is read after the entry applied,
 // so it is at least the entry's version, and only the marker is admitted
-// (MarkerClientInterceptor) — a version above it would raise the clock
+// (Pool.SetMarker) — a version above it would raise the clock
 // unchecked.
 func checkEntryVersion(p, version, marker uint64) error {
 	if version > marker {

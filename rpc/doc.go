@@ -11,9 +11,9 @@
 //
 // The cut marker of everything that arrives from outside is merged into
 // the node's clock by one pair of interceptors (marker.go):
-// MarkerInterceptor on both listeners for requests, MarkerClientInterceptor
-// on every connection of the Pool for replies; both admit a version only
-// once group 0 allocated it (cutgate.go). No handler merges by hand.
+// MarkerInterceptor on both listeners for requests, the pool's reply
+// merge (Pool.SetMarker) on every connection for replies; both admit a
+// version only once group 0 allocated it (cutgate.go). No handler merges by hand.
 //
 // The node's background loops (recovery, the cut agent, group 0's cut
 // runs, gossiped versions, automatic snapshots) are package node's; they

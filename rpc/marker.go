@@ -12,8 +12,8 @@ import (
 
 // The marker merge (DESIGN.md, consistent cut rule 1) is one pair of
 // interceptors: MarkerInterceptor on both listeners for what arrives in
-// requests, MarkerClientInterceptor on the peer pool's connections for
-// what arrives in replies. Both admit a version through admitVersion (it
+// requests, the peer pool's interceptor (Pool.SetMarker) for what
+// arrives in replies. Both admit a version through admitVersion (it
 // was allocated, then the clock is raised), so no handler and no caller
 // merges a marker by hand.
 
@@ -40,25 +40,6 @@ func MarkerInterceptor(n *Node) grpc.UnaryServerInterceptor {
 			}
 		}
 		return handler(ctx, req)
-	}
-}
-
-// MarkerClientInterceptor merges the cut marker of every reply of a
-// node-to-node call into n's clock, once admitted, before the caller sees
-// the reply (rule 1: a reply is merged before it is acted on, a vote
-// before it is counted). The replies that carry one are the participant
-// service's (Prepare, Status, Record, Finish, Decide) and StartCut's;
-// a forwarded client call's reply carries its version in its header,
-// which the client it is relayed to merges. A reply whose version is
-// refused makes the call fail with a *RefusedReplyError, which callers
-// do not retry: the peer served the call, and a retry would bring the
-// same version back. Pool installs it on every connection (SetMarker).
-func MarkerClientInterceptor(n *Node) grpc.UnaryClientInterceptor {
-	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		if err := invoker(ctx, method, req, reply, cc, opts...); err != nil {
-			return err
-		}
-		return n.mergeReply(ctx, method, reply)
 	}
 }
 

@@ -52,20 +52,29 @@ func NewPool(cfg PoolConfig) *Pool {
 }
 
 // SetMarker makes n's clock the one every reply of a call through the
-// pool is merged into (MarkerClientInterceptor), on the connections made
+// pool is merged into (mergeReplies), on the connections made
 // before and after. Call it before the node calls a peer: until then a
 // reply carrying a cut version fails the call (ErrInternal), rather than
 // being acted on unmerged.
 func (p *Pool) SetMarker(n *Node) { p.marker.Store(n) }
 
-// mergeReplies is the pool's unary client interceptor: the marker merge
-// of the node set by SetMarker.
+// mergeReplies is the pool's unary client interceptor, the client half
+// of the marker merge: it merges the cut marker of every reply of a
+// node-to-node call into the clock of the node set by SetMarker, once
+// admitted, before the caller sees the reply (rule 1: a reply is merged
+// before it is acted on, a vote before it is counted). The replies that
+// carry one are the participant service's (Prepare, Status, Record,
+// Finish, Decide) and StartCut's; a forwarded client call's reply carries
+// its version in its header, which the client it is relayed to merges. A
+// reply whose version is refused makes the call fail with a
+// *RefusedReplyError, which callers do not retry: the peer served the
+// call, and a retry would bring the same version back.
 func (p *Pool) mergeReplies(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	if n := p.marker.Load(); n != nil {
-		return MarkerClientInterceptor(n)(ctx, method, req, reply, cc, invoker, opts...)
-	}
 	if err := invoker(ctx, method, req, reply, cc, opts...); err != nil {
 		return err
+	}
+	if n := p.marker.Load(); n != nil {
+		return n.mergeReply(ctx, method, reply)
 	}
 	if m, ok := reply.(interface{ GetCutVersion() uint64 }); ok && m.GetCutVersion() > 0 {
 		return fmt.Errorf("%w: the reply to %s carries cut version %d and the pool has no node to merge it into (Pool.SetMarker)", ErrInternal, method, m.GetCutVersion())

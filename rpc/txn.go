@@ -471,7 +471,7 @@ func CallParticipant[R any](ctx context.Context, n *Node, p uint64, call func(in
 // finish and decide the first outcome, a cut start only raises a
 // version), so a retry after an ambiguous failure is safe too. The reply's
 // cut marker is merged into the clock before the caller sees it, by the
-// pool's connections (MarkerClientInterceptor); a reply it refused is not
+// pool's connections (Pool.SetMarker); a reply it refused is not
 // retried.
 func callLeader[R any](ctx context.Context, n *Node, p uint64, call func(*grpc.ClientConn, context.Context) (R, error)) (R, error) {
 	var zero R
