@@ -62,8 +62,16 @@ func (n *Node) coordinate(ctx context.Context, id []byte, record uint64, ops map
 	case a := <-k.answered:
 		return a
 	case <-n.lifetime().Done():
-		return coordAnswer{outcome: txn.Unknown, err: ErrShuttingDown}
+		return stoppedAnswer(id)
 	}
+}
+
+// stoppedAnswer is the client's answer when this node stops while it
+// coordinates transaction id. Not ErrShuttingDown, which tells the client
+// nothing applied: the prepares are out, and if every one applies,
+// recovery commits the transaction.
+func stoppedAnswer(id []byte) coordAnswer {
+	return coordAnswer{outcome: txn.Unknown, err: fmt.Errorf("%w: transaction %x: this node is shutting down with its prepares sent; recovery decides it", ErrOutcomeUnknown, id)}
 }
 
 // run is the coordination's loop: one goroutine owns the core.

@@ -3,6 +3,9 @@ package rpc
 import (
 	"testing"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/status"
+
 	"github.com/cutkv/cutkv/cut"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/kvpb"
@@ -51,5 +54,22 @@ func TestStatusVoteBounded(t *testing.T) {
 	v, err := StatusVote(2, &internalpb.StatusResponse{State: internalpb.TxnState_TXN_STATE_REFUSED, CutVersion: 5})
 	if err != nil || v.State != txn.Refused {
 		t.Fatalf("refused status: %+v, %v", v, err)
+	}
+}
+
+// A coordinator that stops with its prepares out does not know the
+// outcome, and must not say "not applied" (SHUTTING_DOWN): recovery
+// commits the transaction if every prepare applies. The client reads an
+// Unavailable without a reason as an unknown outcome.
+func TestStoppedCoordinatorAnswersUnknown(t *testing.T) {
+	a := stoppedAnswer([]byte{1, 2})
+	if a.outcome != txn.Unknown {
+		t.Fatalf("outcome %v, want unknown", a.outcome)
+	}
+	st, _ := status.FromError(toStatus(a.err, ""))
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok {
+			t.Fatalf("a stopped coordinator answers %v with reason %s: the client takes that for not applied", st.Code(), info.GetReason())
+		}
 	}
 }

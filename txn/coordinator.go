@@ -87,9 +87,12 @@ func StatusVote(state internalpb.TxnState, comparesHold bool, version uint64) (v
 }
 
 // RecordOf reads a transaction record (Vote, r's own, is the caller's to
-// add to a STAGING one).
+// add to a STAGING one). A decided record without participants is
+// Presumed: no record was found (the Record call answers ABORTED then),
+// or one was recorded as presumed abort on finding none.
 func RecordOf(d *internalpb.TxnDecideOp) Record {
 	return Record{Staging: d.GetStaging(), Participants: d.GetParticipants(),
+		Presumed: !d.GetStaging() && len(d.GetParticipants()) == 0,
 		Decision: Decision{Commit: d.GetCommit(), Succeeded: d.GetSucceeded(), Stamp: d.GetStamp()}}
 }
 
@@ -141,6 +144,14 @@ type Record struct {
 	Vote         Vote
 	// Decision, when not Staging.
 	Decision Decision
+	// Presumed: an abort nobody decided from the participants' votes —
+	// the record was missing, or recorded ABORTED on being found missing.
+	// A missing record is either a transaction whose record partition
+	// never prepared it, or one that finished everywhere and whose
+	// record was forgotten, committed or not: to whoever holds an intent
+	// of it, the first (it is not finished everywhere); to anyone else, it
+	// says nothing about the outcome.
+	Presumed bool
 }
 
 // Recovery says what a recovery does next for a transaction whose record
@@ -389,10 +400,18 @@ func (c *Coordinator) StatusLost(p uint64) {
 func (c *Coordinator) Recorded(rec Record) {
 	switch c.phase {
 	case reading:
-		if rec.Staging || !rec.Decision.Commit {
+		switch {
+		case rec.Staging, !rec.Decision.Commit && !rec.Presumed:
 			// Staging with a participant finished: that finish was an
 			// abort (Recover's rule); or the record says abort.
 			c.abort()
+			return
+		case !rec.Decision.Commit:
+			// No record, and a participant finished: a recovery may have
+			// committed T, finished every participant and forgotten the
+			// record while this coordinator's vote was on its way (a
+			// chaos round's G1a when this answered aborted).
+			c.giveUp()
 			return
 		}
 		c.decision, c.outcome = rec.Decision, Committed

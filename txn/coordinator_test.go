@@ -58,6 +58,8 @@ func (e *pcEnv) apply(p uint64, op any) any {
 		cmd.CutVersion = max(cmd.CutVersion, op.GetStamp())
 	case *internalpb.TxnStatusOp:
 		cmd.Op = &internalpb.Command_TxnStatus{TxnStatus: op}
+	case *internalpb.TxnForgetOp:
+		cmd.Op = &internalpb.Command_TxnForget{TxnForget: op}
 	case *internalpb.PutOp:
 		cmd.Op = &internalpb.Command_Put{Put: op}
 	default:
@@ -98,8 +100,7 @@ func (e *pcEnv) record() txn.Record {
 	if rec, ok := e.parts[1].TxnRecord(txnID); ok {
 		return rec
 	}
-	d := e.apply(1, &internalpb.TxnDecideOp{TxnId: []byte(txnID)}).(*internalpb.TxnDecideOp)
-	return txn.Record{Decision: txn.Decision{Commit: d.GetCommit(), Succeeded: d.GetSucceeded(), Stamp: d.GetStamp()}}
+	return txn.RecordOf(e.apply(1, &internalpb.TxnDecideOp{TxnId: []byte(txnID)}).(*internalpb.TxnDecideOp))
 }
 
 func (e *pcEnv) decide(d txn.Decision) txn.Record {
@@ -361,6 +362,28 @@ func TestParallelCommitRecoveryPrevents(t *testing.T) {
 	}
 	e.drain()
 	e.mustCheck(txn.Aborted)
+}
+
+// Recovery commits while the coordinator's vote from 2 is lost, finishes
+// both participants and forgets the record; the coordinator's status then
+// meets a finished id and a missing record. A missing record is no abort
+// here (a chaos round's G1a: the client was told aborted, the writes
+// were there): the answer is unknown.
+func TestParallelCommitRecoveryForgetsBeforeCoordinator(t *testing.T) {
+	e := newPCEnv(t)
+	e.deliver(txn.SendPrepare, 1)
+	m, _ := e.take(txn.SendPrepare, 2)
+	e.prepare(m.To) // applied, the reply is lost
+	if got := e.recover(); !got.Commit {
+		t.Fatalf("recovery decided %+v with both prepares applied, want commit", got)
+	}
+	e.apply(1, &internalpb.TxnForgetOp{TxnIds: [][]byte{[]byte(txnID)}})
+	if _, ok := e.parts[1].TxnRecord(txnID); ok {
+		t.Fatal("the record was not forgotten")
+	}
+	e.c.VoteLost(2)
+	e.drain()
+	e.mustCheck(txn.Unknown)
 }
 
 // The commit is answered before any Finish; if the coordinator stops
