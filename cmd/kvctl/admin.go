@@ -172,12 +172,21 @@ func (a *adminConns) do(ctx context.Context, call adminCall) error {
 	var (
 		lastErr  error
 		addr     string
-		maybeRan bool // an attempt may have reached the cluster
+		maybeRan bool          // an attempt may have reached the cluster
+		slowest  time.Duration // the longest attempt so far
 	)
+	// noRoom: a call that starts something is not sent again when less
+	// time is left than the slowest attempt took (and 50 ms): cut off by
+	// the deadline, it would leave unknown what every earlier attempt
+	// left certain (nothing started).
+	noRoom := func() bool {
+		dl, ok := ctx.Deadline()
+		return call.starts && lastErr != nil && !maybeRan && ok && time.Until(dl) < max(slowest, 50*time.Millisecond)
+	}
 	for round := 0; ; round++ {
 		closedAtOnce := 0 // endpoints that closed the connection unread
 		for _, ep := range a.endpoints {
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || noRoom() {
 				break
 			}
 			addr = ep
@@ -198,8 +207,10 @@ func (a *adminConns) do(ctx context.Context, call adminCall) error {
 			if call.attempt > 0 {
 				actx, cancel = context.WithTimeout(ctx, call.attempt)
 			}
+			began := time.Now()
 			err = call.send(actx, kvrpc.NewClusterClient(cc), &kvpb.RequestHeader{})
 			cancel()
+			slowest = max(slowest, time.Since(began))
 			if err == nil {
 				return nil
 			}
@@ -219,7 +230,7 @@ func (a *adminConns) do(ctx context.Context, call adminCall) error {
 			// rather than at --timeout.
 			return &client.OpError{Op: call.name, Addr: addr, Kind: client.ErrUnavailable, Err: lastErr}
 		}
-		if !sleepBackoff(ctx, round) {
+		if noRoom() || !sleepBackoff(ctx, round) {
 			kind := client.ErrUnavailable
 			if call.starts && maybeRan {
 				kind = client.ErrOutcomeUnknown

@@ -365,11 +365,15 @@ func TestCutCreateRetries(t *testing.T) {
 	}
 
 	// Only "not applied" until the deadline: no cut was started, exit 3.
+	// The answers take 40 ms, so that an attempt sent close to the
+	// deadline would be cut off by it (and leave the outcome unknown):
+	// kvctl does not send one with less time left than an attempt takes.
 	b.onCreateCut(func(context.Context) (*kvpb.CreateCutResponse, error) {
+		time.Sleep(40 * time.Millisecond)
 		return nil, clienttest.NotApplied(clienttest.ReasonNotLeader, "")
 	})
 	r = fakeCtl(t, []*adminFake{a, b}, "--timeout", "300ms", "cut", "create")
-	if r.code != 3 || !strings.Contains(r.stderr, "NOT_LEADER") {
+	if r.code != 3 || !strings.Contains(r.stderr, "NOT_LEADER") && !strings.Contains(r.stderr, "NO_LEADER") {
 		t.Errorf("not applied until the deadline: %+v", r)
 	}
 
