@@ -193,13 +193,18 @@ func (p *Partition) HashAt(ctx context.Context, index uint64) (sum, keys uint64,
 	t := time.NewTicker(2 * time.Millisecond)
 	defer t.Stop()
 	for {
+		// The applied index is read first: the Hash entry records its
+		// slot before the apply raises the index, so a slot missing after
+		// the index was seen past it is really missing (read the other way
+		// round, an apply in between looked like a missing hash).
+		applied := p.Applied()
 		h.mu.Lock()
 		r, ok := h.by[index]
 		h.mu.Unlock()
 		if ok && r.done {
 			return r.hash, r.keys, nil
 		}
-		if !ok && p.Applied() >= index {
+		if !ok && applied >= index {
 			return 0, 0, fmt.Errorf("%w %d of partition %d", ErrNoHash, index, p.id)
 		}
 		select {
