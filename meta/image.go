@@ -22,6 +22,9 @@ type image struct{ m *internalpb.MetaImage }
 
 func (im image) Applied() uint64 { return im.m.GetApplied() }
 
+// Close releases nothing: the image is a copy.
+func (im image) Close() {}
+
 func (im image) Encode(w io.Writer) error {
 	b, err := proto.Marshal(im.m)
 	if err != nil {
@@ -36,6 +39,7 @@ func (im image) Encode(w io.Writer) error {
 func (s *State) Materialize() interface {
 	Applied() uint64
 	Encode(w io.Writer) error
+	Close()
 } {
 	s.mu.RLock()
 	defer s.mu.RUnlock()

@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tidwall/btree"
-
 	"github.com/cutkv/cutkv/cut"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/txn"
@@ -113,10 +111,10 @@ func (p *Partition) ResolveAtCut(before []*internalpb.CutTxn) error {
 
 // Each returns the committed key-values in key order, calling fn until it
 // returns false. It holds the read lock throughout.
-func (p *Partition) Each(fn func(kv *KV) bool) {
+func (p *Partition) Each(fn func(kv *KV) bool) error {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	p.tree.Scan(fn)
+	return p.kvs.ascend(nil, fn)
 }
 
 // hashes remembers the state hashes HashOp entries took.
@@ -130,13 +128,14 @@ type hashResult struct {
 	done bool
 	hash uint64
 	keys uint64
+	err  error
 }
 
 // hashLocked takes a copy-on-write copy of the state at index and hashes
 // it in the background, so that the apply loop does not wait for it.
 // REQUIRES: mu held.
 func (p *Partition) hashLocked(index uint64) {
-	tree := p.tree.Copy()
+	view, verr := p.kvs.view()
 	ids := p.intentIDsLocked()
 	sort.Strings(ids)
 	h := &p.hashes
@@ -152,10 +151,15 @@ func (p *Partition) hashLocked(index uint64) {
 	}
 	h.mu.Unlock()
 	go func() {
-		sum, keys := hashState(tree, ids)
+		var sum, keys uint64
+		err := verr
+		if err == nil {
+			sum, keys, err = hashState(view, ids)
+			view.close()
+		}
 		h.mu.Lock()
 		if _, ok := h.by[index]; ok {
-			h.by[index] = hashResult{done: true, hash: sum, keys: keys}
+			h.by[index] = hashResult{done: true, hash: sum, keys: keys, err: err}
 		}
 		h.mu.Unlock()
 	}()
@@ -163,11 +167,11 @@ func (p *Partition) hashLocked(index uint64) {
 
 // hashState hashes the key-values (key, value, version, create and mod
 // index) and the prepared transactions' ids.
-func hashState(tree *btree.BTreeG[*KV], intents []string) (sum, keys uint64) {
+func hashState(view kvView, intents []string) (sum, keys uint64, err error) {
 	f := fnv.New64a()
 	var b [8]byte
 	put := func(x uint64) { binary.BigEndian.PutUint64(b[:], x); f.Write(b[:]) }
-	tree.Scan(func(kv *KV) bool {
+	err = view.ascend(nil, func(kv *KV) bool {
 		put(uint64(len(kv.Key)))
 		f.Write(kv.Key)
 		put(uint64(len(kv.Value)))
@@ -178,11 +182,14 @@ func hashState(tree *btree.BTreeG[*KV], intents []string) (sum, keys uint64) {
 		keys++
 		return true
 	})
+	if err != nil {
+		return 0, 0, err
+	}
 	for _, id := range intents {
 		put(uint64(len(id)))
 		f.Write([]byte(id))
 	}
-	return f.Sum64(), keys
+	return f.Sum64(), keys, nil
 }
 
 // HashAt waits until the hash taken at index (by a HashOp entry) is
@@ -202,7 +209,7 @@ func (p *Partition) HashAt(ctx context.Context, index uint64) (sum, keys uint64,
 		r, ok := h.by[index]
 		h.mu.Unlock()
 		if ok && r.done {
-			return r.hash, r.keys, nil
+			return r.hash, r.keys, r.err
 		}
 		if !ok && applied >= index {
 			return 0, 0, fmt.Errorf("%w %d of partition %d", ErrNoHash, index, p.id)

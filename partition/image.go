@@ -12,7 +12,6 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/tidwall/btree"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
@@ -47,7 +46,7 @@ const maxImageFrame = 1 << 30
 type Image struct {
 	id      uint64
 	applied uint64
-	tree    *btree.BTreeG[*KV] // a copy-on-write copy: never written
+	kvs     kvView // the key-values as they were: never written
 	// The transaction tables are shallow copies: an *Intent and a recorded
 	// *TxnDecideOp are never changed once in the partition's maps.
 	intents  map[string]*Intent
@@ -55,27 +54,43 @@ type Image struct {
 	finished map[string]int64
 	horizon  int64
 	cut      *cut.ProgressState
+	err      error // the view could not be taken, or was closed
 }
 
 // Image returns the partition's state at its applied index. It takes the
 // partition's lock, so call it from the apply loop between entries to get
-// the state at an exact index. The key-values are not copied (the B-tree
-// is copy-on-write: O(1) here, later writes copy the nodes they change);
-// the transaction tables and the cut progress are.
+// the state at an exact index. The key-values are not copied (a view of
+// the store: the in-memory B-tree is copy-on-write, O(1) here, later
+// writes copy the nodes they change; Pebble's is a snapshot); the
+// transaction tables and the cut progress are. Close it when done.
 func (p *Partition) Image() *Image {
 	p.mu.Lock() // Copy changes the tree's copy-on-write id: not a reader
 	defer p.mu.Unlock()
-	return &Image{
+	im := &Image{
 		id:       p.id,
 		applied:  p.applied,
-		tree:     p.tree.Copy(),
 		intents:  maps.Clone(p.intents),
 		records:  maps.Clone(p.records),
 		finished: maps.Clone(p.finished),
 		horizon:  p.horizon,
 		cut:      p.cut.State(),
 	}
+	im.kvs, im.err = p.kvs.view()
+	return im
 }
+
+// Close releases the image's view of the store; Encode fails after it.
+func (im *Image) Close() {
+	if im.kvs != nil {
+		im.kvs.close()
+		im.kvs = nil
+	}
+	if im.err == nil {
+		im.err = errImageClosed
+	}
+}
+
+var errImageClosed = errors.New("partition: image closed")
 
 // ID returns the partition id.
 func (im *Image) ID() uint64 { return im.id }
@@ -84,7 +99,12 @@ func (im *Image) ID() uint64 { return im.id }
 func (im *Image) Applied() uint64 { return im.applied }
 
 // Len returns the number of key-values.
-func (im *Image) Len() int { return im.tree.Len() }
+func (im *Image) Len() int {
+	if im.kvs == nil {
+		return 0
+	}
+	return im.kvs.len()
+}
 
 // Frame kinds, in the order they appear in an image.
 const (
@@ -145,6 +165,9 @@ const (
 // does (package checkpoint). Locks are not stored: they are taken again
 // from the intents' shares, as prepare took them.
 func (im *Image) Encode(w io.Writer) error {
+	if im.err != nil {
+		return im.err
+	}
 	e := &imageEncoder{w: bufio.NewWriterSize(w, 64<<10)}
 
 	e.begin(frameHeader)
@@ -182,7 +205,7 @@ func (im *Image) Encode(w io.Writer) error {
 	e.end()
 
 	var n [4]uint64
-	im.tree.Scan(func(kv *KV) bool {
+	err := im.kvs.ascend(nil, func(kv *KV) bool {
 		e.begin(frameKV)
 		e.bytes(1, kv.Key)
 		e.bytes(2, kv.Value)
@@ -193,6 +216,9 @@ func (im *Image) Encode(w io.Writer) error {
 		n[0]++
 		return e.err == nil
 	})
+	if err != nil {
+		return err
+	}
 	for _, id := range sortedKeys(im.intents) {
 		in := im.intents[id]
 		e.begin(frameIntent)
@@ -513,7 +539,7 @@ func (d *imageDecoder) finish() error {
 			}
 		}
 	}
-	return nil
+	return p.kvs.loaded(p.applied)
 }
 
 func (d *imageDecoder) header(f fields) error {
@@ -592,8 +618,7 @@ func (d *imageDecoder) kv(f fields) error {
 	if kv.Version < 1 || kv.CreateIndex > kv.ModIndex || kv.ModIndex > d.p.applied {
 		return d.bad("key %q: version %d, created at %d, changed at %d, applied %d", kv.Key, kv.Version, kv.CreateIndex, kv.ModIndex, d.p.applied)
 	}
-	d.p.tree.Load(kv)
-	return nil
+	return d.p.kvs.load(kv)
 }
 
 func (d *imageDecoder) intent(f fields) error {

@@ -104,8 +104,24 @@ func diffImagePartitions(a, b *Partition) error {
 	if a.id != b.id || a.applied != b.applied {
 		return fmt.Errorf("partition %d applied %d, other: partition %d applied %d", a.id, a.applied, b.id, b.applied)
 	}
-	ha, ka := hashState(a.tree, sortedKeys(a.intents))
-	hb, kb := hashState(b.tree, sortedKeys(b.intents))
+	va, err := a.kvs.view()
+	if err != nil {
+		return err
+	}
+	defer va.close()
+	vb, err := b.kvs.view()
+	if err != nil {
+		return err
+	}
+	defer vb.close()
+	ha, ka, err := hashState(va, sortedKeys(a.intents))
+	if err != nil {
+		return err
+	}
+	hb, kb, err := hashState(vb, sortedKeys(b.intents))
+	if err != nil {
+		return err
+	}
 	if ha != hb || ka != kb {
 		return fmt.Errorf("state hash %x (%d keys), other %x (%d keys):\n%s\nother:\n%s", ha, ka, hb, kb, imgDumpKVs(a), imgDumpKVs(b))
 	}
@@ -138,7 +154,7 @@ func diffImagePartitions(a, b *Partition) error {
 
 func imgDumpKVs(p *Partition) string {
 	var lines []string
-	p.tree.Scan(func(kv *KV) bool {
+	_ = p.kvs.ascend(nil, func(kv *KV) bool {
 		lines = append(lines, "  "+fmtPartKV(kv))
 		return true
 	})

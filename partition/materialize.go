@@ -7,6 +7,7 @@ import "io"
 func (p *Partition) Materialize() interface {
 	Applied() uint64
 	Encode(w io.Writer) error
+	Close()
 } {
 	return p.Image()
 }
@@ -23,7 +24,7 @@ func (p *Partition) LoadImage(r io.Reader) error {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.tree, p.applied = q.tree, q.applied
+	p.kvs, p.applied = q.kvs, q.applied
 	p.locks, p.intents, p.records, p.finished, p.horizon = q.locks, q.intents, q.records, q.finished, q.horizon
 	p.cut = q.cut
 	p.changed.Notify()

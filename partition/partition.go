@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/tidwall/btree"
-
 	"github.com/cutkv/cutkv/cut"
 	"github.com/cutkv/cutkv/internal/notify"
 	"github.com/cutkv/cutkv/proto/internalpb"
@@ -48,9 +46,12 @@ type Result struct {
 type Partition struct {
 	id uint64
 
-	mu      sync.RWMutex
-	tree    *btree.BTreeG[*KV] // REQUIRES: mu held for access
-	applied uint64             // REQUIRES: mu held for access
+	mu  sync.RWMutex
+	kvs kvStore // REQUIRES: mu held for access
+	// failed is the first store error of an apply (fail); REQUIRES: mu
+	// held.
+	failed  error
+	applied uint64 // REQUIRES: mu held for access
 	// Transactions (REQUIRES: mu held for access): locks and intents of
 	// transactions prepared here, and the records of transactions whose
 	// record partition this is.
@@ -94,7 +95,7 @@ func (p *Partition) Changed() <-chan struct{} {
 func New(id uint64) *Partition {
 	return &Partition{
 		id:      id,
-		tree:    btree.NewBTreeGOptions(lessKV, btree.Options{NoLocks: true}),
+		kvs:     newMemKVs(),
 		locks:   txn.NewLockTable(),
 		intents: map[string]*Intent{},
 		records: map[string]*internalpb.TxnDecideOp{},
@@ -126,7 +127,7 @@ func (p *Partition) Applied() uint64 {
 func (p *Partition) Len() int {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	return p.tree.Len()
+	return p.kvs.len()
 }
 
 // Apply applies a plain write (or a no-op) at index and returns its
@@ -144,7 +145,12 @@ func (p *Partition) Apply(index uint64, cmd *internalpb.Command) (Result, error)
 func (p *Partition) SetApplied(index uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if index > p.applied {
+	if index > p.applied && p.failed == nil {
+		p.kvs.begin()
+		if err := p.kvs.commit(index); err != nil {
+			p.fail(err)
+			return
+		}
 		p.applied = index
 		p.changed.Notify()
 	}
@@ -152,54 +158,77 @@ func (p *Partition) SetApplied(index uint64) {
 
 func (p *Partition) putLocked(index uint64, key, value []byte) Result {
 	kv := &KV{Key: bytes.Clone(key), Value: bytes.Clone(value), Version: 1, CreateIndex: index, ModIndex: index}
-	prev, ok := p.tree.Set(kv)
+	prev, ok := p.getLocked(key)
 	if ok {
 		kv.Version = prev.Version + 1
 		kv.CreateIndex = prev.CreateIndex
+	}
+	if _, _, err := p.kvs.set(kv); err != nil {
+		p.fail(err)
+	}
+	if ok {
 		return Result{Prev: prev}
 	}
 	return Result{}
 }
 
 func (p *Partition) deleteLocked(key []byte) Result {
-	prev, ok := p.tree.Delete(&KV{Key: key})
+	prev, ok, err := p.kvs.del(key)
+	if err != nil {
+		p.fail(err)
+	}
 	if !ok {
 		return Result{}
 	}
 	return Result{Prev: prev, Deleted: 1}
 }
 
+// getLocked reads key inside an apply; a store error stops the partition
+// (fail). REQUIRES: mu held.
+func (p *Partition) getLocked(key []byte) (*KV, bool) {
+	kv, ok, err := p.kvs.get(key)
+	if err != nil {
+		p.fail(err)
+		return nil, false
+	}
+	return kv, ok
+}
+
+// scanLocked is Scan inside an apply. REQUIRES: mu held.
+func (p *Partition) scanLocked(start, end []byte, limit int) ([]*KV, bool) {
+	kvs, more, err := scanKVs(p.kvs, start, end, limit)
+	if err != nil {
+		p.fail(err)
+	}
+	return kvs, more
+}
+
+// fail records the first store error met inside an apply: the entry's
+// ApplyCommand returns it, its writes are not committed, and every later
+// apply is refused (a disk error is sticky, like the WAL's). REQUIRES: mu
+// held.
+func (p *Partition) fail(err error) {
+	if p.failed == nil {
+		p.failed = fmt.Errorf("partition %d: %w", p.id, err)
+	}
+}
+
 // Get returns the key-value for key. The returned value must not be
-// modified (it is shared with the partition).
-func (p *Partition) Get(key []byte) (*KV, bool) {
+// modified (it may be shared with the partition). An error is the
+// store's (a disk error): the partition stops applying too.
+func (p *Partition) Get(key []byte) (*KV, bool, error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	return p.tree.Get(&KV{Key: key})
+	return p.kvs.get(key)
 }
 
 // Scan returns up to limit key-values with start <= key < end in key order
 // (end nil = no bound) and whether more exist in range. limit <= 0 means no
 // limit. The returned values must not be modified.
-func (p *Partition) Scan(start, end []byte, limit int) (kvs []*KV, more bool) {
+func (p *Partition) Scan(start, end []byte, limit int) (kvs []*KV, more bool, err error) {
 	p.mu.RLock()
 	defer p.mu.RUnlock()
-	return p.scanLocked(start, end, limit)
-}
-
-// scanLocked is Scan. REQUIRES: mu held.
-func (p *Partition) scanLocked(start, end []byte, limit int) (kvs []*KV, more bool) {
-	p.tree.Ascend(&KV{Key: start}, func(kv *KV) bool {
-		if end != nil && bytes.Compare(kv.Key, end) >= 0 {
-			return false
-		}
-		if limit > 0 && len(kvs) == limit {
-			more = true
-			return false
-		}
-		kvs = append(kvs, kv)
-		return true
-	})
-	return kvs, more
+	return scanKVs(p.kvs, start, end, limit)
 }
 
 // Proto returns kv as the API's KeyValue, without the value when keysOnly.
@@ -228,6 +257,10 @@ func (p *Partition) ApplyCommand(index uint64, cmd *internalpb.Command) (any, er
 		}
 		return Result{}, nil // already in the state
 	}
+	if p.failed != nil {
+		return nil, p.failed
+	}
+	p.kvs.begin()
 	wasReady := p.cut.ReadyToFinish()
 	p.cut.Observe(index, cmd.GetCutVersion(), p.intentIDsLocked)
 	var res any
@@ -260,6 +293,14 @@ func (p *Partition) ApplyCommand(index uint64, cmd *internalpb.Command) (any, er
 			return nil, fmt.Errorf("%w %T at partition %d index %d", ErrUnknownCommand, op, p.id, index)
 		}
 		res = p.applyTxnLocked(index, cmd)
+	}
+	if p.failed == nil {
+		if err := p.kvs.commit(index); err != nil {
+			p.fail(err)
+		}
+	}
+	if p.failed != nil {
+		return nil, p.failed
 	}
 	p.applied = index
 	p.changed.Notify()

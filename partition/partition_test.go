@@ -25,7 +25,7 @@ func TestApplyVersions(t *testing.T) {
 	if res.Prev == nil || string(res.Prev.Value) != "1" {
 		t.Fatalf("prev = %+v", res.Prev)
 	}
-	kv, ok := p.Get([]byte("a"))
+	kv, ok, _ := p.Get([]byte("a"))
 	if !ok || string(kv.Value) != "2" || kv.Version != 2 || kv.CreateIndex != 1 || kv.ModIndex != 2 {
 		t.Fatalf("a = %+v", kv)
 	}
@@ -37,13 +37,13 @@ func TestApplyVersions(t *testing.T) {
 		t.Fatalf("second delete res = %+v", res)
 	}
 	mustApply(t, p, 5, put("a", "3"))
-	kv, _ = p.Get([]byte("a"))
+	kv, _, _ = p.Get([]byte("a"))
 	if kv.Version != 1 || kv.CreateIndex != 5 {
 		t.Fatalf("recreated a = %+v, want version 1 created at 5", kv)
 	}
 	// Replayed entries at or below applied change nothing.
 	mustApply(t, p, 2, put("a", "stale"))
-	if kv, _ := p.Get([]byte("a")); string(kv.Value) != "3" || p.Applied() != 5 {
+	if kv, _, _ := p.Get([]byte("a")); string(kv.Value) != "3" || p.Applied() != 5 {
 		t.Fatalf("replay changed state: %+v applied %d", kv, p.Applied())
 	}
 }
@@ -54,7 +54,7 @@ func TestApplyCopiesInput(t *testing.T) {
 	cmd := &internalpb.Command{Op: &internalpb.Command_Put{Put: &internalpb.PutOp{Key: k, Value: v}}}
 	mustApply(t, p, 1, cmd)
 	k[0], v[0] = 'X', 'X'
-	if kv, ok := p.Get([]byte("key")); !ok || string(kv.Value) != "val" {
+	if kv, ok, _ := p.Get([]byte("key")); !ok || string(kv.Value) != "val" {
 		t.Fatalf("partition aliases the command's buffers: %+v", kv)
 	}
 }
@@ -100,7 +100,7 @@ func TestScanAgainstModel(t *testing.T) {
 		if wantMore {
 			want = want[:limit]
 		}
-		got, more := p.Scan([]byte(start), end, limit)
+		got, more, _ := p.Scan([]byte(start), end, limit)
 		if more != wantMore || len(got) != len(want) {
 			t.Fatalf("Scan(%s,%s,%d): %d kvs more=%v, want %d more=%v", start, end, limit, len(got), more, len(want), wantMore)
 		}

@@ -359,7 +359,7 @@ func (p *Partition) holdsLocked(cmps []*kvpb.Compare) bool {
 	for _, c := range cmps {
 		var version int64
 		var value []byte
-		if kv, ok := p.tree.Get(&KV{Key: c.GetKey()}); ok {
+		if kv, ok := p.getLocked(c.GetKey()); ok {
 			version, value = kv.Version, kv.Value
 		}
 		if !txn.Holds(c, version, value) {
@@ -376,7 +376,7 @@ func (p *Partition) readsLocked(ops []*kvpb.RequestOp) []*kvpb.ResponseOp {
 		switch r := op.GetRequest().(type) {
 		case *kvpb.RequestOp_Get:
 			resp := &kvpb.GetResponse{}
-			if kv, ok := p.tree.Get(&KV{Key: r.Get.GetKey()}); ok {
+			if kv, ok := p.getLocked(r.Get.GetKey()); ok {
 				resp.Kv = kv.Proto(false)
 			}
 			out = append(out, &kvpb.ResponseOp{Response: &kvpb.ResponseOp_Get{Get: resp}})
@@ -399,7 +399,7 @@ func (p *Partition) readsLocked(ops []*kvpb.RequestOp) []*kvpb.ResponseOp {
 			out = append(out, &kvpb.ResponseOp{Response: &kvpb.ResponseOp_Put{Put: &kvpb.PutResponse{}}})
 		case *kvpb.RequestOp_Delete:
 			resp := &kvpb.DeleteResponse{}
-			if _, ok := p.tree.Get(&KV{Key: r.Delete.GetKey()}); ok {
+			if _, ok := p.getLocked(r.Delete.GetKey()); ok {
 				resp.Deleted = 1
 			}
 			out = append(out, &kvpb.ResponseOp{Response: &kvpb.ResponseOp_Delete{Delete: resp}})

@@ -66,7 +66,7 @@ func TestTxnOutsideFinish(t *testing.T) {
 		t.Fatalf("C, after a stray commit finish: %s, want prepared", fmtVote(v))
 	}
 	apply(finishAt("C", true, 6000))
-	if kv, ok := p.Get([]byte("k")); !ok || string(kv.Value) != "1" {
+	if kv, ok, _ := p.Get([]byte("k")); !ok || string(kv.Value) != "1" {
 		t.Fatalf("k = %v after C committed, want 1", kv)
 	}
 }
@@ -121,10 +121,10 @@ func TestTxnIDReuse(t *testing.T) {
 	}
 	p = imageRoundTrip(t, p)
 	apply(finishAt("T", true, 1000))
-	if kv, ok := p.Get([]byte("a")); !ok || string(kv.Value) != "first" {
+	if kv, ok, _ := p.Get([]byte("a")); !ok || string(kv.Value) != "first" {
 		t.Fatalf("a = %v, want the first transaction's write", kv)
 	}
-	if _, ok := p.Get([]byte("b")); ok {
+	if _, ok, _ := p.Get([]byte("b")); ok {
 		t.Fatal("the refused second transaction wrote b")
 	}
 	// Finished: refused, through an image too.

@@ -719,7 +719,7 @@ func (h *partHarness) check() {
 	if got := h.p.Applied(); got != h.m.applied {
 		h.fatalf("Applied = %d, model %d", got, h.m.applied)
 	}
-	kvs, more := h.p.Scan(nil, nil, 0)
+	kvs, more, _ := h.p.Scan(nil, nil, 0)
 	var got, want []string
 	for _, kv := range kvs {
 		got = append(got, fmtPartKV(kv))
@@ -878,7 +878,7 @@ func TestTxnVoteReadsCommittedState(t *testing.T) {
 	if _, err := p.ApplyCommand(8, cmdFinish("T", true, true)); err != nil {
 		t.Fatal(err)
 	}
-	kvs, _ := p.Scan(nil, nil, 0)
+	kvs, _, _ := p.Scan(nil, nil, 0)
 	var got []string
 	for _, kv := range kvs {
 		got = append(got, fmtPartKV(kv))

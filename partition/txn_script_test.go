@@ -265,7 +265,7 @@ func (e *scriptEnv) run(cmd string, input []string) (string, error) {
 func (e *scriptEnv) dump() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "applied %d", e.p.Applied())
-	kvs, _ := e.p.Scan(nil, nil, 0)
+	kvs, _, _ := e.p.Scan(nil, nil, 0)
 	for _, kv := range kvs {
 		fmt.Fprintf(&b, "\nkv %s", fmtPartKV(kv))
 	}

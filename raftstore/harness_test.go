@@ -442,7 +442,7 @@ func (c *testCluster) put(g uint64, key, value string) uint64 {
 				_, err = s.Propose(ctx, g, putCmd(key, value))
 				cancel()
 				if err == nil {
-					kv, ok := c.part(lead, g).Get([]byte(key))
+					kv, ok, _ := c.part(lead, g).Get([]byte(key))
 					if !ok {
 						c.t.Fatalf("group %d: %q acknowledged by node %d but not in its state", g, key, lead)
 					}
@@ -469,7 +469,7 @@ type kvRow struct {
 
 // dump returns p's whole content in key order.
 func dump(p *partition.Partition) []kvRow {
-	kvs, _ := p.Scan(nil, nil, 0)
+	kvs, _, _ := p.Scan(nil, nil, 0)
 	rows := make([]kvRow, len(kvs))
 	for i, kv := range kvs {
 		rows[i] = kvRow{string(kv.Key), string(kv.Value), kv.Version, kv.CreateIndex, kv.ModIndex}
@@ -541,6 +541,6 @@ func waiterCount(t testing.TB, s *Store) int {
 
 // hasKey says whether p holds key=value.
 func hasKey(p *partition.Partition, key, value string) bool {
-	kv, ok := p.Get([]byte(key))
+	kv, ok, _ := p.Get([]byte(key))
 	return ok && bytes.Equal(kv.Value, []byte(value))
 }

@@ -338,6 +338,7 @@ func (s *Store) Materialize(ctx context.Context, groupID uint64) (uint64, error)
 		img := g.sm.Materialize()
 		idx := img.Applied()
 		if idx <= g.matIndex {
+			img.Close()
 			// Idle since its newest materialization, which has lasted
 			// a whole interval: the log kept as its fallback goes.
 			if g.keepIndex < g.matIndex {
@@ -349,6 +350,7 @@ func (s *Store) Materialize(ctx context.Context, groupID uint64) (uint64, error)
 		}
 		term, err := g.storage.Term(idx)
 		if err != nil {
+			img.Close()
 			ch <- res{err: fmt.Errorf("raftstore: group %d: term of applied index %d: %w", g.id, idx, err)}
 			return
 		}
@@ -356,6 +358,7 @@ func (s *Store) Materialize(ctx context.Context, groupID uint64) (uint64, error)
 		go func() {
 			start := time.Now()
 			_, _, size, err := checkpoint.Files{FS: failpointFS{checkpoint.OS}}.Write(s.cfg.MaterializeDir, checkpoint.Meta{Partition: g.id, Index: idx, Term: term}, img.Encode)
+			img.Close()
 			if err == nil {
 				s.log.Info("materialized", "group", g.id, "index", idx, "bytes", size, "took", time.Since(start))
 			}

@@ -99,7 +99,7 @@ func TestOrphanedProposalApplied(t *testing.T) {
 	if err := answer(t, errc); err != nil {
 		t.Fatalf("proposal committed by the next leader: %v, want applied", err)
 	}
-	kv, ok := c.part(lead, 1).Get([]byte("k"))
+	kv, ok, _ := c.part(lead, 1).Get([]byte("k"))
 	if !ok || string(kv.Value) != "v1" {
 		t.Fatalf("old leader holds %v %v, want k=v1", kv, ok)
 	}
@@ -120,7 +120,7 @@ func TestOverwrittenProposalDropped(t *testing.T) {
 	}
 	waitFor(t, "every replica to hold k=v1", func() bool {
 		for _, id := range c.ids {
-			kv, ok := c.part(id, 1).Get([]byte("k"))
+			kv, ok, _ := c.part(id, 1).Get([]byte("k"))
 			if !ok || string(kv.Value) != "v1" {
 				return false
 			}

@@ -38,10 +38,11 @@ type StateMachine interface {
 	SetApplied(index uint64)
 	// Materialize returns the state at its applied index, detached: the
 	// loop calls it between entries and encodes it elsewhere while
-	// applying goes on (DESIGN.md, "Checkpoints").
+	// applying goes on (DESIGN.md, "Checkpoints"); Close releases it.
 	Materialize() interface {
 		Applied() uint64
 		Encode(w io.Writer) error
+		Close()
 	}
 	// LoadImage replaces the whole state with an encoded one (a
 	// materialization at start, a raft snapshot from the leader). A

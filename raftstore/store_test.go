@@ -163,7 +163,7 @@ func TestReadIndexAfterFailover(t *testing.T) {
 		lead = c.waitLeader(g, old) // leadership moved again; follow it
 	}
 	if !hasKey(c.part(lead, g), "k", "v2") {
-		kv, _ := c.part(lead, g).Get([]byte("k"))
+		kv, _, _ := c.part(lead, g).Get([]byte("k"))
 		t.Fatalf("read on new leader %d after ReadIndex saw %v, want v2", lead, kv)
 	}
 }
@@ -217,7 +217,7 @@ func TestReadIndexIsolatedLeader(t *testing.T) {
 }
 
 func dumpValue(p *partition.Partition, key string) string {
-	kv, ok := p.Get([]byte(key))
+	kv, ok, _ := p.Get([]byte(key))
 	if !ok {
 		return "<absent>"
 	}

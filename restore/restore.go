@@ -333,7 +333,9 @@ func (r *rebuilder) writePartition(ctx context.Context, p *snapshot.Partition) (
 		r.log.Info("group written", "group", g, "index", 0, "keys", 0, "bytes_read", read, "note", "empty before the cut: no materialization needed")
 		return keys, read, nil
 	}
-	_, _, size, err := checkpoint.Files{}.Write(r.dir, checkpoint.Meta{Partition: g, Index: idx, Term: restoredTerm}, part.Image().Encode)
+	img := part.Image()
+	_, _, size, err := checkpoint.Files{}.Write(r.dir, checkpoint.Meta{Partition: g, Index: idx, Term: restoredTerm}, img.Encode)
+	img.Close()
 	if err != nil {
 		return 0, read, fmt.Errorf("restore: partition %d: %w", g, err)
 	}

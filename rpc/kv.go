@@ -143,6 +143,12 @@ func (n *Node) logger() *slog.Logger {
 	return slog.Default()
 }
 
+// storeError is a read of partition p's state that its store could not
+// serve (a disk error, which stops the partition too): NOT_SERVING.
+func storeError(p uint64, err error) error {
+	return fmt.Errorf("%w: partition %d's state could not be read: %v", raftstore.ErrNotServing, p, err)
+}
+
 // lifetime is the node's Background, or a context that never ends when
 // none was set (tests that build a Node by hand).
 func (n *Node) lifetime() context.Context {
@@ -430,7 +436,11 @@ func (s *KVServer) Get(ctx context.Context, req *kvpb.GetRequest) (*kvpb.GetResp
 		}
 		st, _ := s.n.Store.Status(p)
 		resp := &kvpb.GetResponse{Header: s.n.header(st.Term)}
-		if kv, ok := s.n.Partitions[p].Get(req.GetKey()); ok {
+		kv, ok, err := s.n.Partitions[p].Get(req.GetKey())
+		if err != nil {
+			return nil, storeError(p, err)
+		}
+		if ok {
 			resp.Kv = kv.Proto(false)
 		}
 		return resp, nil
@@ -576,7 +586,7 @@ func (s *KVServer) scanPartition(ctx context.Context, req *kvpb.ScanRequest) (*k
 		if err := waitUnlocked(ctx, s.n.Partitions[p], req.GetStart(), end); err != nil {
 			return nil, err
 		}
-		return s.scanLocal(p, req), nil
+		return s.scanLocal(p, req)
 	})
 }
 
@@ -611,7 +621,7 @@ func waitWritable(ctx context.Context, part *partition.Partition, key []byte) {
 }
 
 // scanLocal answers p's share of a scan from this node's state.
-func (s *KVServer) scanLocal(p uint64, req *kvpb.ScanRequest) *kvpb.ScanResponse {
+func (s *KVServer) scanLocal(p uint64, req *kvpb.ScanRequest) (*kvpb.ScanResponse, error) {
 	limit := int(req.GetLimit())
 	if limit <= 0 || limit > DefaultScanLimit {
 		limit = DefaultScanLimit
@@ -620,7 +630,10 @@ func (s *KVServer) scanLocal(p uint64, req *kvpb.ScanRequest) *kvpb.ScanResponse
 	if len(req.GetEnd()) > 0 {
 		end = req.GetEnd()
 	}
-	kvs, more := s.n.Partitions[p].Scan(req.GetStart(), end, limit)
+	kvs, more, err := s.n.Partitions[p].Scan(req.GetStart(), end, limit)
+	if err != nil {
+		return nil, storeError(p, err)
+	}
 	st, _ := s.n.Store.Status(p)
 	resp := &kvpb.ScanResponse{Header: s.n.header(st.Term), More: more}
 	size := 0
@@ -633,5 +646,5 @@ func (s *KVServer) scanLocal(p uint64, req *kvpb.ScanRequest) *kvpb.ScanResponse
 		}
 		resp.Kvs = append(resp.Kvs, kv.Proto(req.GetKeysOnly()))
 	}
-	return resp
+	return resp, nil
 }

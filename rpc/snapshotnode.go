@@ -453,6 +453,7 @@ func (s *SnapshotPartitionsServer) buildFull(ctx context.Context, g, base, pos u
 		return "", err
 	}
 	img := p.Image()
+	defer img.Close()
 	meta := checkpoint.Meta{Partition: g, Index: pos - 1, Term: ents[len(ents)-1].GetTerm()}
 	path, _, _, err := checkpoint.Files{FS: checkpoint.OS}.Write(dir, meta, func(w io.Writer) error {
 		return img.Encode(rate.Writer(ctx, w))

@@ -234,7 +234,7 @@ func (e *pcEnv) check() error {
 		if h := part.LockHolders(); len(h) > 0 {
 			return fmt.Errorf("partition %d still locked by %v", p, h)
 		}
-		if _, ok := part.Get([]byte(fmt.Sprintf("k%d", p))); ok {
+		if _, ok, _ := part.Get([]byte(fmt.Sprintf("k%d", p))); ok {
 			applied = append(applied, p)
 		}
 	}

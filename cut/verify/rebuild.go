@@ -199,10 +199,12 @@ func (l *replicaLog) rebuild(v uint64, cp *kvpb.CutPartition) (*PartitionState, 
 		return nil, err
 	}
 	st.KVs = make(map[string][]byte, p.Len())
-	p.Each(func(kv *partition.KV) bool {
+	if err := p.Each(func(kv *partition.KV) bool {
 		st.KVs[string(kv.Key)] = kv.Value
 		return true
-	})
+	}); err != nil {
+		return nil, err
+	}
 	return st, nil
 }
 
