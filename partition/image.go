@@ -169,49 +169,14 @@ func (im *Image) Encode(w io.Writer) error {
 		return im.err
 	}
 	e := &imageEncoder{w: bufio.NewWriterSize(w, 64<<10)}
-
-	e.begin(frameHeader)
-	e.varint(1, ImageVersion)
-	e.varint(2, im.id)
-	e.varint(3, im.applied)
-	if im.horizon > 0 {
-		e.varint(4, uint64(im.horizon))
-	}
+	e.header(im.id, im.applied, im.horizon)
 	e.end()
-
-	e.begin(frameCut)
-	c := im.cut
-	e.varint(1, c.Version)
-	e.varint(2, c.Pos)
-	for _, id := range c.Active {
-		e.bytes(3, []byte(id))
-	}
-	for _, t := range c.Before {
-		e.message(4, t)
-	}
-	for _, t := range c.After {
-		e.message(5, t)
-	}
-	for _, id := range c.Aborted {
-		e.bytes(6, id)
-	}
-	e.bool(7, c.Finished)
-	for _, f := range c.Done {
-		var sub imageEncoder
-		sub.message(1, f.Op)
-		sub.varint(2, f.Index)
-		e.bytes(8, sub.buf)
-	}
+	e.cutProgress(im.cut)
 	e.end()
 
 	var n [4]uint64
 	err := im.kvs.ascend(nil, func(kv *KV) bool {
-		e.begin(frameKV)
-		e.bytes(1, kv.Key)
-		e.bytes(2, kv.Value)
-		e.varint(3, uint64(kv.Version))
-		e.varint(4, kv.CreateIndex)
-		e.varint(5, kv.ModIndex)
+		e.kv(kv)
 		e.end()
 		n[0]++
 		return e.err == nil
@@ -220,39 +185,17 @@ func (im *Image) Encode(w io.Writer) error {
 		return err
 	}
 	for _, id := range sortedKeys(im.intents) {
-		in := im.intents[id]
-		e.begin(frameIntent)
-		e.message(1, in.Op)
-		e.varint(2, in.Index)
-		e.bool(3, in.Vote.Prepared)
-		for _, c := range in.Vote.Conflicts {
-			e.bytes(4, []byte(c))
-		}
-		e.bool(5, in.Vote.ComparesHold)
-		for _, r := range in.Vote.SuccessReads {
-			e.message(6, r)
-		}
-		for _, r := range in.Vote.FailureReads {
-			e.message(7, r)
-		}
-		if in.Vote.Version != 0 {
-			e.varint(8, in.Vote.Version)
-		}
+		e.intent(im.intents[id])
 		e.end()
 		n[1]++
 	}
 	for _, id := range sortedKeys(im.records) {
-		e.begin(frameRecord)
-		e.message(1, im.records[id])
+		e.record(im.records[id])
 		e.end()
 		n[2]++
 	}
 	for _, id := range sortedKeys(im.finished) {
-		e.begin(frameFinished)
-		e.bytes(1, []byte(id))
-		if at := im.finished[id]; at > 0 {
-			e.varint(2, uint64(at))
-		}
+		e.finished(id, im.finished[id])
 		e.end()
 		n[3]++
 	}
@@ -309,6 +252,87 @@ func (e *imageEncoder) message(num protowire.Number, m proto.Message) {
 	e.buf, err = marshalOpts.MarshalAppend(e.buf, m)
 	if err != nil && e.err == nil {
 		e.err = err
+	}
+}
+
+// The frame builders below put one frame's payload (kind and fields) in
+// e.buf; end writes it. A durable store keeps the transaction tables' rows
+// as these payloads too.
+
+func (e *imageEncoder) header(id, applied uint64, horizon int64) {
+	e.begin(frameHeader)
+	e.varint(1, ImageVersion)
+	e.varint(2, id)
+	e.varint(3, applied)
+	if horizon > 0 {
+		e.varint(4, uint64(horizon))
+	}
+}
+
+func (e *imageEncoder) cutProgress(c *cut.ProgressState) {
+	e.begin(frameCut)
+	e.varint(1, c.Version)
+	e.varint(2, c.Pos)
+	for _, id := range c.Active {
+		e.bytes(3, []byte(id))
+	}
+	for _, t := range c.Before {
+		e.message(4, t)
+	}
+	for _, t := range c.After {
+		e.message(5, t)
+	}
+	for _, id := range c.Aborted {
+		e.bytes(6, id)
+	}
+	e.bool(7, c.Finished)
+	for _, f := range c.Done {
+		var sub imageEncoder
+		sub.message(1, f.Op)
+		sub.varint(2, f.Index)
+		e.bytes(8, sub.buf)
+	}
+}
+
+func (e *imageEncoder) kv(kv *KV) {
+	e.begin(frameKV)
+	e.bytes(1, kv.Key)
+	e.bytes(2, kv.Value)
+	e.varint(3, uint64(kv.Version))
+	e.varint(4, kv.CreateIndex)
+	e.varint(5, kv.ModIndex)
+}
+
+func (e *imageEncoder) intent(in *Intent) {
+	e.begin(frameIntent)
+	e.message(1, in.Op)
+	e.varint(2, in.Index)
+	e.bool(3, in.Vote.Prepared)
+	for _, c := range in.Vote.Conflicts {
+		e.bytes(4, []byte(c))
+	}
+	e.bool(5, in.Vote.ComparesHold)
+	for _, r := range in.Vote.SuccessReads {
+		e.message(6, r)
+	}
+	for _, r := range in.Vote.FailureReads {
+		e.message(7, r)
+	}
+	if in.Vote.Version != 0 {
+		e.varint(8, in.Vote.Version)
+	}
+}
+
+func (e *imageEncoder) record(rec *internalpb.TxnDecideOp) {
+	e.begin(frameRecord)
+	e.message(1, rec)
+}
+
+func (e *imageEncoder) finished(id string, at int64) {
+	e.begin(frameFinished)
+	e.bytes(1, []byte(id))
+	if at > 0 {
+		e.varint(2, uint64(at))
 	}
 }
 
