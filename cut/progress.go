@@ -34,10 +34,16 @@ type Progress struct {
 
 	done      map[uint64]Finished
 	doneOrder []uint64
+
+	gen uint64 // counts changes; see Gen
 }
 
 // NewProgress returns the progress of a partition with no cut yet.
 func NewProgress() *Progress { return &Progress{done: map[uint64]Finished{}} }
+
+// Gen counts the changes made to p so far: its owner stores p's State
+// again only when Gen moved (a durable partition keeps it on disk).
+func (p *Progress) Gen() uint64 { return p.gen }
 
 // Version returns the newest cut whose position is in the log.
 func (p *Progress) Version() uint64 { return p.version }
@@ -73,6 +79,7 @@ func (p *Progress) Observe(index, ev uint64, intents func() []string) bool {
 	if ev <= p.version {
 		return false
 	}
+	p.gen++
 	p.version, p.pos, p.finished = ev, index, false
 	p.active = map[string]struct{}{}
 	for _, id := range intents() {
@@ -96,6 +103,7 @@ func (p *Progress) TxnFinished(id string, commit, succeeded bool, stamp uint64) 
 		return
 	}
 	delete(p.active, id)
+	p.gen++
 	t := &internalpb.CutTxn{TxnId: []byte(id), Succeeded: succeeded, Stamp: stamp}
 	switch {
 	case !commit:
@@ -155,6 +163,7 @@ func (p *Progress) ApplyFinish(index uint64, op *internalpb.CutFinishOp) bool {
 
 // finish closes the running cut at index with op.
 func (p *Progress) finish(index uint64, op *internalpb.CutFinishOp) {
+	p.gen++
 	p.finished = true
 	p.done[op.GetVersion()] = Finished{Op: op, Index: index}
 	p.doneOrder = append(p.doneOrder, op.GetVersion())

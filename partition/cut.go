@@ -89,6 +89,9 @@ func (p *Partition) CutActive() (uint64, []string) {
 func (p *Partition) ResolveAtCut(before []*internalpb.CutTxn) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.kvs.durable() {
+		return fmt.Errorf("partition %d: a cut is resolved on a partition rebuilt in memory, not on a durable store", p.id)
+	}
 	for _, t := range before {
 		in := p.intents[string(t.GetTxnId())]
 		if in == nil {
@@ -100,6 +103,7 @@ func (p *Partition) ResolveAtCut(before []*internalpb.CutTxn) error {
 		}
 		p.writeLocked(p.applied, ops)
 	}
+	p.touchAll()
 	p.intents = map[string]*Intent{}
 	p.locks = txn.NewLockTable()
 	p.records = map[string]*internalpb.TxnDecideOp{}

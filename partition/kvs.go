@@ -2,6 +2,7 @@ package partition
 
 import (
 	"bytes"
+	"errors"
 
 	"github.com/tidwall/btree"
 )
@@ -38,6 +39,12 @@ type kvStore interface {
 	// filling, making it durable at applied where the store is durable.
 	load(kv *KV) error
 	loaded(applied uint64) error
+	// durable says whether the store keeps what it holds across
+	// restarts; such a store also keeps the partition's rows (rows.go).
+	durable() bool
+	// putRow stores (a nil payload: deletes) the row (kind, id) in the
+	// entry's batch; the store copies payload. Only durable stores.
+	putRow(kind byte, id string, payload []byte) error
 	// close releases the store.
 	close() error
 }
@@ -87,6 +94,11 @@ func (m *memKVs) close() error        { return nil }
 
 func (m *memKVs) load(kv *KV) error   { m.t.Load(kv); return nil }
 func (m *memKVs) loaded(uint64) error { return nil }
+func (m *memKVs) durable() bool       { return false }
+
+func (m *memKVs) putRow(byte, string, []byte) error {
+	return errors.New("partition: rows kept in a memory store")
+}
 
 type memView struct{ t *btree.BTreeG[*KV] }
 

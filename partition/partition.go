@@ -50,7 +50,12 @@ type Partition struct {
 	kvs kvStore // REQUIRES: mu held for access
 	// failed is the first store error of an apply (fail); REQUIRES: mu
 	// held.
-	failed  error
+	failed error
+	// rows are the rows changed by the entry being applied, and cutGen
+	// the cut progress's generation last stored, when the store is
+	// durable (rows.go); rows is nil otherwise. REQUIRES: mu held.
+	rows    map[rowKey]struct{}
+	cutGen  uint64
 	applied uint64 // REQUIRES: mu held for access
 	// Transactions (REQUIRES: mu held for access): locks and intents of
 	// transactions prepared here, and the records of transactions whose
@@ -293,6 +298,11 @@ func (p *Partition) ApplyCommand(index uint64, cmd *internalpb.Command) (any, er
 			return nil, fmt.Errorf("%w %T at partition %d index %d", ErrUnknownCommand, op, p.id, index)
 		}
 		res = p.applyTxnLocked(index, cmd)
+	}
+	if p.failed == nil && p.rows != nil {
+		if err := p.writeRowsLocked(); err != nil {
+			p.fail(err)
+		}
 	}
 	if p.failed == nil {
 		if err := p.kvs.commit(index); err != nil {

@@ -92,6 +92,7 @@ func (p *Partition) applyTxnLocked(index uint64, cmd *internalpb.Command) any {
 		for _, id := range op.TxnForget.GetTxnIds() {
 			if rec := p.records[string(id)]; rec != nil && !rec.GetStaging() {
 				delete(p.records, string(id)) // a STAGING record is not done with: its transaction may be committed
+				p.touch(frameRecord, string(id))
 			}
 		}
 		return nil
@@ -185,8 +186,10 @@ func (p *Partition) prepareLocked(index, version uint64, op *internalpb.TxnPrepa
 		FailureReads: p.readsLocked(op.GetShare().GetFailure()),
 	}
 	p.intents[id] = &Intent{Op: op, Vote: v, Index: index}
+	p.touch(frameIntent, id)
 	if parts := op.GetParticipants(); len(parts) > 0 && op.GetRecordPartition() == p.id {
 		p.records[id] = &internalpb.TxnDecideOp{TxnId: op.GetTxnId(), Staging: true, Participants: parts, PreparedUnixMs: op.GetPreparedUnixMs()}
+		p.touch(frameRecord, id)
 	}
 	return v
 }
@@ -234,6 +237,7 @@ func (p *Partition) finishLocked(index uint64, op *internalpb.TxnFinishOp) {
 	if rec := p.records[id]; rec != nil && rec.GetStaging() {
 		p.records[id] = &internalpb.TxnDecideOp{TxnId: rec.GetTxnId(), Commit: op.GetCommit(), Succeeded: op.GetSucceeded(),
 			Stamp: op.GetStamp(), Participants: rec.GetParticipants()}
+		p.touch(frameRecord, id)
 	}
 	p.cut.TxnFinished(id, op.GetCommit(), op.GetSucceeded(), op.GetStamp())
 	if op.GetCommit() {
@@ -246,6 +250,8 @@ func (p *Partition) finishLocked(index uint64, op *internalpb.TxnFinishOp) {
 	p.locks.Release(id)
 	delete(p.intents, id)
 	p.finished[id] = in.Op.GetPreparedUnixMs()
+	p.touch(frameIntent, id)
+	p.touch(frameFinished, id)
 }
 
 // tombstoneLocked remembers id, finished here without an intent, with
@@ -260,6 +266,7 @@ func (p *Partition) tombstoneLocked(id string, at int64) {
 		return
 	}
 	p.finished[id] = at
+	p.touch(frameFinished, id)
 }
 
 // horizonLocked raises the horizon to ms (never lowers it) and drops the
@@ -270,9 +277,11 @@ func (p *Partition) horizonLocked(ms int64) {
 		return
 	}
 	p.horizon = ms
+	p.touch(rowHorizon, "")
 	for id, at := range p.finished {
 		if at > 0 && at < ms {
 			delete(p.finished, id)
+			p.touch(frameFinished, id)
 		}
 	}
 }
@@ -322,6 +331,7 @@ func (p *Partition) decideLocked(index uint64, op *internalpb.TxnDecideOp) *inte
 		}
 		rec = d
 		p.records[id] = rec
+		p.touch(frameRecord, id)
 	}
 	if op.GetFinish() && p.intents[id] != nil {
 		p.finishLocked(index, &internalpb.TxnFinishOp{TxnId: op.GetTxnId(), Commit: rec.GetCommit(), Succeeded: rec.GetSucceeded(),
