@@ -58,6 +58,18 @@ type baseInfo struct {
 	keep        uint64 // the older materialization kept (0: none)
 }
 
+// durableApplied is the applied index a state machine holds when the
+// store opens it: 0 for one kept in memory, the index its store reached
+// for a durable one (a partition on Pebble). Such a state is not replaced
+// by a materialization it is already past; replay skips the entries it
+// holds.
+func durableApplied(sm StateMachine) uint64 {
+	if a, ok := sm.(interface{ Applied() uint64 }); ok {
+		return a.Applied()
+	}
+	return 0
+}
+
 // restoreBase loads the newest usable materialization of group gc into its
 // state machine and raft storage. Usable: it verifies, and the WAL holds
 // the log from right after it (so nothing committed after it is lost).
@@ -96,7 +108,10 @@ func (s *Store) restoreBase(gc GroupConfig, l *groupLog, st *raft.MemoryStorage)
 			refused = append(refused, err.Error())
 			continue
 		}
-		err = gc.SM.LoadImage(r)
+		ahead := durableApplied(gc.SM)
+		if ahead < m.Index {
+			err = gc.SM.LoadImage(r)
+		}
 		meta := r.Meta()
 		r.Close()
 		if err != nil {
@@ -117,8 +132,13 @@ func (s *Store) restoreBase(gc GroupConfig, l *groupLog, st *raft.MemoryStorage)
 		if i > 0 {
 			b.keep = mats[i-1].Index
 		}
-		s.log.Info("loaded materialization", "group", gc.ID, "index", m.Index, "file", path,
-			"wal_tail_entries", max(lastEntry, m.Index)-m.Index)
+		if ahead >= m.Index {
+			s.log.Info("state opened ahead of its materialization", "group", gc.ID, "applied", ahead, "materialization", m.Index, "file", path,
+				"wal_tail_entries", max(lastEntry, ahead)-ahead)
+		} else {
+			s.log.Info("loaded materialization", "group", gc.ID, "index", m.Index, "file", path,
+				"wal_tail_entries", max(lastEntry, m.Index)-m.Index)
+		}
 		return b, nil
 	}
 	if firstEntry > 1 || (firstEntry == 0 && l.Installed != nil) {
