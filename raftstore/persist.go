@@ -290,20 +290,35 @@ func (p *persister) takeLazy(recs []wal.Record) []wal.Record {
 	return recs
 }
 
-// persist makes reqs durable, applies them to raft storage and delivers
-// their responses.
-func (p *persister) persist(reqs []appendReq) error {
-	var (
-		recs []wal.Record
-		ents []entryRec // the entry records of recs
-	)
-	sync := false
+// records builds the WAL records of reqs, in order: for each request an
+// installed snapshot's mark (its file loaded into the state machine
+// first), its entries, its hard state (or, when only the commit index
+// moved, a lazy one written with the next batch that syncs anyway). sync
+// says whether the batch must be written and fsynced.
+func (p *persister) records(reqs []appendReq) (recs []wal.Record, ents []entryRec, installs map[*raftpb.Message]*install, sync bool, err error) {
 	for _, r := range reqs {
 		m, gid := r.m, r.g.id
+		if snap := m.GetSnapshot(); snap != nil {
+			// The install's mark goes before the entries that follow the
+			// snapshot, in this batch: written after them, a crash between
+			// the two left a WAL whose replay met those entries right after
+			// the old log, a gap, and the node could not start (nor could
+			// the cut verifier read its WAL).
+			in, rec, err := p.loadSnapshot(r.g, snap)
+			if err != nil {
+				return nil, nil, nil, false, err
+			}
+			if installs == nil {
+				installs = map[*raftpb.Message]*install{}
+			}
+			installs[m] = in
+			recs = append(recs, rec)
+			sync = true
+		}
 		for _, e := range m.GetEntries() {
 			data, err := proto.Marshal(e)
 			if err != nil {
-				return fmt.Errorf("raftstore: marshal entry: %w", err)
+				return nil, nil, nil, false, fmt.Errorf("raftstore: marshal entry: %w", err)
 			}
 			ents = append(ents, entryRec{rec: len(recs), raft: e.GetIndex()})
 			recs = append(recs, wal.Record{Type: wal.RecordEntry, Group: gid, Data: data})
@@ -313,7 +328,7 @@ func (p *persister) persist(reqs []appendReq) error {
 			hs := &raftpb.HardState{Term: m.Term, Vote: m.Vote, Commit: m.Commit}
 			data, err := proto.Marshal(hs)
 			if err != nil {
-				return fmt.Errorf("raftstore: marshal hard state: %w", err)
+				return nil, nil, nil, false, fmt.Errorf("raftstore: marshal hard state: %w", err)
 			}
 			rec := wal.Record{Type: wal.RecordHardState, Group: gid, Data: data}
 			prev := p.hs[gid]
@@ -326,6 +341,16 @@ func (p *persister) persist(reqs []appendReq) error {
 			}
 			p.hs[gid] = hs
 		}
+	}
+	return recs, ents, installs, sync, nil
+}
+
+// persist makes reqs durable, applies them to raft storage and delivers
+// their responses.
+func (p *persister) persist(reqs []appendReq) error {
+	recs, ents, installs, sync, err := p.records(reqs)
+	if err != nil {
+		return err
 	}
 	if sync {
 		recs = p.takeLazy(recs)
@@ -349,7 +374,7 @@ func (p *persister) persist(reqs []appendReq) error {
 	for _, r := range reqs {
 		g, m := r.g, r.m
 		if snap := m.GetSnapshot(); snap != nil {
-			if err := p.install(g, snap); err != nil {
+			if err := p.finishInstall(g, snap, installs[m]); err != nil {
 				return err
 			}
 			if installed == nil {
@@ -409,36 +434,47 @@ type entryRec struct {
 	raft uint64
 }
 
-// install makes a raft snapshot from the leader durable before raft
-// storage and the state machine take it: the materialization file (fetched
-// when the snapshot message arrived) is loaded into the state machine,
-// and a mark in the WAL tells a restart that the log starts after it.
-func (p *persister) install(g *group, snap *raftpb.Snapshot) error {
+// install is a raft snapshot from the leader being made durable before
+// raft storage takes it, in two steps around the WAL batch that holds its
+// mark: loadSnapshot loads the materialization file (fetched when the
+// snapshot message arrived) into the state machine and returns the mark
+// (a WAL record telling a restart that the log starts after it), then
+// finishInstall, once the mark is durable, moves a fetched file into place
+// and hands the snapshot to raft storage.
+type install struct {
+	mk      *internalpb.MaterializedMark
+	path    string
+	fetched bool
+}
+
+func (p *persister) loadSnapshot(g *group, snap *raftpb.Snapshot) (*install, wal.Record, error) {
 	md := snap.GetMetadata()
 	// The file is in MaterializeDir if this node had it already, else it
 	// was fetched: it moves into MaterializeDir once the mark is written.
-	path, fetched := p.s.MaterializationPath(g.id, md.GetIndex()), false
-	if _, err := os.Stat(path); err != nil {
-		path, fetched = p.s.fetchedPath(g.id, md.GetIndex()), true
+	in := &install{path: p.s.MaterializationPath(g.id, md.GetIndex())}
+	if _, err := os.Stat(in.path); err != nil {
+		in.path, in.fetched = p.s.fetchedPath(g.id, md.GetIndex()), true
 	}
-	r, err := checkpoint.Open(path)
+	r, err := checkpoint.Open(in.path)
 	if err != nil {
-		return fmt.Errorf("raftstore: group %d: install snapshot at %d: %w", g.id, md.GetIndex(), err)
+		return nil, wal.Record{}, fmt.Errorf("raftstore: group %d: install snapshot at %d: %w", g.id, md.GetIndex(), err)
 	}
 	err = g.sm.LoadImage(r)
 	r.Close()
 	if err != nil {
-		return fmt.Errorf("raftstore: group %d: install snapshot at %d from %s: %w", g.id, md.GetIndex(), path, err)
+		return nil, wal.Record{}, fmt.Errorf("raftstore: group %d: install snapshot at %d from %s: %w", g.id, md.GetIndex(), in.path, err)
 	}
-	mk := &internalpb.MaterializedMark{Index: md.GetIndex(), Term: md.GetTerm(), Installed: true}
-	data, err := proto.Marshal(mk)
+	in.mk = &internalpb.MaterializedMark{Index: md.GetIndex(), Term: md.GetTerm(), Installed: true}
+	data, err := proto.Marshal(in.mk)
 	if err != nil {
-		return err
+		return nil, wal.Record{}, err
 	}
-	if _, _, err := p.s.cfg.WAL.Append([]wal.Record{{Type: wal.RecordMaterialized, Group: g.id, Data: data}}); err != nil {
-		return err
-	}
-	if fetched {
+	return in, wal.Record{Type: wal.RecordMaterialized, Group: g.id, Data: data}, nil
+}
+
+func (p *persister) finishInstall(g *group, snap *raftpb.Snapshot, in *install) error {
+	md, mk, path := snap.GetMetadata(), in.mk, in.path
+	if in.fetched {
 		// A crash before this is finished at Open (settleFetched).
 		if err := p.s.adoptFetched(g.id, md.GetIndex()); err != nil {
 			return err
