@@ -2,7 +2,6 @@ package partition
 
 import (
 	"bytes"
-	"errors"
 
 	"github.com/tidwall/btree"
 )
@@ -42,9 +41,9 @@ type kvStore interface {
 	// durable says whether the store keeps what it holds across
 	// restarts; such a store also keeps the partition's rows (rows.go).
 	durable() bool
-	// putRow stores (a nil payload: deletes) the row (kind, id) in the
-	// entry's batch; the store copies payload. Only durable stores.
-	putRow(kind byte, id string, payload []byte) error
+	// rows stores, in the entry's batch, rows of the transaction tables
+	// and the cut progress (rows.go). Only durable stores have one.
+	rows() rowWriter
 	// close releases the store.
 	close() error
 }
@@ -96,9 +95,7 @@ func (m *memKVs) load(kv *KV) error   { m.t.Load(kv); return nil }
 func (m *memKVs) loaded(uint64) error { return nil }
 func (m *memKVs) durable() bool       { return false }
 
-func (m *memKVs) putRow(byte, string, []byte) error {
-	return errors.New("partition: rows kept in a memory store")
-}
+func (m *memKVs) rows() rowWriter { return nil }
 
 type memView struct{ t *btree.BTreeG[*KV] }
 

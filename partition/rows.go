@@ -1,22 +1,17 @@
 package partition
 
-import (
-	"encoding/binary"
-	"fmt"
-	"math"
-)
-
 // A durable store (kvStore.durable) keeps, beside the key-values, the
 // rows of the partition's transaction tables and cut progress, so that a
 // restart opens the partition at its store's applied index with nothing
-// else to load. Each row is the payload of the image frame that would
-// hold it (image.go, "Layout"), validated by the same decoder when read
-// back: an intent, a record or a finished id by transaction id, and the
-// cut progress and the transaction horizon once. An entry's changed rows
-// go into the entry's batch, with its applied index.
+// else to load. Intents, records and the cut progress are kept as the
+// payloads of the image frames that would hold them (image.go, "Layout"),
+// finished ids with their prepare time and the horizon as numbers; on
+// open they are read back through the image decoder, so they are
+// validated as a materialization is. An entry's changed rows go into the
+// entry's batch, with its applied index.
 
-// rowHorizon is the kind of the horizon's row: its payload is a uvarint,
-// the horizon in Unix ms.
+// rowHorizon is the kind of the horizon's row (not a frame kind: the
+// horizon is a field of the header frame).
 const rowHorizon = 0x20
 
 // rowKey names one row: a frame kind and, for the tables, the transaction
@@ -52,37 +47,47 @@ func (p *Partition) touchAll() {
 	p.touch(rowHorizon, "")
 }
 
+// rowWriter writes a durable store's rows into the entry's batch. A nil
+// payload (or !ok) deletes the row; the writer copies what it keeps.
+type rowWriter interface {
+	putIntent(id string, index uint64, payload []byte)
+	putRecord(id string, payload []byte)
+	putFinished(id string, at int64, ok bool)
+	putHorizon(ms int64)
+	putCut(payload []byte)
+}
+
 // writeRowsLocked hands the store the rows this entry changed, as they are
 // now (a row gone is deleted), and the cut progress when it changed.
 // REQUIRES: mu held; a durable store.
 func (p *Partition) writeRowsLocked() error {
+	w := p.kvs.rows()
 	var e imageEncoder
 	for k := range p.rows {
-		var payload []byte
 		switch k.kind {
 		case frameIntent:
+			var payload []byte
+			var index uint64
 			if in := p.intents[k.id]; in != nil {
 				e.intent(in)
-				payload = e.buf
+				payload, index = e.buf, in.Index
 			}
+			w.putIntent(k.id, index, payload)
 		case frameRecord:
+			var payload []byte
 			if rec := p.records[k.id]; rec != nil {
 				e.record(rec)
 				payload = e.buf
 			}
+			w.putRecord(k.id, payload)
 		case frameFinished:
-			if at, ok := p.finished[k.id]; ok {
-				e.finished(k.id, at)
-				payload = e.buf
-			}
+			at, ok := p.finished[k.id]
+			w.putFinished(k.id, at, ok)
 		case rowHorizon:
-			payload = binary.AppendUvarint(nil, uint64(p.horizon))
+			w.putHorizon(p.horizon)
 		}
 		if e.err != nil {
 			return e.err
-		}
-		if err := p.kvs.putRow(k.kind, k.id, payload); err != nil {
-			return err
 		}
 		delete(p.rows, k)
 	}
@@ -91,19 +96,8 @@ func (p *Partition) writeRowsLocked() error {
 		if e.err != nil {
 			return e.err
 		}
-		if err := p.kvs.putRow(frameCut, "", e.buf); err != nil {
-			return err
-		}
+		w.putCut(e.buf)
 		p.cutGen = g
 	}
 	return nil
-}
-
-// decodeHorizonRow reads the horizon row's payload.
-func decodeHorizonRow(id uint64, b []byte) (int64, error) {
-	h, n := binary.Uvarint(b)
-	if n <= 0 || n != len(b) || h > math.MaxInt64 {
-		return 0, fmt.Errorf("%w: partition %d: horizon row % x is not one uvarint below 2^63", ErrBadImage, id, b)
-	}
-	return int64(h), nil
 }
