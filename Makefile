@@ -13,7 +13,7 @@ STATICCHECK_VERSION    := v0.8.2
 MODULE := github.com/cutkv/cutkv
 
 # Packages with goroutines and locks: their tests run with -race.
-RACE_PKGS := ./wal/... ./discovery/... ./raftstore/... ./partition/... ./rpc/... ./node/... ./client/... ./server/... ./snapshot/... ./chaos/...
+RACE_PKGS := ./wal/... ./engine/... ./discovery/... ./raftstore/... ./partition/... ./rpc/... ./node/... ./client/... ./server/... ./snapshot/... ./chaos/...
 
 # make test's soak duration (tests read CUTKV_SOAK).
 CUTKV_SOAK ?= 10s
@@ -53,6 +53,7 @@ test: verify test-unit
 test-unit: build
 	$(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v -E -e '/proto/' $(foreach p,$(RACE_PKGS),-e '^$(MODULE)/$(patsubst ./%/...,%,$(p))(/|$$)'))
 	$(GO) test -count=1 -race -timeout 20m $(RACE_PKGS)
+	CUTKV_PARTITION_STORE=pebble $(GO) test -count=1 -race ./partition/
 	$(GO) test -count=1 -tags failpoints ./internal/failpoint/
 	$(GO) test -count=1 -race -tags failpoints -run '^(TestCut|TestTxnRecovery)' ./server/
 	cd bench && $(GO) test -count=1 -timeout 20m ./...

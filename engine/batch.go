@@ -113,6 +113,11 @@ func (b *Batch) SetHorizon(unixMs int64) {
 	b.set(keyHorizon, encodeUint64(uint64(unixMs)))
 }
 
+// SetKeyCount records the number of keys after this batch (DB.KeyCount).
+func (b *Batch) SetKeyCount(n uint64) {
+	b.set(keyCount, encodeUint64(n))
+}
+
 // SetCutProgress writes the opaque cut progress blob.
 func (b *Batch) SetCutProgress(data []byte) {
 	b.set(keyCutProgress, data)
@@ -124,6 +129,38 @@ func (b *Batch) Close() {
 		_ = b.b.Close()
 		b.b = nil
 	}
+}
+
+// CommitPart writes the batch without an applied index, into a DB that
+// has none yet (applied 0): a DB being filled in several batches (an
+// image loaded into a fresh directory), whose last batch is committed
+// with Commit. Like Commit it does not sync and closes the batch.
+func (b *Batch) CommitPart() error {
+	defer b.Close()
+	if b.b == nil {
+		if b.err != nil {
+			return b.err
+		}
+		return fmt.Errorf("engine: batch: %w", ErrClosed)
+	}
+	d := b.d
+	if err := d.enter(); err != nil {
+		return err
+	}
+	defer d.life.RUnlock()
+	if b.err != nil {
+		return fmt.Errorf("engine: partition %d: partial batch: %w", d.id, b.err)
+	}
+	d.commitMu.Lock()
+	defer d.commitMu.Unlock()
+	if cur := d.applied.Load(); cur != 0 {
+		return fmt.Errorf("%w: partition %d: a partial batch into a DB at %d", ErrAppliedNotIncreasing, d.id, cur)
+	}
+	if err := d.pdb.Apply(b.b, pebble.NoSync); err != nil {
+		d.setErr("partial commit", err)
+		return d.Err()
+	}
+	return nil
 }
 
 // Commit writes the batch and applied, its applied index, atomically, and

@@ -26,6 +26,7 @@ var (
 	keyApplied     = []byte{prefixMeta, 'a'}
 	keyHorizon     = []byte{prefixMeta, 'h'}
 	keyCutProgress = []byte{prefixMeta, 'c'}
+	keyCount       = []byte{prefixMeta, 'n'}
 )
 
 func tableName(prefix byte) string {

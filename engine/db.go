@@ -291,6 +291,23 @@ func scanKV(r reader, start, end []byte, limit int) (kvs []KV, more bool, err er
 	return kvs, more, nil
 }
 
+// ascendKV calls fn with copies of the key-values from start on, in key
+// order, until fn returns false. Unlike scanKV it holds one at a time.
+func ascendKV(r reader, start []byte, fn func(KV) bool) error {
+	return iterate(r, makeKey(prefixKV, start), prefixEnd(prefixKV), func(k, v []byte) (bool, error) {
+		key, err := decodeKVKey(k)
+		if err != nil {
+			return false, err
+		}
+		kv, err := decodeValue(k, v)
+		if err != nil {
+			return false, err
+		}
+		kv.Key, kv.Value = clone(key), clone(kv.Value)
+		return fn(kv), nil
+	})
+}
+
 // iterate calls fn for each key in [lower, upper) until fn returns false or
 // an error. k and v are valid only during the call.
 func iterate(r reader, lower, upper []byte, fn func(k, v []byte) (bool, error)) (err error) {
@@ -336,6 +353,35 @@ func (d *DB) Get(key []byte) (KV, bool, error) {
 	kv, ok, err := getKV(d.pdb, key)
 	return kv, ok, d.readErr("get", err)
 }
+
+// Ascend calls fn with the key-values from start on (nil: the first), in
+// key order, until fn returns false; each KV is a copy fn may keep.
+func (d *DB) Ascend(start []byte, fn func(KV) bool) error {
+	if err := d.enter(); err != nil {
+		return err
+	}
+	defer d.life.RUnlock()
+	return d.readErr("ascend", ascendKV(d.pdb, start, fn))
+}
+
+// KeyCount returns the number of keys the last batch that set it said
+// (Batch.SetKeyCount); 0 when none did. The engine does not count: its
+// caller knows whether each write created or removed a key.
+func (d *DB) KeyCount() (uint64, error) {
+	if err := d.enter(); err != nil {
+		return 0, err
+	}
+	defer d.life.RUnlock()
+	v, ok, err := getRaw(d.pdb, keyCount)
+	if err != nil || !ok {
+		return 0, d.readErr("get key count", err)
+	}
+	n, err := decodeUint64("meta", keyCount, v)
+	return n, d.readErr("get key count", err)
+}
+
+// Env returns the environment the DB was opened in.
+func (d *DB) Env() *Env { return d.env }
 
 // Scan returns copies of the key-values in [start, end), at most limit of
 // them (limit <= 0: all); end nil means unbounded. more reports that the

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"runtime"
@@ -132,8 +133,12 @@ type pebbleLogger struct {
 	l *slog.Logger
 }
 
+// Infof logs at debug level: Pebble reports each open, WAL replay, flush
+// and compaction, which at 16+ DBs a node would drown its log in.
 func (p pebbleLogger) Infof(format string, args ...any) {
-	p.l.Info(fmt.Sprintf(format, args...))
+	if p.l.Enabled(context.Background(), slog.LevelDebug) {
+		p.l.Debug(fmt.Sprintf(format, args...))
+	}
 }
 
 func (p pebbleLogger) Errorf(format string, args ...any) {

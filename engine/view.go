@@ -69,6 +69,15 @@ func (v *ReadView) Get(key []byte) (KV, bool, error) {
 	return getKV(v.r, key)
 }
 
+// Ascend is DB.Ascend at the view's index.
+func (v *ReadView) Ascend(start []byte, fn func(KV) bool) error {
+	if err := v.enter(); err != nil {
+		return err
+	}
+	defer v.mu.RUnlock()
+	return ascendKV(v.r, start, fn)
+}
+
 // Scan is DB.Scan at the view's index.
 func (v *ReadView) Scan(start, end []byte, limit int) ([]KV, bool, error) {
 	if err := v.enter(); err != nil {

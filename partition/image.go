@@ -199,10 +199,7 @@ func (im *Image) Encode(w io.Writer) error {
 		e.end()
 		n[3]++
 	}
-	e.begin(frameEnd)
-	for i, c := range n {
-		e.varint(protowire.Number(i+1), c)
-	}
+	e.endFrame(n)
 	e.end()
 	if e.err != nil {
 		return fmt.Errorf("partition %d: encoding image at %d: %w", im.id, im.applied, e.err)
@@ -365,15 +362,21 @@ func (e *imageEncoder) end() {
 // can match the reader's own errors, such as a checksum failure found
 // while streaming a file. The partition has no SetCutReady function.
 func Decode(id uint64, r io.Reader) (*Partition, error) {
+	p := New(id)
+	if err := decodeInto(p, r); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// decodeInto decodes the image r holds into p, a new partition.
+func decodeInto(p *Partition, r io.Reader) error {
 	br, ok := r.(byteReader)
 	if !ok {
 		br = bufio.NewReaderSize(r, 64<<10)
 	}
-	d := &imageDecoder{r: br, want: id, p: New(id)}
-	if err := d.run(); err != nil {
-		return nil, err
-	}
-	return d.p, nil
+	d := &imageDecoder{r: br, want: p.id, p: p}
+	return d.run()
 }
 
 var schemas = map[byte]schema{
@@ -390,6 +393,9 @@ type imageDecoder struct {
 	r    byteReader
 	want uint64
 	p    *Partition
+	// opening: the image holds a durable store's tables, whose key-values
+	// are in the store already (pebble.go, openOn).
+	opening bool
 
 	off   int64 // of the next frame
 	start int64 // of the frame being read
@@ -562,6 +568,9 @@ func (d *imageDecoder) finish() error {
 				return fmt.Errorf("%w: partition %d: cut %d waits for transaction %x, which has no intent", ErrBadImage, d.want, p.cut.Version(), id)
 			}
 		}
+	}
+	if d.opening {
+		return nil
 	}
 	return p.kvs.loaded(p.applied)
 }

@@ -18,6 +18,9 @@ func (p *Partition) Materialize() interface {
 // damaged one leaves the partition as it was. The cut-ready callback and
 // the partition id are kept.
 func (p *Partition) LoadImage(r io.Reader) error {
+	if s, ok := p.kvs.(*pebbleKVs); ok {
+		return p.loadImagePebble(s, r)
+	}
 	q, err := Decode(p.id, r)
 	if err != nil {
 		return err

@@ -96,11 +96,15 @@ func (p *Partition) Changed() <-chan struct{} {
 	return p.changed.Wait()
 }
 
-// New returns an empty partition.
-func New(id uint64) *Partition {
-	return &Partition{
+// New returns an empty partition held in memory (Open keeps one on
+// disk).
+func New(id uint64) *Partition { return newWith(id, newKVs(id)) }
+
+// newWith returns an empty partition on store s.
+func newWith(id uint64, s kvStore) *Partition {
+	p := &Partition{
 		id:      id,
-		kvs:     newMemKVs(),
+		kvs:     s,
 		locks:   txn.NewLockTable(),
 		intents: map[string]*Intent{},
 		records: map[string]*internalpb.TxnDecideOp{},
@@ -108,6 +112,43 @@ func New(id uint64) *Partition {
 		finished: map[string]int64{},
 		cut:      cut.NewProgress(),
 	}
+	if p.kvs.durable() {
+		p.rows = map[rowKey]struct{}{}
+	}
+	return p
+}
+
+// newKVs makes the store of a partition made by New: in memory. The
+// package's tests run again with a Pebble store in its place
+// (CUTKV_PARTITION_STORE=pebble).
+var newKVs = func(uint64) kvStore { return newMemKVs() }
+
+// Close releases the partition's store (a Pebble's files); the partition
+// is not used after it.
+func (p *Partition) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.kvs.close()
+}
+
+// Flush makes what the partition applied durable in its store (a Pebble
+// flush); a memory store has nothing to do.
+func (p *Partition) Flush() error {
+	p.mu.RLock()
+	s, ok := p.kvs.(*pebbleKVs)
+	p.mu.RUnlock()
+	if !ok {
+		return nil
+	}
+	return s.db.Flush()
+}
+
+// Err returns the store error that stopped the partition, nil while it
+// runs.
+func (p *Partition) Err() error {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return p.failed
 }
 
 // SetCutReady sets the function called when a running cut can finish.

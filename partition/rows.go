@@ -45,6 +45,7 @@ func (p *Partition) touchAll() {
 		p.touch(frameFinished, id)
 	}
 	p.touch(rowHorizon, "")
+	p.touch(frameCut, "")
 }
 
 // rowWriter writes a durable store's rows into the entry's batch. A nil
@@ -63,8 +64,11 @@ type rowWriter interface {
 func (p *Partition) writeRowsLocked() error {
 	w := p.kvs.rows()
 	var e imageEncoder
+	cutChanged := p.cut.Gen() != p.cutGen
 	for k := range p.rows {
 		switch k.kind {
+		case frameCut:
+			cutChanged = true
 		case frameIntent:
 			var payload []byte
 			var index uint64
@@ -91,13 +95,13 @@ func (p *Partition) writeRowsLocked() error {
 		}
 		delete(p.rows, k)
 	}
-	if g := p.cut.Gen(); g != p.cutGen {
+	if cutChanged {
 		e.cutProgress(p.cut.State())
 		if e.err != nil {
 			return e.err
 		}
 		w.putCut(e.buf)
-		p.cutGen = g
+		p.cutGen = p.cut.Gen()
 	}
 	return nil
 }
