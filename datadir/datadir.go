@@ -33,6 +33,9 @@ const (
 	// MaterializeDir is the directory of the groups' materialization
 	// files.
 	MaterializeDir = checkpoint.DirName
+	// StateDir holds each partition replica's state on disk, a Pebble
+	// directory per partition (pNNNN).
+	StateDir = "state"
 	// RestoreMarkerFile is the file a restore creates in a data dir
 	// before it writes anything else there and removes once the data dir
 	// is complete, the identity file written. A node refuses to start

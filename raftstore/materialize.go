@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -111,6 +112,10 @@ func (s *Store) restoreBase(gc GroupConfig, l *groupLog, st *raft.MemoryStorage)
 		ahead := durableApplied(gc.SM)
 		if ahead < m.Index {
 			err = gc.SM.LoadImage(r)
+		} else {
+			// Not loaded, but read through to check it: it is what raft
+			// snapshots and snapshot bases are made of.
+			_, err = io.Copy(io.Discard, r)
 		}
 		meta := r.Meta()
 		r.Close()

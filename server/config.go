@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -67,6 +69,15 @@ type Config struct {
 	// MaterializeBytes materializes a group whose WAL tail passed it;
 	// default 64 MiB.
 	MaterializeBytes int64
+	// Storage is where partition state lives: "pebble" (the default), on
+	// disk under <DataDir>/state, or "memory", held in memory and rebuilt
+	// from the materializations and the WAL at each start (for tests and
+	// small data sets).
+	Storage string
+	// CacheSize bounds the memory of the partitions' Pebble (block cache,
+	// memtables included); 0: a quarter of the memory limit (cgroup
+	// memory.max, else the machine's memory), at least 64 MiB.
+	CacheSize int64
 	// CatchUpEntries are kept in memory behind a materialization for slow
 	// followers (raftstore.Config); default 5000.
 	CatchUpEntries uint64
@@ -180,6 +191,19 @@ func (c *Config) Validate() error {
 	if c.InitialClusterToken == "" {
 		c.InitialClusterToken = "cutkv"
 	}
+	switch c.Storage {
+	case "":
+		c.Storage = StoragePebble
+	case StoragePebble, StorageMemory:
+	default:
+		return fmt.Errorf("%w: --storage %q: want %s or %s", ErrConfig, c.Storage, StoragePebble, StorageMemory)
+	}
+	if c.CacheSize < 0 {
+		return fmt.Errorf("%w: --cache-size %d is negative", ErrConfig, c.CacheSize)
+	}
+	if c.CacheSize == 0 {
+		c.CacheSize = defaultCacheSize()
+	}
 	if c.Partitions == 0 {
 		c.Partitions = topology.DefaultPartitions
 	}
@@ -246,4 +270,37 @@ func unset(flags ...flagValue) []string {
 		}
 	}
 	return names
+}
+
+// Storage kinds (Config.Storage).
+const (
+	StoragePebble = "pebble"
+	StorageMemory = "memory"
+)
+
+// defaultCacheSize is a quarter of the memory this process may use (as
+// CockroachDB's --cache=.25), at least 64 MiB.
+func defaultCacheSize() int64 {
+	return max(memoryLimit()/4, 64<<20)
+}
+
+// memoryLimit is the cgroup's memory.max when one is set, else the
+// machine's memory (MemTotal), else 4 GiB.
+func memoryLimit() int64 {
+	if b, err := os.ReadFile("/sys/fs/cgroup/memory.max"); err == nil {
+		if v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && v > 0 {
+			return v
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) >= 2 && f[0] == "MemTotal:" {
+				if kb, err := strconv.ParseInt(f[1], 10, 64); err == nil && kb > 0 {
+					return kb << 10
+				}
+			}
+		}
+	}
+	return 4 << 30
 }

@@ -133,7 +133,7 @@ func (d *dataDir) save(id datadir.Identity) error {
 // starts from an empty data dir again.
 func (d *dataDir) removeFresh() error {
 	var errs []error
-	for _, p := range []string{datadir.IdentityFile, datadir.WALDir, datadir.MaterializeDir, snapshotTmpDir} {
+	for _, p := range []string{datadir.IdentityFile, datadir.WALDir, datadir.MaterializeDir, datadir.StateDir, snapshotTmpDir} {
 		if err := os.RemoveAll(filepath.Join(d.path, p)); err != nil {
 			errs = append(errs, err)
 		}

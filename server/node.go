@@ -25,6 +25,7 @@ import (
 	"github.com/cutkv/cutkv/cut"
 	"github.com/cutkv/cutkv/datadir"
 	"github.com/cutkv/cutkv/discovery"
+	"github.com/cutkv/cutkv/engine"
 	"github.com/cutkv/cutkv/internal/failpoint"
 	"github.com/cutkv/cutkv/meta"
 	"github.com/cutkv/cutkv/node"
@@ -63,6 +64,7 @@ type Node struct {
 	meta       *meta.State
 	clock      *cut.Clock
 	partitions map[uint64]*partition.Partition
+	env        *engine.Env // the partitions' Pebble resources; nil: --storage=memory
 	transport  *rpc.Transport
 	pool       *rpc.Pool
 	disc       *discovery.Discovery
@@ -203,11 +205,30 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 
 	n.meta = meta.New()
 	n.clock = cut.NewClock()
+	if cfg.Storage == StoragePebble {
+		if fresh {
+			// A state left by an earlier cluster in this directory is not
+			// this one's.
+			if err := os.RemoveAll(filepath.Join(cfg.DataDir, datadir.StateDir)); err != nil {
+				return nil, fmt.Errorf("server: %w", err)
+			}
+		}
+		if n.env, err = engine.NewEnv(engine.EnvConfig{CacheSize: cfg.CacheSize, Logger: n.log}); err != nil {
+			return nil, fmt.Errorf("server: %w", err)
+		}
+		cleanup = append(cleanup, n.closeState)
+	}
 	var groups []raftstore.GroupConfig
 	for _, g := range n.layout.GroupsOf(n.self.RaftID) {
 		var sm raftstore.StateMachine = n.meta
 		if g != 0 {
 			p := partition.New(g)
+			if n.env != nil {
+				dir := filepath.Join(cfg.DataDir, datadir.StateDir, fmt.Sprintf("p%04d", g))
+				if p, err = partition.Open(n.env, dir, g); err != nil {
+					return nil, fmt.Errorf("server: open partition %d's state: %w", g, err)
+				}
+			}
 			n.partitions[g] = p
 			sm = p
 		}
@@ -625,6 +646,7 @@ func (n *Node) close() error {
 	n.transport.Close()
 	_ = n.disc.Close()
 	n.pool.Close()
+	n.closeState()
 	err := n.wal.Close()
 	n.dir.unlock()
 	n.log.Info("stopped")
@@ -632,6 +654,23 @@ func (n *Node) close() error {
 		return fmt.Errorf("server: close WAL: %w", err)
 	}
 	return nil
+}
+
+// closeState closes the partitions' stores and their shared resources,
+// once nothing applies to them any more.
+func (n *Node) closeState() {
+	if n.env == nil {
+		return
+	}
+	for g, p := range n.partitions {
+		if err := p.Close(); err != nil {
+			n.log.Warn("closing a partition's state", "partition", g, "err", err)
+		}
+	}
+	if err := n.env.Close(); err != nil {
+		n.log.Warn("closing the partitions' storage", "err", err)
+	}
+	n.env = nil
 }
 
 // walMetrics observes group commits.

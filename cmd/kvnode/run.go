@@ -107,6 +107,8 @@ func newFlags(stderr io.Writer) *flags {
 	fs.IntVar(&f.cfg.WALSegmentSize, "wal-segment-size", 64<<20, "WAL segment file size, bytes")
 	fs.DurationVar(&f.cfg.MaterializeInterval, "materialize-interval", time.Minute, "materialize each partition's state at least this often; the WAL is truncated behind materializations")
 	fs.Int64Var(&f.cfg.MaterializeBytes, "materialize-bytes", 64<<20, "materialize a partition whose WAL tail (log after its last materialization) passed this many bytes")
+	fs.StringVar(&f.cfg.Storage, "storage", "pebble", "where partition state lives: pebble (on disk under <data-dir>/state) or memory (rebuilt from materializations and the WAL at each start)")
+	fs.Int64Var(&f.cfg.CacheSize, "cache-size", 0, "memory for the partitions' Pebble block cache and memtables, bytes (0: a quarter of the memory limit, at least 64 MiB)")
 	fs.DurationVar(&f.cfg.CutInterval, "cut-interval", 0, "take a consistent cut this often (0: only on kvctl cut create)")
 	fs.DurationVar(&f.cfg.CutTimeout, "cut-timeout", 10*time.Second, "fail a cut not finished in every partition within this time")
 	fs.StringVar(&f.cfg.SnapshotStore, "snapshot-store", "", "snapshot store URL (file:///dir, s3://bucket?region=...) for snapshots; set the same on every node (default file:// + <data-dir>/snapshots)")
