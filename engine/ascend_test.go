@@ -84,3 +84,33 @@ func TestCommitPart(t *testing.T) {
 		t.Fatal("the refused partial batch was written")
 	}
 }
+
+// Metrics report what the DB holds: after writes and a flush, an SST in
+// level 0 (or below), a flush counted and bytes on disk.
+func TestMetrics(t *testing.T) {
+	env := newEnv(t, vfs.NewMem())
+	d := openDB(t, env, "p1", 1)
+	defer env.Close()
+	defer d.Close()
+	b := d.NewBatch()
+	for i := range 100 {
+		b.PutKV(fmt.Appendf(nil, "k%03d", i), KV{Value: []byte("v"), Version: 1, CreateIndex: 1, ModIndex: 1})
+	}
+	if err := b.Commit(1); err != nil {
+		t.Fatal(err)
+	}
+	before, err := d.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	m, err := d.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Files < 1 || m.Flushes <= before.Flushes || m.DiskBytes == 0 || m.TableBytes == 0 {
+		t.Fatalf("after a flush: %+v (before %+v)", m, before)
+	}
+}

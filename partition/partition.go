@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/cutkv/cutkv/cut"
+	"github.com/cutkv/cutkv/engine"
 	"github.com/cutkv/cutkv/internal/notify"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/kvpb"
@@ -141,6 +142,19 @@ func (p *Partition) Flush() error {
 		return nil
 	}
 	return s.db.Flush()
+}
+
+// StoreMetrics returns the Pebble metrics of the partition's store; ok is
+// false for a partition kept in memory.
+func (p *Partition) StoreMetrics() (m engine.Metrics, ok bool, err error) {
+	p.mu.RLock()
+	s, ok := p.kvs.(*pebbleKVs)
+	p.mu.RUnlock()
+	if !ok {
+		return engine.Metrics{}, false, nil
+	}
+	m, err = s.db.Metrics()
+	return m, true, err
 }
 
 // Err returns the store error that stopped the partition, nil while it

@@ -2,6 +2,7 @@ package partition
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -118,4 +119,30 @@ func TestPebbleLoadImage(t *testing.T) {
 	q := openDisk(t, env, dir)
 	defer q.Close()
 	sameImagePartition(t, m, q)
+}
+
+// TestPebbleErrorStops: a store error inside an apply stops the partition:
+// the entry is not applied, ApplyCommand returns the error, every later
+// apply is refused with it, and reads fail rather than answer from a
+// store that stopped.
+func TestPebbleErrorStops(t *testing.T) {
+	env := diskEnv(t)
+	p := openDisk(t, env, filepath.Join(t.TempDir(), "p1"))
+	imgApplyAll(t, p, []imgEntry{mkImgEntry(t, 1, put("a", "1"))})
+	s := p.kvs.(*pebbleKVs)
+	if err := s.db.Close(); err != nil { // the store fails under the partition
+		t.Fatal(err)
+	}
+	if _, err := p.ApplyCommand(2, put("b", "2")); err == nil {
+		t.Fatal("an apply whose batch could not commit succeeded")
+	}
+	if p.Applied() != 1 || p.Err() == nil {
+		t.Fatalf("after the failed apply: applied %d, err %v", p.Applied(), p.Err())
+	}
+	if _, err := p.ApplyCommand(3, put("c", "3")); err == nil || !errors.Is(err, p.Err()) && err.Error() != p.Err().Error() {
+		t.Fatalf("a later apply: %v, want the first error %v", err, p.Err())
+	}
+	if _, _, err := p.Get([]byte("a")); err == nil {
+		t.Fatal("a read of a stopped store answered")
+	}
 }

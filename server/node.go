@@ -328,6 +328,9 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	for _, p := range n.partitions {
 		p.SetCutReady(func(uint64) { rn.PokeCuts() })
 	}
+	if n.env != nil {
+		n.reg.MustRegister(stateCollector{n.partitions})
+	}
 	n.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "cutkv_txn_records",
 		Help: "Transaction records held by this node's replicas: kept until every participant finished, then dropped in batches.",
