@@ -13,6 +13,7 @@ import (
 	"hash/crc32"
 	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -48,6 +49,10 @@ var (
 type Materialization struct {
 	Partition uint64
 	Index     uint64
+	// Dir: a checkpoint directory (dir.go), not an image file. A snapshot
+	// store's object of a materialization is always an image file: its
+	// object name is that of the Materialization without Dir.
+	Dir bool
 }
 
 // Name returns the file name, e.g. p0003-00000000000000001234.mat.
@@ -56,7 +61,11 @@ const DirName = "materializations"
 
 // Name is the file name of a materialization.
 func (m Materialization) Name() string {
-	return fmt.Sprintf("p%04d-%020d%s", m.Partition, m.Index, fileExt)
+	ext := fileExt
+	if m.Dir {
+		ext = dirExt
+	}
+	return fmt.Sprintf("p%04d-%020d%s", m.Partition, m.Index, ext)
 }
 
 func (m Materialization) String() string { return fmt.Sprintf("p%d@%d", m.Partition, m.Index) }
@@ -68,8 +77,9 @@ func ParseName(name string) (Materialization, bool) {
 	if !ok {
 		return Materialization{}, false
 	}
-	rest, ok = strings.CutSuffix(rest, fileExt)
-	if !ok {
+	rest, isFile := strings.CutSuffix(rest, fileExt)
+	rest, isDir := strings.CutSuffix(rest, dirExt)
+	if !isFile && !isDir {
 		return Materialization{}, false
 	}
 	ps, is, ok := strings.Cut(rest, "-")
@@ -78,7 +88,7 @@ func ParseName(name string) (Materialization, bool) {
 	}
 	p, err1 := strconv.ParseUint(ps, 10, 64)
 	i, err2 := strconv.ParseUint(is, 10, 64)
-	m := Materialization{Partition: p, Index: i}
+	m := Materialization{Partition: p, Index: i, Dir: isDir}
 	if err1 != nil || err2 != nil || m.Name() != name {
 		return Materialization{}, false
 	}
@@ -463,8 +473,9 @@ func (s Files) Verify(path string) (Meta, error) {
 // List is Files{}.List.
 func List(dir string) (map[uint64][]Materialization, error) { return Files{}.List(dir) }
 
-// List returns the materialization files in dir by partition, each list
-// sorted by index. It reads names only: a damaged file shows up when it is
+// List returns the materializations in dir (files and checkpoint
+// directories) by partition, each list sorted by index (a file before a
+// directory of the same index). It reads names only: a damaged file shows up when it is
 // opened or verified. Temporary files are not listed.
 func (s Files) List(dir string) (map[uint64][]Materialization, error) {
 	names, err := s.fs().ReadDir(dir)
@@ -478,7 +489,12 @@ func (s Files) List(dir string) (map[uint64][]Materialization, error) {
 		}
 	}
 	for _, ms := range out {
-		slices.SortFunc(ms, func(a, b Materialization) int { return cmp.Compare(a.Index, b.Index) })
+		slices.SortFunc(ms, func(a, b Materialization) int {
+			if c := cmp.Compare(a.Index, b.Index); c != 0 {
+				return c
+			}
+			return cmp.Compare(btoi(a.Dir), btoi(b.Dir))
+		})
 	}
 	return out, nil
 }
@@ -489,6 +505,9 @@ func Remove(dir string, m Materialization) error { return Files{}.Remove(dir, m)
 // Remove deletes m's file from dir (a file already gone is no error) and
 // fsyncs the directory.
 func (s Files) Remove(dir string, m Materialization) error {
+	if m.Dir {
+		return removeDir(dir, m)
+	}
 	path := filepath.Join(dir, m.Name())
 	if err := s.fs().Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("checkpoint: removing %s: %w", path, err)
@@ -512,6 +531,13 @@ func (s Files) RemoveTemp(dir string) ([]string, error) {
 	}
 	var removed []string
 	for _, name := range names {
+		if strings.Contains(name, dirTemp) {
+			if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+				return removed, fmt.Errorf("checkpoint: removing %s: %w", filepath.Join(dir, name), err)
+			}
+			removed = append(removed, name)
+			continue
+		}
 		if !strings.Contains(name, tempMark) {
 			continue
 		}
@@ -526,4 +552,11 @@ func (s Files) RemoveTemp(dir string) ([]string, error) {
 		}
 	}
 	return removed, nil
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -262,8 +262,11 @@ func TestParseName(t *testing.T) {
 		m    Materialization
 		ok   bool
 	}{
-		{"p0003-00000000000000001234.mat", Materialization{3, 1234}, true},
-		{"p12345-18446744073709551615.mat", Materialization{12345, 1<<64 - 1}, true},
+		{"p0003-00000000000000001234.mat", Materialization{Partition: 3, Index: 1234}, true},
+		{"p12345-18446744073709551615.mat", Materialization{Partition: 12345, Index: 1<<64 - 1}, true},
+		{"p0003-00000000000000001234.ckpt", Materialization{Partition: 3, Index: 1234, Dir: true}, true},
+		{"p0003-00000000000000001234.ckpt.tmp-1f", Materialization{}, false},
+		{"p0003-00000000000000001234.mat.ckpt", Materialization{}, false},
 		{"p3-00000000000000001234.mat", Materialization{}, false},
 		{"p0003-1234.mat", Materialization{}, false},
 		{"p0003-00000000000000001234.mat.tmp-123", Materialization{}, false},
@@ -407,7 +410,7 @@ func TestCrashLeavesTempOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	list, err := List(dir)
-	if err != nil || len(list) != 1 || !slices.Equal(list[1], []Materialization{{1, 5}}) {
+	if err != nil || len(list) != 1 || !slices.Equal(list[1], []Materialization{{Partition: 1, Index: 5}}) {
 		t.Fatalf("List = %v, %v", list, err)
 	}
 	removed, err := RemoveTemp(dir)
@@ -430,18 +433,18 @@ func TestListAndRemove(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[uint64][]Materialization{1: {{1, 7}, {1, 200}}, 2: {{2, 4}, {2, 30}}}
+	want := map[uint64][]Materialization{1: {{Partition: 1, Index: 7}, {Partition: 1, Index: 200}}, 2: {{Partition: 2, Index: 4}, {Partition: 2, Index: 30}}}
 	if fmt.Sprint(list) != fmt.Sprint(want) {
 		t.Fatalf("List = %v, want %v", list, want)
 	}
-	if err := Remove(dir, Materialization{1, 7}); err != nil {
+	if err := Remove(dir, Materialization{Partition: 1, Index: 7}); err != nil {
 		t.Fatal(err)
 	}
-	if err := Remove(dir, Materialization{1, 7}); err != nil {
+	if err := Remove(dir, Materialization{Partition: 1, Index: 7}); err != nil {
 		t.Fatalf("removing again: %v", err)
 	}
 	list, _ = List(dir)
-	if !slices.Equal(list[1], []Materialization{{1, 200}}) {
+	if !slices.Equal(list[1], []Materialization{{Partition: 1, Index: 200}}) {
 		t.Fatalf("after Remove: %v", list)
 	}
 	if _, err := List(filepath.Join(dir, "missing")); err == nil {

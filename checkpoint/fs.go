@@ -4,6 +4,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // FS is the file system materialization files live in. OS is the real
@@ -18,7 +19,9 @@ type FS interface {
 	Rename(oldPath, newPath string) error
 	// Remove removes a file.
 	Remove(path string) error
-	// ReadDir returns the names of the files in dir.
+	// ReadDir returns the names of the files in dir, and of the
+	// directories that are checkpoint directories or their temporary
+	// names (dir.go).
 	ReadDir(dir string) ([]string, error)
 	// SyncDir makes the directory's entries (creations, renames, removals)
 	// durable.
@@ -60,7 +63,7 @@ func (osFS) ReadDir(dir string) ([]string, error) {
 	}
 	names := make([]string, 0, len(es))
 	for _, e := range es {
-		if e.Type().IsRegular() {
+		if e.Type().IsRegular() || e.IsDir() && strings.Contains(e.Name(), dirExt) {
 			names = append(names, e.Name())
 		}
 	}
