@@ -27,8 +27,8 @@ import (
 // is complete and durable.
 
 const (
-	dirExt     = ".ckpt"
-	dirTemp    = dirExt + ".tmp-"
+	dirExt  = ".ckpt"
+	dirTemp = dirExt + ".tmp-"
 	// ManifestName is the manifest file of a checkpoint directory.
 	ManifestName = "CUTKV-CHECKPOINT"
 	// lockName is Pebble's lock file, never part of a checkpoint.
