@@ -560,3 +560,39 @@ func btoi(b bool) int {
 	}
 	return 0
 }
+
+// Stream writes a whole materialization file for meta to w, the body
+// being what encode writes: the bytes Write would put in the file. It
+// serves a materialization kept in another form (a checkpoint directory)
+// as a file.
+func Stream(w io.Writer, meta Meta, encode func(io.Writer) error) error {
+	return writeFile(w, meta, encode, chunkSize)
+}
+
+// NewReader reads a materialization file from rc (a download, a stream),
+// named name (the file's name, checked against its header, or ""), as
+// Open reads one from disk. Close closes rc.
+func NewReader(rc io.ReadCloser, name string) (*Reader, error) {
+	return Files{FS: readerFS{rc}}.Open(name)
+}
+
+// readerFS is an FS whose only file is an open reader (NewReader).
+type readerFS struct{ rc io.ReadCloser }
+
+// readerFile is readerFS's file.
+type readerFile struct{ rc io.ReadCloser }
+
+var errStreamOnly = errors.New("checkpoint: read-only")
+
+func (f readerFS) Open(string) (File, error) { return readerFile(f), nil }
+func (readerFS) CreateTemp(string, string) (File, string, error) {
+	return nil, "", errStreamOnly
+}
+func (readerFS) Rename(string, string) error      { return errStreamOnly }
+func (readerFS) Remove(string) error              { return errStreamOnly }
+func (readerFS) ReadDir(string) ([]string, error) { return nil, errStreamOnly }
+func (readerFS) SyncDir(string) error             { return errStreamOnly }
+func (r readerFile) Write([]byte) (int, error)    { return 0, errStreamOnly }
+func (r readerFile) Sync() error                  { return errStreamOnly }
+func (r readerFile) Read(p []byte) (int, error)   { return r.rc.Read(p) }
+func (r readerFile) Close() error                 { return r.rc.Close() }

@@ -55,6 +55,7 @@ type Image struct {
 	horizon  int64
 	cut      *cut.ProgressState
 	err      error // the view could not be taken, or was closed
+	release  func() // run once by Close (CheckpointImage's clone), or nil
 }
 
 // Image returns the partition's state at its applied index. It takes the
@@ -87,6 +88,10 @@ func (im *Image) Close() {
 	}
 	if im.err == nil {
 		im.err = errImageClosed
+	}
+	if im.release != nil {
+		im.release()
+		im.release = nil
 	}
 }
 

@@ -33,3 +33,17 @@ func (p *Partition) LoadImage(r io.Reader) error {
 	p.changed.Notify()
 	return nil
 }
+
+// MaterializeCheckpoint returns the state of the checkpoint directory
+// ckpt (raftstore.Checkpointer); see CheckpointImage.
+func (p *Partition) MaterializeCheckpoint(ckpt, scratch string) (interface {
+	Applied() uint64
+	Encode(w io.Writer) error
+	Close()
+}, error) {
+	im, err := p.CheckpointImage(ckpt, scratch)
+	if err != nil {
+		return nil, err
+	}
+	return im, nil
+}

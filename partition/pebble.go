@@ -381,7 +381,15 @@ func (p *Partition) loadImagePebble(s *pebbleKVs, r io.Reader) error {
 		return err
 	}
 	ok = true
+	return p.swapIn(s, loadDir)
+}
 
+// swapIn puts the closed DB directory next in the place of p's (s's),
+// and opens it as p's state. A failure after p's DB closed stops p.
+// REQUIRES: nothing held; p.kvs is s.
+func (p *Partition) swapIn(s *pebbleKVs, next string) error {
+	env, dir := s.db.Env(), s.db.Dir()
+	fs := env.Config().FS
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err := s.db.Close(); err != nil {
@@ -389,7 +397,7 @@ func (p *Partition) loadImagePebble(s *pebbleKVs, r io.Reader) error {
 		return p.failed
 	}
 	old := dir + ".old"
-	if err := swapDirs(fs, dir, loadDir, old); err != nil {
+	if err := swapDirs(fs, dir, next, old); err != nil {
 		p.fail(err)
 		return p.failed
 	}

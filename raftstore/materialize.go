@@ -104,21 +104,16 @@ func (s *Store) restoreBase(gc GroupConfig, l *groupLog, st *raft.MemoryStorage)
 			refused = append(refused, fmt.Sprintf("%s: committed entries up to %d are in neither it nor the WAL", path, hc))
 			continue
 		}
-		r, err := checkpoint.Open(path)
-		if err != nil {
-			refused = append(refused, err.Error())
-			continue
-		}
 		ahead := durableApplied(gc.SM)
-		if ahead < m.Index {
-			err = gc.SM.LoadImage(r)
+		var (
+			meta checkpoint.Meta
+			err  error
+		)
+		if m.Dir {
+			meta, err = loadCheckpointDir(gc.SM, path, ahead)
 		} else {
-			// Not loaded, but read through to check it: it is what raft
-			// snapshots and snapshot bases are made of.
-			_, err = io.Copy(io.Discard, r)
+			meta, err = loadImageFile(gc.SM, path, ahead)
 		}
-		meta := r.Meta()
-		r.Close()
 		if err != nil {
 			refused = append(refused, fmt.Sprintf("%s: %v", path, err))
 			continue
@@ -158,6 +153,24 @@ func (s *Store) restoreBase(gc GroupConfig, l *groupLog, st *raft.MemoryStorage)
 		s.log.Warn("materializations not usable; replaying the whole log from the WAL", "group", gc.ID, "refused", strings.Join(refused, "; "))
 	}
 	return nil, nil
+}
+
+// loadImageFile opens the materialization file path and loads it into sm,
+// unless sm is already at or past its index (ahead): then the file is
+// read through to check it, since raft snapshots and snapshot bases are
+// made of it.
+func loadImageFile(sm StateMachine, path string, ahead uint64) (checkpoint.Meta, error) {
+	r, err := checkpoint.Open(path)
+	if err != nil {
+		return checkpoint.Meta{}, err
+	}
+	defer r.Close()
+	if ahead < r.Meta().Index {
+		err = sm.LoadImage(r)
+	} else {
+		_, err = io.Copy(io.Discard, r)
+	}
+	return r.Meta(), err
 }
 
 // walKnows returns the highest raft index of the group's log that the WAL
@@ -360,10 +373,26 @@ func (s *Store) Materialize(ctx context.Context, groupID uint64) (uint64, error)
 			ch <- res{err: ErrMaterializeBusy}
 			return
 		}
-		img := g.sm.Materialize()
-		idx := img.Applied()
+		cp, ckpt := checkpointerOf(g.sm)
+		var img interface {
+			Applied() uint64
+			Encode(w io.Writer) error
+			Close()
+		}
+		var idx uint64
+		if ckpt {
+			idx = durableApplied(g.sm)
+		} else {
+			img = g.sm.Materialize()
+			idx = img.Applied()
+		}
+		closeImg := func() {
+			if img != nil {
+				img.Close()
+			}
+		}
 		if idx <= g.matIndex {
-			img.Close()
+			closeImg()
 			// Idle since its newest materialization, which has lasted
 			// a whole interval: the log kept as its fallback goes.
 			if g.keepIndex < g.matIndex {
@@ -373,13 +402,24 @@ func (s *Store) Materialize(ctx context.Context, groupID uint64) (uint64, error)
 			ch <- res{index: g.matIndex}
 			return
 		}
+		g.matBusy = true
+		if ckpt {
+			go func() {
+				idx, term, err := s.writeCheckpoint(g, cp, idx)
+				if derr := s.do(context.Background(), func() { s.materialized(g, idx, term, err) }); derr != nil && err == nil {
+					err = derr
+				}
+				ch <- res{index: idx, err: err}
+			}()
+			return
+		}
 		term, err := g.storage.Term(idx)
 		if err != nil {
+			g.matBusy = false
 			img.Close()
 			ch <- res{err: fmt.Errorf("raftstore: group %d: term of applied index %d: %w", g.id, idx, err)}
 			return
 		}
-		g.matBusy = true
 		go func() {
 			start := time.Now()
 			_, _, size, err := checkpoint.Files{FS: failpointFS{checkpoint.OS}}.Write(s.cfg.MaterializeDir, checkpoint.Meta{Partition: g.id, Index: idx, Term: term}, img.Encode)

@@ -344,6 +344,11 @@ func Open(cfg Config) (*Store, error) {
 		if err := os.MkdirAll(s.fetchedDir(), 0o755); err != nil {
 			return nil, fmt.Errorf("raftstore: materialization dir: %w", err)
 		}
+		// Clones of checkpoint directories are read and removed by their
+		// readers; a crash leaves them.
+		if err := os.RemoveAll(s.clonesDir()); err != nil {
+			return nil, fmt.Errorf("raftstore: materialization dir: %w", err)
+		}
 		for _, dir := range []string{cfg.MaterializeDir, s.fetchedDir()} {
 			if left, err := checkpoint.RemoveTemp(dir); err != nil {
 				return nil, fmt.Errorf("raftstore: materialization dir: %w", err)

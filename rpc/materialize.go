@@ -41,8 +41,10 @@ func (s *RaftServer) FetchMaterialization(req *internalpb.FetchMaterializationRe
 	if s.store == nil {
 		return toStatus(fmt.Errorf("%w: this node serves no materializations", ErrFailedPrecondition), "")
 	}
+	release := s.store.Pin(req.GetGroup(), req.GetIndex())
+	defer release()
 	path := s.store.MaterializationPath(req.GetGroup(), req.GetIndex())
-	f, err := os.Open(path)
+	f, err := s.store.MaterializationFile(req.GetGroup(), req.GetIndex())
 	if err != nil {
 		return toStatus(fmt.Errorf("%w: %v", ErrFailedPrecondition, err), "")
 	}

@@ -417,7 +417,7 @@ func (s *SnapshotPartitionsServer) buildFull(ctx context.Context, g, base, pos u
 	rate := n.Snapshots.UploadRate
 	p := partition.New(g)
 	if base > 0 {
-		r, err := checkpoint.Open(n.Store.MaterializationPath(g, base))
+		r, err := n.Store.OpenMaterialization(g, base)
 		if err != nil {
 			return "", err
 		}
@@ -488,12 +488,12 @@ func (s *SnapshotPartitionsServer) UploadSnapshot(ctx context.Context, req *inte
 	}
 	out := &internalpb.UploadSnapshotResponse{}
 	if b := req.GetBaseIndex(); b > 0 {
-		path := n.Store.MaterializationPath(g, b)
+		open := func() (io.ReadCloser, error) { return n.Store.MaterializationFile(g, b) }
 		if pin.full != "" && b == pin.pos-1 {
-			path = pin.full
+			open = func() (io.ReadCloser, error) { return os.Open(pin.full) }
 		}
 		name := checkpoint.Materialization{Partition: g, Index: b}.Name()
-		o, err := putObject(ctx, st, n.Snapshots.UploadRate, name, func() (io.ReadCloser, error) { return os.Open(path) })
+		o, err := putObject(ctx, st, n.Snapshots.UploadRate, name, open)
 		if err != nil {
 			return nil, toStatus(err, "")
 		}

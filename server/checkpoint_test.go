@@ -228,19 +228,36 @@ func TestDamagedMaterialization(t *testing.T) {
 	done := map[string]bool{}
 	flip := func(m checkpoint.Materialization) string {
 		p := filepath.Join(dir, m.Name())
+		name := p
+		if m.Dir {
+			// A checkpoint directory: damage its own copy of Pebble's
+			// MANIFEST. (Its SSTs are hard links of the live state's:
+			// damage there is damage to the live state too, which stops
+			// the partition when read: TestPebbleErrorStops.)
+			_, files, err := checkpoint.ReadManifest(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range files {
+				if strings.HasPrefix(f.Name, "MANIFEST-") {
+					p = filepath.Join(p, f.Name)
+					break
+				}
+			}
+		}
 		b, err := os.ReadFile(p)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if done[p] {
-			return p // damaged already: a second flip would repair it
+			return name // damaged already: a second flip would repair it
 		}
 		done[p] = true
 		b[len(b)/2] ^= 0x40
 		if err := os.WriteFile(p, b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		return p
+		return name
 	}
 	flip(mats[g][1])
 	c.Restart(1)

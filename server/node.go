@@ -754,3 +754,6 @@ func (f *inflight) wait(ctx context.Context) error {
 		return ctx.Err()
 	}
 }
+
+// A partition materializes as a checkpoint directory when it is on Pebble.
+var _ raftstore.Checkpointer = (*partition.Partition)(nil)

@@ -384,35 +384,13 @@ func (s *Store) OpenMaterialization(ctx context.Context, name string) (*checkpoi
 	if err != nil {
 		return nil, err
 	}
-	r, err := checkpoint.Files{FS: readerFS{rc}}.Open(name)
+	r, err := checkpoint.NewReader(rc, name)
 	if err != nil {
 		rc.Close()
 		return nil, err
 	}
 	return r, nil
 }
-
-// readerFS is a checkpoint.FS whose only file is an open reader, so that
-// checkpoint.Reader can read a materialization from a blob.
-type readerFS struct{ rc io.ReadCloser }
-
-// readerFile is readerFS's file.
-type readerFile struct{ rc io.ReadCloser }
-
-var errReadOnly = errors.New("snapshot: read-only")
-
-func (f readerFS) Open(string) (checkpoint.File, error) { return readerFile(f), nil }
-func (readerFS) CreateTemp(string, string) (checkpoint.File, string, error) {
-	return nil, "", errReadOnly
-}
-func (readerFS) Rename(string, string) error      { return errReadOnly }
-func (readerFS) Remove(string) error              { return errReadOnly }
-func (readerFS) ReadDir(string) ([]string, error) { return nil, errReadOnly }
-func (readerFS) SyncDir(string) error             { return errReadOnly }
-func (r readerFile) Write([]byte) (int, error)    { return 0, errReadOnly }
-func (r readerFile) Sync() error                  { return errReadOnly }
-func (r readerFile) Read(p []byte) (int, error)   { return r.rc.Read(p) }
-func (r readerFile) Close() error                 { return r.rc.Close() }
 
 // PutManifest stores the manifest of a finished upload (Upload.Finish
 // calls it). It fills in m.Format and m.Cluster when they are empty,
@@ -687,7 +665,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // reader: header (with the partition and index the name says), every
 // chunk's CRC, the trailer's SHA-256 of the body.
 func verifyBase(name string, r io.Reader) error {
-	cr, err := checkpoint.Files{FS: readerFS{io.NopCloser(r)}}.Open(name)
+	cr, err := checkpoint.NewReader(io.NopCloser(r), name)
 	if err == nil {
 		_, err = io.Copy(io.Discard, cr)
 		cr.Close()

@@ -6,12 +6,14 @@ import (
 	"io"
 	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sort"
 
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/cutkv/cutkv/checkpoint"
+	"github.com/cutkv/cutkv/engine"
 	"github.com/cutkv/cutkv/meta"
 	"github.com/cutkv/cutkv/partition"
 	"github.com/cutkv/cutkv/raftstore"
@@ -172,7 +174,11 @@ func withBase(r *Replica, dir string, mats []checkpoint.Materialization, first u
 			continue
 		}
 		path := filepath.Join(dir, m.Name())
-		if _, err := checkpoint.Verify(path); err != nil {
+		if m.Dir {
+			if _, _, err := checkpoint.VerifyDir(path); err != nil || r.Group == 0 {
+				continue
+			}
+		} else if _, err := checkpoint.Verify(path); err != nil {
 			continue
 		}
 		k := 0
@@ -193,6 +199,9 @@ func withBase(r *Replica, dir string, mats []checkpoint.Materialization, first u
 			}
 		} else {
 			r.Start = func() (*partition.Partition, error) {
+				if m.Dir {
+					return decodeCheckpoint(g, path)
+				}
 				f, err := checkpoint.Open(path)
 				if err != nil {
 					return nil, err
@@ -204,4 +213,39 @@ func withBase(r *Replica, dir string, mats []checkpoint.Materialization, first u
 		return nil
 	}
 	return fmt.Errorf("%w: the WAL holds the log from entry %d and no intact materialization covers what is before", ErrLog, first)
+}
+
+// decodeCheckpoint reads partition g's state from the checkpoint
+// directory path into memory, through a hard-link clone made beside the
+// node's data directory and removed after: the checkpoint itself is never
+// opened.
+func decodeCheckpoint(g uint64, path string) (*partition.Partition, error) {
+	env, err := engine.NewEnv(engine.EnvConfig{CacheSize: 8 << 20})
+	if err != nil {
+		return nil, err
+	}
+	defer env.Close()
+	// Beside the data directory: the same file system, so the clone's
+	// SSTs are links, not copies.
+	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Dir(filepath.Dir(path))), "verify-clone-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	q, err := partition.OpenCheckpoint(env, path, filepath.Join(tmp, "p"), g)
+	if err != nil {
+		return nil, err
+	}
+	im := q.Image()
+	pr, pw := io.Pipe()
+	go func() {
+		pw.CloseWithError(im.Encode(pw))
+	}()
+	p, err := partition.Decode(g, pr)
+	pr.Close()
+	im.Close()
+	if cerr := q.Close(); err == nil {
+		err = cerr
+	}
+	return p, err
 }

@@ -1,0 +1,90 @@
+package partition
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestCheckpointRoundTrip: a checkpoint of a partition on Pebble holds
+// its state at the index it reports (intents, records, finished ids, cut
+// progress included); applies after it do not reach it; its image encodes
+// the same bytes as the image of a partition that stopped there; it
+// installs into another partition, replacing that one's whole state,
+// which survives a reopen; and the clones it was read through are gone.
+func TestCheckpointRoundTrip(t *testing.T) {
+	env := diskEnv(t)
+	root := t.TempDir()
+	p := openDisk(t, env, filepath.Join(root, "p1"))
+	defer p.Close()
+	if !p.Checkpoints() {
+		t.Fatal("a partition on Pebble says it has no checkpoints")
+	}
+	es := imgScriptedEntries(t)
+	half := len(es) / 2
+	imgApplyAll(t, p, es[:half])
+	at := es[half-1].index
+	ckpt := filepath.Join(root, "ckpt")
+	idx, err := p.Checkpoint(ckpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if idx != at {
+		t.Fatalf("checkpoint at %d, want %d", idx, at)
+	}
+	imgApplyAll(t, p, es[half:])
+
+	want := memAt(t, es, at)
+	encode := func(im *Image) []byte {
+		t.Helper()
+		var b bytes.Buffer
+		if err := im.Encode(&b); err != nil {
+			t.Fatal(err)
+		}
+		im.Close()
+		return b.Bytes()
+	}
+	scratch := filepath.Join(root, "scratch")
+	im, err := p.CheckpointImage(ckpt, scratch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if im.Applied() != at {
+		t.Fatalf("checkpoint image at %d, want %d", im.Applied(), at)
+	}
+	if got := encode(im); !bytes.Equal(got, encode(want.Image())) {
+		t.Fatal("the checkpoint's image differs from the state at its index")
+	}
+	if _, err := os.Stat(scratch); !os.IsNotExist(err) {
+		t.Fatalf("the clone %s is left after the image closed: %v", scratch, err)
+	}
+
+	qdir := filepath.Join(root, "q1")
+	q := openDisk(t, env, qdir)
+	imgApplyAll(t, q, []imgEntry{mkImgEntry(t, 1, put("other", "x"))})
+	if err := q.InstallCheckpoint(ckpt); err != nil {
+		t.Fatal(err)
+	}
+	sameImagePartition(t, want, q)
+	if err := q.InstallCheckpoint(filepath.Join(root, "missing")); err == nil {
+		t.Fatal("a missing checkpoint was installed")
+	}
+	sameImagePartition(t, want, q)
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	q = openDisk(t, env, qdir)
+	sameImagePartition(t, want, q)
+	q.Close()
+	for _, left := range []string{qdir + ".load", qdir + ".old"} {
+		if _, err := os.Stat(left); !os.IsNotExist(err) {
+			t.Fatalf("%s left: %v", left, err)
+		}
+	}
+
+	if _, err := want.Checkpoint(filepath.Join(root, "mem")); !errors.Is(err, ErrInMemory) {
+		t.Fatalf("checkpoint of a memory partition: %v", err)
+	}
+}
