@@ -54,7 +54,7 @@ type Image struct {
 	finished map[string]int64
 	horizon  int64
 	cut      *cut.ProgressState
-	err      error // the view could not be taken, or was closed
+	err      error  // the view could not be taken, or was closed
 	release  func() // run once by Close (CheckpointImage's clone), or nil
 }
 
