@@ -163,6 +163,36 @@ func (b *Batch) CommitPart() error {
 	return nil
 }
 
+// CommitInPlace writes the batch without moving the applied index: a
+// change of the state at the index it is at, for a DB rebuilt offline
+// (restore and the cut verifier resolve a cut on the state before its
+// position). Never for a replica's applies, which use Commit. Like Commit
+// it does not sync and closes the batch.
+func (b *Batch) CommitInPlace() error {
+	defer b.Close()
+	if b.b == nil {
+		if b.err != nil {
+			return b.err
+		}
+		return fmt.Errorf("engine: batch: %w", ErrClosed)
+	}
+	d := b.d
+	if err := d.enter(); err != nil {
+		return err
+	}
+	defer d.life.RUnlock()
+	if b.err != nil {
+		return fmt.Errorf("engine: partition %d: batch in place: %w", d.id, b.err)
+	}
+	d.commitMu.Lock()
+	defer d.commitMu.Unlock()
+	if err := d.pdb.Apply(b.b, pebble.NoSync); err != nil {
+		d.setErr("commit in place", err)
+		return d.Err()
+	}
+	return nil
+}
+
 // Commit writes the batch and applied, its applied index, atomically, and
 // closes the batch. applied must be above d.Applied(); otherwise, or if a
 // setter was given a bad argument, nothing is written.

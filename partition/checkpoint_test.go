@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/cutkv/cutkv/proto/internalpb"
 )
 
 // TestCheckpointRoundTrip: a checkpoint of a partition on Pebble holds
@@ -87,4 +89,42 @@ func TestCheckpointRoundTrip(t *testing.T) {
 	if _, err := want.Checkpoint(filepath.Join(root, "mem")); !errors.Is(err, ErrInMemory) {
 		t.Fatalf("checkpoint of a memory partition: %v", err)
 	}
+}
+
+// TestResolveAtCutOnPebble: resolving a cut on a partition rebuilt on
+// Pebble (restore's checkpoint bases) gives the state the in-memory
+// resolution gives, at the same index, and it is durable.
+func TestResolveAtCutOnPebble(t *testing.T) {
+	env := diskEnv(t)
+	dir := filepath.Join(t.TempDir(), "p1")
+	p := openDisk(t, env, dir)
+	es := imgScriptedEntries(t)
+	imgApplyAll(t, p, es)
+	m := memAt(t, es, es[len(es)-1].index)
+	var before []*internalpb.CutTxn
+	for id := range m.intents {
+		before = append(before, &internalpb.CutTxn{TxnId: []byte(id), Succeeded: true})
+		break
+	}
+	if len(before) == 0 {
+		t.Fatal("the script leaves no intent to resolve")
+	}
+	for _, q := range []*Partition{m, p} {
+		if err := q.ResolveAtCut(before); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p.Applied() != m.Applied() {
+		t.Fatalf("resolved at %d, in memory at %d", p.Applied(), m.Applied())
+	}
+	sameImagePartition(t, m, p)
+	if err := p.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	q := openDisk(t, env, dir)
+	defer q.Close()
+	sameImagePartition(t, m, q)
 }

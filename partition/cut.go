@@ -84,13 +84,16 @@ func (p *Partition) CutActive() (uint64, []string) {
 // into the state at the cut (DESIGN.md, consistent cut rule 5): the writes
 // of the before set's transactions are applied (their chosen branch), and
 // every other intent, lock, transaction record and finished id is dropped.
-// Used on a partition rebuilt from the log (the cut verifier, restore),
-// never on a live replica.
+// Used on a partition rebuilt from the log (the cut verifier, restore; in
+// memory, or on Pebble in a scratch directory), never on a live replica.
 func (p *Partition) ResolveAtCut(before []*internalpb.CutTxn) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.kvs.durable() {
-		return fmt.Errorf("partition %d: a cut is resolved on a partition rebuilt in memory, not on a durable store", p.id)
+	ps, onPebble := p.kvs.(*pebbleKVs)
+	if onPebble {
+		// A partition rebuilt in a scratch directory (a checkpoint base):
+		// the resolution is one batch at the index it is at.
+		ps.begin()
 	}
 	for _, t := range before {
 		in := p.intents[string(t.GetTxnId())]
@@ -110,6 +113,16 @@ func (p *Partition) ResolveAtCut(before []*internalpb.CutTxn) error {
 	p.finished = map[string]int64{}
 	p.horizon = 0
 	p.cut = cut.NewProgress()
+	if onPebble {
+		if err := p.writeRowsLocked(); err != nil {
+			p.fail(err)
+			return err
+		}
+		if err := ps.commitInPlace(); err != nil {
+			p.fail(err)
+			return err
+		}
+	}
 	return nil
 }
 

@@ -260,6 +260,23 @@ func (s *pebbleKVs) commit(index uint64) error {
 	return nil
 }
 
+// commitInPlace commits the open batch at the applied index the DB is at
+// (ResolveAtCut).
+func (s *pebbleKVs) commitInPlace() error {
+	b := s.b
+	s.b = nil
+	clear(s.over)
+	if s.count != s.stored {
+		b.SetKeyCount(s.count)
+	}
+	if err := b.CommitInPlace(); err != nil {
+		s.count = s.stored
+		return err
+	}
+	s.stored = s.count
+	return nil
+}
+
 func (s *pebbleKVs) load(kv *KV) error {
 	if s.b == nil {
 		s.b = s.db.NewBatch()

@@ -127,19 +127,26 @@ func (s *Store) doSync(fn func() error) error {
 	return <-ch
 }
 
-// findMaterialization returns group's materialization at index (a file
-// rather than a directory when both exist).
-func (s *Store) findMaterialization(group, index uint64) (checkpoint.Materialization, error) {
+// FindMaterialization returns group's materialization at index (the
+// checkpoint directory when a file of the same index exists too: the one
+// Materializations lists last).
+func (s *Store) FindMaterialization(group, index uint64) (checkpoint.Materialization, error) {
 	mats, err := s.Materializations(group)
 	if err != nil {
 		return checkpoint.Materialization{}, err
 	}
-	for _, m := range mats {
-		if m.Index == index {
-			return m, nil
+	for i := len(mats) - 1; i >= 0; i-- {
+		if mats[i].Index == index {
+			return mats[i], nil
 		}
 	}
 	return checkpoint.Materialization{}, fmt.Errorf("raftstore: group %d: no materialization at index %d on this node: %w", group, index, os.ErrNotExist)
+}
+
+// CheckpointPath returns where the checkpoint directory of group at index
+// lives (or would live) on this node.
+func (s *Store) CheckpointPath(group, index uint64) string {
+	return filepath.Join(s.cfg.MaterializeDir, checkpoint.Materialization{Partition: group, Index: index, Dir: true}.Name())
 }
 
 // MaterializationFile returns group's materialization at index as the
@@ -147,7 +154,7 @@ func (s *Store) findMaterialization(group, index uint64) (checkpoint.Materializa
 // itself, or for a checkpoint directory an image encoded from a clone of
 // it as the reader is read. Pin the group first.
 func (s *Store) MaterializationFile(group, index uint64) (io.ReadCloser, error) {
-	m, err := s.findMaterialization(group, index)
+	m, err := s.FindMaterialization(group, index)
 	if err != nil {
 		return nil, err
 	}

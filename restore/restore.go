@@ -3,6 +3,8 @@ package restore
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +21,7 @@ import (
 	"github.com/cutkv/cutkv/checkpoint"
 	"github.com/cutkv/cutkv/cut/verify"
 	"github.com/cutkv/cutkv/datadir"
+	"github.com/cutkv/cutkv/engine"
 	"github.com/cutkv/cutkv/keyspace"
 	"github.com/cutkv/cutkv/meta"
 	"github.com/cutkv/cutkv/partition"
@@ -143,7 +146,12 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 			}
 		}
 	}()
-	r := &rebuilder{st: st, m: m, dir: filepath.Join(opts.DataDir, datadir.MaterializeDir), log: log}
+	env, err := engine.NewEnv(engine.EnvConfig{CacheSize: 64 << 20, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("restore: %w", err)
+	}
+	defer env.Close()
+	r := &rebuilder{env: env, st: st, m: m, dir: filepath.Join(opts.DataDir, datadir.MaterializeDir), log: log}
 	for _, g := range res.Groups {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -261,6 +269,7 @@ func plan(m *snapshot.Manifest, opts *Options, source uint64, token string) (*to
 
 // rebuilder writes the groups' materializations of one snapshot.
 type rebuilder struct {
+	env *engine.Env // opens checkpoint bases
 	st  *snapshot.Store
 	m   *snapshot.Manifest
 	dir string // the data dir's materializations
@@ -299,7 +308,35 @@ func (r *rebuilder) writePartition(ctx context.Context, p *snapshot.Partition) (
 		return 0, read, err
 	}
 	rep := &verify.Replica{Node: "snapshot " + r.m.ID, Group: g, BaseIndex: p.BaseIndex(), Entries: ents}
-	if b := p.Base; b != nil {
+	var opened *partition.Partition
+	defer func() {
+		if opened != nil {
+			opened.Close()
+		}
+	}()
+	if b := p.Base; b != nil && len(b.Files) > 0 {
+		// A checkpoint base: its files placed in a scratch directory (not
+		// ingested: Pebble's ingest refuses SSTs with sequence numbers),
+		// opened as the partition the log is replayed onto.
+		scratch, err := os.MkdirTemp(filepath.Dir(r.dir), fmt.Sprintf("restore-p%04d-", g))
+		if err != nil {
+			return 0, read, fmt.Errorf("restore: partition %d: %w", g, err)
+		}
+		defer os.RemoveAll(scratch)
+		rep.Start = func() (*partition.Partition, error) {
+			n, err := r.placeFiles(ctx, b, scratch)
+			read += n
+			if err != nil {
+				return nil, err
+			}
+			part, err := partition.Open(r.env, scratch, g)
+			if err != nil {
+				return nil, fmt.Errorf("%w: base %s: %w", snapshot.ErrCorrupt, b.Name, err)
+			}
+			opened = part
+			return part, nil
+		}
+	} else if b != nil {
 		rep.Start = func() (*partition.Partition, error) {
 			mr, err := r.st.OpenMaterialization(ctx, b.Name)
 			if err != nil {
@@ -341,6 +378,42 @@ func (r *rebuilder) writePartition(ctx context.Context, p *snapshot.Partition) (
 	}
 	r.log.Info("group written", "group", g, "index", idx, "keys", keys, "bytes_read", read, "file_bytes", size, "took", time.Since(start))
 	return keys, read, nil
+}
+
+// placeFiles downloads the files of checkpoint base b into dir, each
+// checked against its size and SHA-256, and returns the bytes read.
+func (r *rebuilder) placeFiles(ctx context.Context, b *snapshot.Base, dir string) (int64, error) {
+	var read int64
+	for _, f := range b.Files {
+		if !checkpoint.ValidFileName(f.File) {
+			return read, fmt.Errorf("%w: base %s names the file %q", snapshot.ErrInvalid, b.Name, f.File)
+		}
+		rc, err := r.st.OpenPiece(ctx, f.Name)
+		if err != nil {
+			return read, err
+		}
+		path := filepath.Join(dir, f.File)
+		out, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o640)
+		if err != nil {
+			rc.Close()
+			return read, err
+		}
+		h := sha256.New()
+		n, err := io.Copy(io.MultiWriter(out, h), io.LimitReader(rc, f.Size+1))
+		rc.Close()
+		read += n
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return read, fmt.Errorf("restore: base %s: file %s: %w", b.Name, f.File, err)
+		}
+		if sum := hex.EncodeToString(h.Sum(nil)); n != f.Size || sum != f.SHA256 {
+			return read, fmt.Errorf("%w: base %s: file %s (object %s) has %d bytes with SHA-256 %s, the manifest says %d bytes with %s",
+				snapshot.ErrCorrupt, b.Name, f.File, f.Name, n, sum, f.Size, f.SHA256)
+		}
+	}
+	return read, nil
 }
 
 // damaged says whether err is damage found in a piece.

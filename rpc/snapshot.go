@@ -52,7 +52,14 @@ type SnapshotResult struct {
 	BytesUploaded  uint64
 	PiecesUploaded int
 	PiecesReused   int
-	Duration       time.Duration
+	// BaseFilesReused and BaseBytesReused count the files of checkpoint
+	// bases uploaded by an earlier snapshot, referenced and not sent.
+	BaseFilesReused int
+	BaseBytesReused uint64
+	// BaseFileBytes is the part of BytesUploaded that is checkpoint
+	// files (new SSTs: flushes, and the files compactions rewrote).
+	BaseFileBytes uint64
+	Duration      time.Duration
 }
 
 // partPlan is one partition's part of a snapshot being made: the replica
@@ -62,6 +69,14 @@ type partPlan struct {
 	member string // the node that uploads it
 	pin    string
 	snapshot.PartitionPlan
+}
+
+// baseName is the object name of p's base (Base > 0).
+func (p *partPlan) baseName() string {
+	if !p.UploadBase {
+		return p.BaseObject.Name
+	}
+	return checkpoint.Materialization{Partition: p.cp.GetPartition(), Index: p.Base, Dir: len(p.BaseFiles) > 0}.Name()
 }
 
 // CreateSnapshot takes (or uses) a completed cut and stores a snapshot of
@@ -141,7 +156,10 @@ func CreateSnapshot(ctx context.Context, n *Node, req *kvpb.CreateSnapshotReques
 	var names []string
 	for _, p := range plans {
 		if p.Base > 0 {
-			names = append(names, checkpoint.Materialization{Partition: p.cp.GetPartition(), Index: p.Base}.Name())
+			names = append(names, p.baseName())
+			for _, f := range p.BaseFiles {
+				names = append(names, f.Name)
+			}
 		}
 		for _, pc := range p.Pieces {
 			names = append(names, pc.Name)
@@ -176,15 +194,18 @@ func CreateSnapshot(ctx context.Context, n *Node, req *kvpb.CreateSnapshotReques
 	var mu sync.Mutex
 	var done uint32
 	err = forEachPlan(ctx, plans, func(ctx context.Context, p *partPlan) error {
-		bytes, pieces, err := n.uploadSnapshot(ctx, p, st.URL())
+		up, err := n.uploadSnapshot(ctx, p, st.URL())
 		if err != nil {
 			return err
 		}
 		mu.Lock()
 		defer mu.Unlock()
 		done++
-		res.BytesUploaded += bytes
-		res.PiecesUploaded += pieces
+		res.BytesUploaded += up.bytes
+		res.PiecesUploaded += up.objects
+		res.BaseFileBytes += up.fileBytes
+		res.BaseFilesReused += up.filesStored
+		res.BaseBytesReused += up.bytesStored
 		progress(&kvpb.SnapshotProgress{Phase: "upload", PartitionsDone: done, PartitionsTotal: total, BytesUploaded: res.BytesUploaded, CutVersion: v})
 		return nil
 	})
@@ -202,7 +223,7 @@ func CreateSnapshot(ctx context.Context, n *Node, req *kvpb.CreateSnapshotReques
 	for _, p := range plans {
 		mp := snapshot.Partition{Partition: p.cp.GetPartition(), Pos: p.cp.GetPos(), End: p.cp.GetFinishIndex(), Pieces: p.Pieces}
 		if p.Base > 0 {
-			mp.Base = &snapshot.Base{Object: p.BaseObject, Index: p.Base}
+			mp.Base = &snapshot.Base{Object: p.BaseObject, Index: p.Base, Files: p.BaseFiles}
 			if !p.UploadBase {
 				res.PiecesReused++
 			}
@@ -219,7 +240,8 @@ func CreateSnapshot(ctx context.Context, n *Node, req *kvpb.CreateSnapshotReques
 	res.Manifest = m
 	res.Duration = time.Since(start)
 	sn.Log.Info("snapshot created", "id", id, "cut", v, "store", st.URL(), "bytes_uploaded", res.BytesUploaded,
-		"pieces_uploaded", res.PiecesUploaded, "pieces_reused", res.PiecesReused, "took", res.Duration)
+		"pieces_uploaded", res.PiecesUploaded, "pieces_reused", res.PiecesReused, "base_file_bytes", res.BaseFileBytes,
+		"base_files_reused", res.BaseFilesReused, "base_bytes_reused", res.BaseBytesReused, "took", res.Duration)
 	return res, nil
 }
 
@@ -307,12 +329,44 @@ func (n *Node) prepareSnapshot(ctx context.Context, p *partPlan, v uint64, full 
 		return fmt.Errorf("partition %d: no replica could prepare its part of cut %d: %w", g, v, errors.Join(errs...))
 	}
 	p.PartitionPlan = snapshot.PlanPartition(g, pos, end, snapshot.Offer{Base: resp.GetBaseIndex(), LogFrom: resp.GetLogFrom()}, full, stored)
+	if p.UploadBase {
+		files, err := baseFiles(resp.GetBaseFiles())
+		if err != nil {
+			return fmt.Errorf("partition %d: %s: %w", g, p.member, err)
+		}
+		p.BaseFiles = files
+	}
 	return nil
+}
+
+// baseFiles checks the file list of a checkpoint base that a replica
+// offers and names each file's object by its content.
+func baseFiles(in []*internalpb.BaseFile) ([]snapshot.BaseFile, error) {
+	if len(in) > checkpoint.MaxDirFiles {
+		return nil, fmt.Errorf("%w: base of %d files, at most %d", ErrInvalidArgument, len(in), checkpoint.MaxDirFiles)
+	}
+	var out []snapshot.BaseFile
+	for i, f := range in {
+		if !checkpoint.ValidFileName(f.GetFile()) || (i > 0 && in[i-1].GetFile() >= f.GetFile()) || f.GetSize() < 0 || len(f.GetSha256()) != 64 {
+			return nil, fmt.Errorf("%w: base file %q (%d bytes, SHA-256 %q): not a checkpoint file, or not sorted", ErrInvalidArgument, f.GetFile(), f.GetSize(), f.GetSha256())
+		}
+		out = append(out, snapshot.BaseFile{File: f.GetFile(), Object: snapshot.Object{Name: snapshot.FileObjectName(f.GetSha256()), Size: f.GetSize(), SHA256: f.GetSha256()}})
+	}
+	return out, nil
+}
+
+// uploaded is what one partition's upload did.
+type uploaded struct {
+	bytes       uint64 // written to the store
+	objects     int
+	fileBytes   uint64 // of bytes, checkpoint files
+	filesStored int    // checkpoint files the store held already
+	bytesStored uint64
 }
 
 // uploadSnapshot has p's node store its missing objects; it returns the
 // bytes and objects uploaded.
-func (n *Node) uploadSnapshot(ctx context.Context, p *partPlan, store string) (uint64, int, error) {
+func (n *Node) uploadSnapshot(ctx context.Context, p *partPlan, store string) (uploaded, error) {
 	req := &internalpb.UploadSnapshotRequest{ClusterId: n.Layout.ClusterID, Pin: p.pin, Store: store, Group: p.cp.GetPartition()}
 	if p.UploadBase {
 		req.BaseIndex = p.Base
@@ -322,18 +376,26 @@ func (n *Node) uploadSnapshot(ctx context.Context, p *partPlan, store string) (u
 	}
 	conn, err := n.peerConn(p.member)
 	if err != nil {
-		return 0, 0, err
+		return uploaded{}, err
 	}
 	p.pin = "" // consumed by the call, whatever it answers
 	resp, err := internalrpc.NewSnapshotPartitionsClient(conn).UploadSnapshot(ctx, req)
 	if err != nil {
-		return 0, 0, fmt.Errorf("partition %d: upload on %s: %w", p.cp.GetPartition(), p.member, err)
+		return uploaded{}, fmt.Errorf("partition %d: upload on %s: %w", p.cp.GetPartition(), p.member, err)
 	}
 	got := map[string]*internalpb.UploadedObject{}
-	var bytes uint64
+	up := uploaded{objects: len(resp.GetObjects()), filesStored: int(resp.GetBaseFilesStored()), bytesStored: uint64(max(0, resp.GetBaseBytesStored()))}
 	for _, o := range resp.GetObjects() {
 		got[o.GetName()] = o
-		bytes += uint64(o.GetSize())
+		up.bytes += uint64(o.GetSize())
+	}
+	for _, f := range p.BaseFiles {
+		if o := got[f.Name]; o != nil {
+			if o.GetSha256() != f.SHA256 || o.GetSize() != f.Size {
+				return uploaded{}, fmt.Errorf("partition %d: %s uploaded %s as %d bytes with SHA-256 %s, not the file it offered", p.cp.GetPartition(), p.member, f.File, o.GetSize(), o.GetSha256())
+			}
+			up.fileBytes += uint64(f.Size)
+		}
 	}
 	obj := func(name string) (snapshot.Object, error) {
 		o := got[name]
@@ -343,16 +405,16 @@ func (n *Node) uploadSnapshot(ctx context.Context, p *partPlan, store string) (u
 		return snapshot.Object{Name: name, Size: o.GetSize(), SHA256: o.GetSha256()}, nil
 	}
 	if p.UploadBase {
-		if p.BaseObject, err = obj(checkpoint.Materialization{Partition: p.cp.GetPartition(), Index: p.Base}.Name()); err != nil {
-			return 0, 0, err
+		if p.BaseObject, err = obj(p.baseName()); err != nil {
+			return uploaded{}, err
 		}
 	}
 	for _, i := range p.New {
 		if p.Pieces[i].Object, err = obj(p.Pieces[i].Name); err != nil {
-			return 0, 0, err
+			return uploaded{}, err
 		}
 	}
-	return bytes, len(resp.GetObjects()), nil
+	return up, nil
 }
 
 func (n *Node) releaseSnapshotPin(p *partPlan) {
@@ -384,6 +446,9 @@ func snapshotInfo(m *snapshot.Manifest, parts bool) *kvpb.SnapshotInfo {
 		sp := &kvpb.SnapshotPartition{Partition: p.Partition, Pos: p.Pos, End: p.End}
 		if p.Base != nil {
 			sp.BaseIndex, sp.BaseName, sp.BaseSize, sp.BaseSha256 = p.Base.Index, p.Base.Name, p.Base.Size, p.Base.SHA256
+			for _, f := range p.Base.Files {
+				sp.BaseFiles = append(sp.BaseFiles, &kvpb.SnapshotBaseFile{File: f.File, Name: f.Name, Size: f.Size, Sha256: f.SHA256})
+			}
 		}
 		for _, pc := range p.Pieces {
 			sp.Pieces = append(sp.Pieces, &kvpb.SnapshotPiece{Name: pc.Name, Lo: pc.Lo, Hi: pc.Hi, From: pc.From, Size: pc.Size, Sha256: pc.SHA256})
@@ -431,6 +496,7 @@ func (s *ClusterServer) CreateSnapshot(req *kvpb.CreateSnapshotRequest, stream k
 		Snapshot: snapshotInfo(res.Manifest, false), BytesUploaded: res.BytesUploaded,
 		PiecesUploaded: uint32(res.PiecesUploaded), PiecesReused: uint32(res.PiecesReused),
 		DurationMs: res.Duration.Milliseconds(), Store: res.Store,
+		BaseFileBytes: res.BaseFileBytes, BaseFilesReused: uint32(res.BaseFilesReused), BaseBytesReused: res.BaseBytesReused,
 	}})
 }
 

@@ -388,8 +388,19 @@ func (s *SnapshotPartitionsServer) PrepareSnapshot(ctx context.Context, req *int
 	if lease <= 0 {
 		lease = defaultPinLease
 	}
-	token := n.Snapshots.addPin(pin, lease)
-	return &internalpb.PrepareSnapshotResponse{Pin: token, BaseIndex: baseIndex, LogFrom: from}, nil
+	out := &internalpb.PrepareSnapshotResponse{BaseIndex: baseIndex, LogFrom: from}
+	if base.Dir && baseIndex == base.Index {
+		_, files, err := checkpoint.ReadManifest(n.Store.CheckpointPath(g, base.Index))
+		if err != nil {
+			pin.release()
+			return nil, toStatus(err, "")
+		}
+		for _, f := range files {
+			out.BaseFiles = append(out.BaseFiles, &internalpb.BaseFile{File: f.Name, Size: f.Size, Sha256: f.Hex()})
+		}
+	}
+	out.Pin = n.Snapshots.addPin(pin, lease)
+	return out, nil
 }
 
 // waitApplied waits until this node's replica of partition g applied
@@ -488,16 +499,9 @@ func (s *SnapshotPartitionsServer) UploadSnapshot(ctx context.Context, req *inte
 	}
 	out := &internalpb.UploadSnapshotResponse{}
 	if b := req.GetBaseIndex(); b > 0 {
-		open := func() (io.ReadCloser, error) { return n.Store.MaterializationFile(g, b) }
-		if pin.full != "" && b == pin.pos-1 {
-			open = func() (io.ReadCloser, error) { return os.Open(pin.full) }
-		}
-		name := checkpoint.Materialization{Partition: g, Index: b}.Name()
-		o, err := putObject(ctx, st, n.Snapshots.UploadRate, name, open)
-		if err != nil {
+		if err := s.uploadBase(ctx, st, pin, g, b, out); err != nil {
 			return nil, toStatus(err, "")
 		}
-		out.Objects = append(out.Objects, o)
 	}
 	for _, r := range req.GetPieces() {
 		if r.GetLo() == 0 || r.GetHi() < r.GetLo() || r.GetHi() > pin.finish {
@@ -518,6 +522,99 @@ func (s *SnapshotPartitionsServer) UploadSnapshot(ctx context.Context, req *inte
 		out.Objects = append(out.Objects, o)
 	}
 	return out, nil
+}
+
+// uploadBase uploads partition g's base at index b: the materialization
+// file (a full snapshot's, built in TmpDir, or one kept as a file), or a
+// checkpoint directory's manifest and those of its files the store does
+// not hold yet, each under the name of its content.
+func (s *SnapshotPartitionsServer) uploadBase(ctx context.Context, st *snapshot.Store, pin *snapshotPin, g, b uint64, out *internalpb.UploadSnapshotResponse) error {
+	n := s.n
+	rate := n.Snapshots.UploadRate
+	if pin.full != "" && b == pin.pos-1 {
+		o, err := putObject(ctx, st, rate, checkpoint.Materialization{Partition: g, Index: b}.Name(), func() (io.ReadCloser, error) { return os.Open(pin.full) })
+		if err != nil {
+			return err
+		}
+		out.Objects = append(out.Objects, o)
+		return nil
+	}
+	m, err := n.Store.FindMaterialization(g, b)
+	if err != nil {
+		return err
+	}
+	if !m.Dir {
+		o, err := putObject(ctx, st, rate, m.Name(), func() (io.ReadCloser, error) { return n.Store.MaterializationFile(g, b) })
+		if err != nil {
+			return err
+		}
+		out.Objects = append(out.Objects, o)
+		return nil
+	}
+	dir := n.Store.CheckpointPath(g, b)
+	_, files, err := checkpoint.ReadManifest(dir)
+	if err != nil {
+		return err
+	}
+	for _, f := range files {
+		name := snapshot.FileObjectName(f.Hex())
+		fr := &openOnRead{path: filepath.Join(dir, f.Name)}
+		sha, size, err := st.PutPiece(ctx, name, rate.Reader(ctx, fr))
+		fr.close()
+		if errors.Is(err, snapshot.ErrExists) {
+			out.BaseFilesStored++
+			out.BaseBytesStored += f.Size
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("partition %d: uploading %s of %s: %w", g, f.Name, dir, err)
+		}
+		if sha != f.Hex() || size != f.Size {
+			return fmt.Errorf("%w: partition %d: %s of %s read as %d bytes with SHA-256 %s, its manifest says %d bytes, %s",
+				checkpoint.ErrCorrupt, g, f.Name, dir, size, sha, f.Size, f.Hex())
+		}
+		out.Objects = append(out.Objects, &internalpb.UploadedObject{Name: name, Size: size, Sha256: sha})
+	}
+	o, err := putObject(ctx, st, rate, m.Name(), func() (io.ReadCloser, error) { return os.Open(filepath.Join(dir, checkpoint.ManifestName)) })
+	if err != nil {
+		return err
+	}
+	out.Objects = append(out.Objects, o)
+	return nil
+}
+
+// openOnRead is a reader of the file at path, opened at the first Read
+// (PutPiece reads nothing of a piece the store holds) and closed at EOF.
+type openOnRead struct {
+	path string
+	f    *os.File
+	done bool
+}
+
+func (r *openOnRead) Read(p []byte) (int, error) {
+	if r.done {
+		return 0, io.EOF
+	}
+	if r.f == nil {
+		f, err := os.Open(r.path)
+		if err != nil {
+			return 0, err
+		}
+		r.f = f
+	}
+	n, err := r.f.Read(p)
+	if err != nil {
+		r.close()
+	}
+	return n, err
+}
+
+func (r *openOnRead) close() {
+	if r.f != nil {
+		r.f.Close()
+		r.f = nil
+	}
+	r.done = true
 }
 
 // putObject stores a piece, or describes the one stored already (pieces

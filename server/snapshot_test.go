@@ -149,7 +149,27 @@ func TestSnapshotsIncrementalFullAndPrune(t *testing.T) {
 		if p.GetBaseName() == "" || p.GetBaseIndex() >= p.GetPos() {
 			t.Fatalf("snapshot after a checkpoint: partition %d has base %q at %d (pos %d)", p.GetPartition(), p.GetBaseName(), p.GetBaseIndex(), p.GetPos())
 		}
+		// Partitions on Pebble: the base is a checkpoint, its files
+		// stored apart.
+		if !strings.HasSuffix(p.GetBaseName(), ".ckpt") || len(p.GetBaseFiles()) == 0 {
+			t.Fatalf("partition %d: base %q with %d files, want a checkpoint base", p.GetPartition(), p.GetBaseName(), len(p.GetBaseFiles()))
+		}
 	}
+	if s3.GetBaseFileBytes() == 0 {
+		t.Fatalf("snapshot after a checkpoint uploaded no checkpoint file: %v", s3)
+	}
+
+	// A second checkpoint after a few writes: the new bases share the
+	// older SSTs, which are referenced, not uploaded again.
+	checkpointAll(t, c, 0)
+	writeMany(t, c, "d", 5)
+	s4 := mustSnapshot(t, c, 0, &kvpb.CreateSnapshotRequest{Store: store})
+	if s4.GetBaseFilesReused() == 0 || s4.GetBaseFileBytes() >= s3.GetBaseFileBytes()+s3.GetBaseBytesReused() {
+		t.Fatalf("snapshot after a second checkpoint: %d base file bytes uploaded, %d files (%d bytes) reused; the first checkpoint's uploaded %d: not incremental",
+			s4.GetBaseFileBytes(), s4.GetBaseFilesReused(), s4.GetBaseBytesReused(), s3.GetBaseFileBytes())
+	}
+	t.Logf("checkpoint bases: first %d file bytes uploaded; second %d uploaded, %d files (%d bytes) reused",
+		s3.GetBaseFileBytes(), s4.GetBaseFileBytes(), s4.GetBaseFilesReused(), s4.GetBaseBytesReused())
 
 	// Full: a base exactly before each partition's position.
 	full := mustSnapshot(t, c, 0, &kvpb.CreateSnapshotRequest{Store: store, Full: true})
@@ -173,7 +193,7 @@ func TestSnapshotsIncrementalFullAndPrune(t *testing.T) {
 	}
 	t.Logf("incremental after full: %d bytes uploaded for %d bytes written (%.2fx)", inc.GetBytesUploaded(), x, float64(inc.GetBytesUploaded())/float64(x))
 
-	all := []*kvpb.CreateSnapshotResult{s1, s2, s3, full, inc}
+	all := []*kvpb.CreateSnapshotResult{s1, s2, s3, s4, full, inc}
 	for _, s := range all {
 		if r := checkSnapshot(t, c, store, s.GetSnapshot().GetId()); !r.GetOk() {
 			t.Fatalf("check %s: %v", s.GetSnapshot().GetId(), r)
@@ -191,17 +211,20 @@ func TestSnapshotsIncrementalFullAndPrune(t *testing.T) {
 	// Prune to the newest two: they still check, and every piece left is
 	// referenced by one of them.
 	gc, err := kvrpc.NewClusterClient(c.Conn(0)).PruneSnapshots(ctxT(t, 30*time.Second), &kvpb.PruneSnapshotsRequest{Store: store, KeepLast: 2})
-	if err != nil || len(gc.GetDeletedSnapshots()) != 3 || len(gc.GetDeletedPieces()) == 0 {
+	if err != nil || len(gc.GetDeletedSnapshots()) != 4 || len(gc.GetDeletedPieces()) == 0 {
 		t.Fatalf("prune: %v, %v", gc, err)
 	}
 	var refs []string
-	for _, s := range all[3:] {
+	for _, s := range all[4:] {
 		if r := checkSnapshot(t, c, store, s.GetSnapshot().GetId()); !r.GetOk() {
 			t.Fatalf("check %s after prune: %v", s.GetSnapshot().GetId(), r)
 		}
 		for _, p := range getSnapshot(t, c, store, s.GetSnapshot().GetId()).GetPartitions() {
 			if p.GetBaseName() != "" {
 				refs = append(refs, p.GetBaseName())
+			}
+			for _, f := range p.GetBaseFiles() {
+				refs = append(refs, f.GetName())
 			}
 			for _, pc := range p.GetPieces() {
 				refs = append(refs, pc.GetName())

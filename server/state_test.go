@@ -7,8 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cutkv/cutkv/checkpoint"
 	"github.com/cutkv/cutkv/datadir"
 	"github.com/cutkv/cutkv/internal/clustertest"
+	"github.com/cutkv/cutkv/server"
 )
 
 // TestStateInPebble: a node keeps each partition's state in a Pebble under
@@ -35,6 +37,46 @@ func TestStateInPebble(t *testing.T) {
 		}
 		return nil
 	})
+	c.Stop(0)
+	c.Restart(0)
+	readAll(t, c, 0, want)
+}
+
+// TestUpgradeFromMemoryState: a data dir written with the state in memory
+// (its materializations are image files, its WAL truncated behind them)
+// starts with the state on Pebble: each partition loads its newest file
+// into Pebble, serves everything written before, and materializes as
+// checkpoint directories from then on.
+func TestUpgradeFromMemoryState(t *testing.T) {
+	c := clustertest.Start(t, 1, clustertest.Options{Partitions: 2, Configure: func(i int, cfg *server.Config) {
+		smallCheckpoints(i, cfg)
+		cfg.Storage = server.StorageMemory
+	}})
+	want := writeMany(t, c, "a", 200)
+	checkpointAll(t, c, 0)
+	for k, v := range writeMany(t, c, "b", 50) {
+		want[k] = v
+	}
+	c.Stop(0)
+	dir := filepath.Join(c.Config(0).DataDir, datadir.MaterializeDir)
+	before, err := checkpoint.List(dir)
+	if err != nil || len(before[1]) == 0 || before[1][0].Dir {
+		t.Fatalf("the in-memory node's materializations: %v %v", before, err)
+	}
+	c.Reconfigure(0, func(cfg *server.Config) { cfg.Storage = server.StoragePebble })
+	c.Restart(0)
+	readAll(t, c, 0, want)
+	checkpointAll(t, c, 0)
+	after, err := checkpoint.List(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for g := uint64(1); g <= 2; g++ {
+		ms := after[g]
+		if len(ms) == 0 || !ms[len(ms)-1].Dir {
+			t.Fatalf("partition %d after the upgrade: materializations %v, want a checkpoint directory newest", g, ms)
+		}
+	}
 	c.Stop(0)
 	c.Restart(0)
 	readAll(t, c, 0, want)

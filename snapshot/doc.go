@@ -80,12 +80,14 @@
 //
 // # Manifests
 //
-// A Manifest is JSON with a format version (ManifestVersion, 1; a reader
-// refuses a higher one with ErrVersion and unknown fields as damage): the
+// A Manifest is JSON with a format version (1, or 2 when a base is a
+// checkpoint: ManifestVersion; a reader refuses a higher one with
+// ErrVersion and unknown fields as damage): the
 // snapshot id, the cluster, the cut version, the time, the partition
 // count, the key-hash function's name, and per partition its Pos, End,
 // base and pieces, each piece with its name, range, the index it is used
-// from, size and SHA-256. Manifest.Validate checks the shape, including
+// from, size and SHA-256. A checkpoint base (pNNNN-<index>.ckpt, the
+// directory's manifest) lists its files, each stored once as f-<sha256>. Manifest.Validate checks the shape, including
 // that each partition's pieces cover base+1 … End without gaps or
 // overlaps. Manifests are never rewritten.
 //

@@ -6,14 +6,27 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cutkv/cutkv/checkpoint"
 )
 
-// ManifestVersion is the manifest format this binary writes and the
-// newest it reads.
-const ManifestVersion = 1
+// ManifestVersion is the newest manifest format this binary reads.
+// Version 2 added checkpoint bases (Base.Files); a manifest without one is
+// written as version 1, which binaries from before it read too.
+const ManifestVersion = 2
+
+// formatFor returns the manifest format m needs: 2 with a checkpoint
+// base, else 1.
+func formatFor(m *Manifest) int {
+	for _, p := range m.Partitions {
+		if p.Base != nil && len(p.Base.Files) > 0 {
+			return 2
+		}
+	}
+	return 1
+}
 
 // maxIDLen bounds a snapshot id.
 const maxIDLen = 128
@@ -22,8 +35,9 @@ const maxIDLen = 128
 // checkpoint handle (DESIGN.md, "Snapshots"). It is stored as JSON under
 // manifests/<ID>.json; the manifests of a cluster are its catalogue.
 type Manifest struct {
-	// Format is the manifest format version; PutManifest fills in
-	// ManifestVersion when it is 0. A reader refuses a higher one.
+	// Format is the manifest format version; PutManifest fills in the
+	// lowest one that holds it when it is 0 (2 with checkpoint bases, else
+	// 1). A reader refuses a higher one than it knows.
 	Format int `json:"format"`
 	// ID names the snapshot: 1 to 128 of [A-Za-z0-9._-], not starting
 	// with a dot. IDForCut gives the usual one.
@@ -78,12 +92,43 @@ type Object struct {
 	SHA256 string `json:"sha256"`
 }
 
-// Base is a partition's base materialization in a manifest: the
-// checkpoint file of the partition at Index, named by
-// checkpoint.Materialization.Name.
+// Base is a partition's base materialization in a manifest: the state of
+// the partition at Index, named by checkpoint.Materialization.Name. It is
+// either a materialization file (pNNNN-<index>.mat, Files empty), or a
+// checkpoint directory (pNNNN-<index>.ckpt): the Object is then the
+// directory's manifest (checkpoint.ManifestName) and Files its files,
+// each stored once under the name of its content (FileObjectName) and
+// shared by every base that holds it.
 type Base struct {
 	Object
-	Index uint64 `json:"index"`
+	Index uint64     `json:"index"`
+	Files []BaseFile `json:"files,omitempty"`
+}
+
+// BaseFile is one file of a checkpoint base: its name in the directory and
+// the object holding it.
+type BaseFile struct {
+	File string `json:"file"`
+	Object
+}
+
+// fileObjectPrefix starts the object name of a checkpoint file.
+const fileObjectPrefix = "f-"
+
+// FileObjectName is the object name of a checkpoint file whose SHA-256 is
+// sha (lowercase hex): a file's identity is its content, so the same file
+// uploaded by two snapshots is one object, and replicas' files, which
+// differ byte for byte, never collide.
+func FileObjectName(sha string) string { return fileObjectPrefix + sha }
+
+// isFileObjectName says whether name is a FileObjectName.
+func isFileObjectName(name string) bool {
+	sha, ok := strings.CutPrefix(name, fileObjectPrefix)
+	if !ok {
+		return false
+	}
+	b, err := hex.DecodeString(sha)
+	return err == nil && len(b) == 32 && hex.EncodeToString(b) == sha
 }
 
 // Piece is a changelog piece a partition's handle uses: the stored piece
@@ -124,6 +169,9 @@ func (m *Manifest) Objects() []Object {
 		p := &m.Partitions[i]
 		if p.Base != nil {
 			add(p.Base.Object)
+			for _, f := range p.Base.Files {
+				add(f.Object)
+			}
 		}
 		for _, pc := range p.Pieces {
 			add(pc.Object)
@@ -152,7 +200,10 @@ func (m *Manifest) Validate() error {
 		return fmt.Errorf("%w: manifest %q: %s", ErrInvalid, m.ID, fmt.Sprintf(format, args...))
 	}
 	if m.Format < 1 || m.Format > ManifestVersion {
-		return bad("format %d (this binary writes %d)", m.Format, ManifestVersion)
+		return bad("format %d (this binary reads 1 to %d)", m.Format, ManifestVersion)
+	}
+	if need := formatFor(m); m.Format < need {
+		return bad("format %d, but it has checkpoint bases (format %d)", m.Format, need)
 	}
 	if err := validateID(m.ID); err != nil {
 		return err
@@ -189,12 +240,27 @@ func (p *Partition) validate(id string) error {
 		return fmt.Errorf("%w: manifest %q: partition %d: %s", ErrInvalid, id, p.Partition, fmt.Sprintf(format, args...))
 	}
 	m := p.BaseIndex()
-	if p.Base != nil {
-		if want := (checkpoint.Materialization{Partition: p.Partition, Index: p.Base.Index}).Name(); p.Base.Name != want {
-			return bad("base %q should be named %q", p.Base.Name, want)
+	if b := p.Base; b != nil {
+		want := checkpoint.Materialization{Partition: p.Partition, Index: b.Index, Dir: len(b.Files) > 0}
+		if b.Name != want.Name() {
+			return bad("base %q should be named %q", b.Name, want.Name())
 		}
-		if err := p.Base.Object.validate(); err != nil {
+		if err := b.Object.validate(); err != nil {
 			return bad("%v", err)
+		}
+		if len(b.Files) > checkpoint.MaxDirFiles {
+			return bad("base %s lists %d files, at most %d", b.Name, len(b.Files), checkpoint.MaxDirFiles)
+		}
+		for i, f := range b.Files {
+			if !checkpoint.ValidFileName(f.File) || (i > 0 && b.Files[i-1].File >= f.File) {
+				return bad("base %s: file %q: not a checkpoint file's name, or names not sorted and unique", b.Name, f.File)
+			}
+			if f.Name != FileObjectName(f.SHA256) {
+				return bad("base %s: file %s is stored as %q, want %q (the name of its content)", b.Name, f.File, f.Name, FileObjectName(f.SHA256))
+			}
+			if err := f.Object.validateSHA(); err != nil || f.Size < 0 {
+				return bad("base %s: file %s: size %d, %v", b.Name, f.File, f.Size, err)
+			}
 		}
 	}
 	if m >= p.Pos || p.Pos > p.End {
@@ -241,6 +307,12 @@ func (o Object) validate() error {
 	if o.Size <= 0 {
 		return fmt.Errorf("piece %s: size %d", o.Name, o.Size)
 	}
+	return o.validateSHA()
+}
+
+// validateSHA checks the object's SHA-256 (a checkpoint file may be
+// empty: Pebble's markers are).
+func (o Object) validateSHA() error {
 	if b, err := hex.DecodeString(o.SHA256); err != nil || len(b) != 32 || hex.EncodeToString(b) != o.SHA256 {
 		return fmt.Errorf("piece %s: SHA-256 %q is not 64 lowercase hex digits", o.Name, o.SHA256)
 	}

@@ -1,11 +1,10 @@
 package snapshot
 
-import "github.com/cutkv/cutkv/checkpoint"
 
 // Stored is what a store's snapshots hold of one partition: the bases, by
 // index, and every distinct piece.
 type Stored struct {
-	Bases  map[uint64]Object
+	Bases  map[uint64]Base
 	Pieces []Piece
 }
 
@@ -18,11 +17,11 @@ func IndexStored(ms []*Manifest) map[uint64]*Stored {
 		for _, p := range m.Partitions {
 			so := out[p.Partition]
 			if so == nil {
-				so = &Stored{Bases: map[uint64]Object{}}
+				so = &Stored{Bases: map[uint64]Base{}}
 				out[p.Partition] = so
 			}
 			if p.Base != nil {
-				so.Bases[p.Base.Index] = p.Base.Object
+				so.Bases[p.Base.Index] = *p.Base
 			}
 			for _, pc := range p.Pieces {
 				if !seen[pc.Name] {
@@ -48,9 +47,11 @@ type Offer struct {
 // uploading node must store.
 type PartitionPlan struct {
 	Base uint64 // 0: none
-	// UploadBase: the node uploads the base; else BaseObject is stored.
+	// UploadBase: the node uploads the base; else BaseObject (and, for a
+	// checkpoint base, BaseFiles) is stored.
 	UploadBase bool
 	BaseObject Object
+	BaseFiles  []BaseFile
 	// Pieces is the chain; the ones at the indexes in New are uploaded
 	// and get their Object then.
 	Pieces []Piece
@@ -82,8 +83,7 @@ func PlanPartition(partition, pos, end uint64, offer Offer, full bool, stored *S
 		o, ok := stored.Bases[p.Base]
 		p.UploadBase = !ok
 		if ok {
-			p.BaseObject = o
-			p.BaseObject.Name = checkpoint.Materialization{Partition: partition, Index: p.Base}.Name()
+			p.BaseObject, p.BaseFiles = o.Object, o.Files
 		}
 	}
 	for cur := p.Base + 1; cur <= end; {

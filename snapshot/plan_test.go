@@ -15,12 +15,14 @@ func storedPiece(g, lo, hi uint64) Piece {
 // pieces that reach furthest and adds one new piece to the end.
 func TestPlanPartition(t *testing.T) {
 	const g = 3
-	base40 := Object{Name: "x", Size: 400, SHA256: "bb"}
+	mat := func(i uint64) string { return fmt.Sprintf("p%04d-%020d.mat", g, i) }
+	base40 := Base{Object: Object{Name: mat(40), Size: 400, SHA256: "bb"}, Index: 40}
 	stored := &Stored{
-		Bases:  map[uint64]Object{40: base40, 90: {Name: "y", Size: 900}},
+		Bases:  map[uint64]Base{40: base40, 90: {Object: Object{Name: mat(90), Size: 900}, Index: 90}},
 		Pieces: []Piece{storedPiece(g, 41, 60), storedPiece(g, 41, 70), storedPiece(g, 61, 200), storedPiece(g, 71, 80)},
 	}
-	mat := func(i uint64) string { return fmt.Sprintf("p%04d-%020d.mat", g, i) }
+	files := []BaseFile{{File: "000004.sst", Object: Object{Name: FileObjectName("cc"), Size: 7, SHA256: "cc"}}}
+	ckpt50 := Base{Object: Object{Name: fmt.Sprintf("p%04d-%020d.ckpt", g, 50), Size: 90, SHA256: "dd"}, Index: 50, Files: files}
 	for _, tc := range []struct {
 		name   string
 		pos    uint64
@@ -35,7 +37,7 @@ func TestPlanPartition(t *testing.T) {
 		{"no base at all: the log from 1", 5, 7, Offer{LogFrom: 1}, false, nil,
 			PartitionPlan{Pieces: []Piece{{Object: Object{Name: PieceName(g, 1, 7)}, Lo: 1, Hi: 7, From: 1}}, New: []int{0}}},
 		{"the node's base is stored: reused, pieces chained, the rest new", 85, 90, Offer{Base: 40, LogFrom: 30}, false,
-			&Stored{Bases: map[uint64]Object{40: base40}, Pieces: stored.Pieces},
+			&Stored{Bases: map[uint64]Base{40: base40}, Pieces: stored.Pieces},
 			PartitionPlan{Base: 40, BaseObject: Object{Name: mat(40), Size: 400, SHA256: "bb"}, Pieces: []Piece{
 				storedPiece(g, 41, 70), storedPiece(g, 71, 80), {Object: Object{Name: PieceName(g, 81, 90)}, Lo: 81, Hi: 90, From: 81},
 			}, New: []int{2}}},
@@ -51,6 +53,8 @@ func TestPlanPartition(t *testing.T) {
 			PartitionPlan{Base: 20, UploadBase: true, Pieces: []Piece{{Object: Object{Name: PieceName(g, 21, 130)}, Lo: 21, Hi: 130, From: 21}}, New: []int{0}}},
 		{"full: the node's own base even with a newer one stored", 100, 130, Offer{Base: 20, LogFrom: 35}, true, stored,
 			PartitionPlan{Base: 20, UploadBase: true, Pieces: []Piece{{Object: Object{Name: PieceName(g, 21, 130)}, Lo: 21, Hi: 130, From: 21}}, New: []int{0}}},
+		{"a stored checkpoint base: its manifest and files referenced", 60, 60, Offer{Base: 45, LogFrom: 46}, false, &Stored{Bases: map[uint64]Base{50: ckpt50}},
+			PartitionPlan{Base: 50, BaseObject: ckpt50.Object, BaseFiles: files, Pieces: []Piece{{Object: Object{Name: PieceName(g, 51, 60)}, Lo: 51, Hi: 60, From: 51}}, New: []int{0}}},
 		{"a stored piece used from inside it", 70, 80, Offer{Base: 65, LogFrom: 60}, false, &Stored{Pieces: stored.Pieces},
 			PartitionPlan{Base: 65, UploadBase: true, Pieces: []Piece{{Object: storedPiece(g, 41, 70).Object, Lo: 41, Hi: 70, From: 66}, storedPiece(g, 71, 80)}}},
 	} {

@@ -238,13 +238,16 @@ func isPieceName(name string) bool {
 	if _, ok := ParsePieceName(name); ok {
 		return true
 	}
+	if isFileObjectName(name) {
+		return true
+	}
 	_, ok := checkpoint.ParseName(name)
 	return ok
 }
 
 func checkPieceName(name string) error {
 	if !isPieceName(name) {
-		return fmt.Errorf("%w: %q is not a piece name (gNNNN-<lo>-<hi>.log or pNNNN-<index>.mat)", ErrInvalid, name)
+		return fmt.Errorf("%w: %q is not a piece name (gNNNN-<lo>-<hi>.log, pNNNN-<index>.mat or .ckpt, f-<sha256>)", ErrInvalid, name)
 	}
 	return nil
 }
@@ -399,7 +402,7 @@ func (s *Store) OpenMaterialization(ctx context.Context, name string) (*checkpoi
 // A manifest is never overwritten: ErrExists.
 func (s *Store) PutManifest(ctx context.Context, m *Manifest) error {
 	if m.Format == 0 {
-		m.Format = ManifestVersion
+		m.Format = formatFor(m)
 	}
 	if m.Cluster == "" {
 		m.Cluster = clusterHex(s.cluster)
@@ -598,8 +601,16 @@ func (s *Store) Check(ctx context.Context, id string) error {
 		p := &m.Partitions[i]
 		if p.Base != nil {
 			verify := func(r io.Reader) error { return verifyBase(p.Base.Name, r) }
+			if len(p.Base.Files) > 0 {
+				verify = func(r io.Reader) error { return verifyCheckpointBase(p, r) }
+			}
 			if err := s.checkObject(ctx, m, p, p.Base.Object, verify); err != nil {
 				return err
+			}
+			for _, f := range p.Base.Files {
+				if err := s.checkObject(ctx, m, p, f.Object, func(io.Reader) error { return nil }); err != nil {
+					return err
+				}
 			}
 		}
 		for _, pc := range p.Pieces {
@@ -677,6 +688,34 @@ func verifyBase(name string, r io.Reader) error {
 		return fmt.Errorf("%w: %w", ErrVersion, err)
 	}
 	return err
+}
+
+// verifyCheckpointBase decodes the checkpoint manifest of p's base and
+// checks that it is of p at the base's index and lists exactly the files
+// the snapshot's manifest names, with their sizes and SHA-256s.
+func verifyCheckpointBase(p *Partition, r io.Reader) error {
+	b, err := io.ReadAll(io.LimitReader(r, 64<<20))
+	if err != nil {
+		return err
+	}
+	meta, files, err := checkpoint.DecodeManifest(p.Base.Name, b)
+	switch {
+	case errors.Is(err, checkpoint.ErrVersion):
+		return fmt.Errorf("%w: %w", ErrVersion, err)
+	case err != nil:
+		return fmt.Errorf("%w: %w", ErrCorrupt, err)
+	case meta.Partition != p.Partition || meta.Index != p.Base.Index:
+		return fmt.Errorf("%w: checkpoint manifest %s is of partition %d at %d", ErrCorrupt, p.Base.Name, meta.Partition, meta.Index)
+	case len(files) != len(p.Base.Files):
+		return fmt.Errorf("%w: checkpoint manifest %s lists %d files, the snapshot %d", ErrCorrupt, p.Base.Name, len(files), len(p.Base.Files))
+	}
+	for i, f := range files {
+		if g := p.Base.Files[i]; g.File != f.Name || g.Size != f.Size || g.SHA256 != f.Hex() {
+			return fmt.Errorf("%w: checkpoint manifest %s: file %s (%d bytes, %s), the snapshot says %s (%d bytes, %s)",
+				ErrCorrupt, p.Base.Name, f.Name, f.Size, f.Hex(), g.File, g.Size, g.SHA256)
+		}
+	}
+	return nil
 }
 
 // verifyLog decodes changelog piece pc of partition p and checks the

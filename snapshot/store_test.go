@@ -650,7 +650,7 @@ func TestManifestFormat(t *testing.T) {
 		change func(string) string
 		want   error
 	}{
-		{"newer format", func(s string) string { return strings.Replace(s, `"format": 1`, `"format": 2`, 1) }, ErrVersion},
+		{"newer format", func(s string) string { return strings.Replace(s, `"format": 1`, `"format": 3`, 1) }, ErrVersion},
 		{"not json", func(s string) string { return s[:len(s)/2] }, ErrCorrupt},
 		{"unknown field", func(s string) string { return strings.Replace(s, `"format": 1`, `"format": 1, "extra": 1`, 1) }, ErrCorrupt},
 		{"other cluster", func(s string) string { return strings.Replace(s, "0000000000000009", "0000000000000008", 1) }, ErrCorrupt},

@@ -602,6 +602,10 @@ func writeSnapshotResultText(w io.Writer, r *kvpb.CreateSnapshotResult) error {
 	fmt.Fprintf(tw, "bytes uploaded\t%s\n", humanBytes(r.GetBytesUploaded()))
 	fmt.Fprintf(tw, "pieces uploaded\t%d\n", r.GetPiecesUploaded())
 	fmt.Fprintf(tw, "pieces reused\t%d\n", r.GetPiecesReused())
+	if r.GetBaseFileBytes() > 0 || r.GetBaseFilesReused() > 0 {
+		fmt.Fprintf(tw, "base files uploaded\t%s\n", humanBytes(r.GetBaseFileBytes()))
+		fmt.Fprintf(tw, "base files reused\t%d (%s)\n", r.GetBaseFilesReused(), humanBytes(r.GetBaseBytesReused()))
+	}
 	fmt.Fprintf(tw, "duration\t%s\n", durationMs(r.GetDurationMs()))
 	fmt.Fprintf(tw, "store\t%s\n", dash(r.GetStore()))
 	return tw.Flush()
@@ -746,6 +750,10 @@ type jsonSnapshotResult struct {
 	PiecesReused   uint32       `json:"pieces_reused"`
 	DurationMs     int64        `json:"duration_ms"`
 	Store          string       `json:"store"`
+	// Checkpoint bases: file bytes uploaded, files referenced instead.
+	BaseFileBytes   uint64 `json:"base_file_bytes"`
+	BaseFilesReused uint32 `json:"base_files_reused"`
+	BaseBytesReused uint64 `json:"base_bytes_reused"`
 }
 
 type jsonSnapshotCreateResponse struct {
@@ -799,7 +807,8 @@ func toJSONSnapshot(s *kvpb.SnapshotInfo) jsonSnapshot {
 
 func toJSONSnapshotResult(r *kvpb.CreateSnapshotResult) jsonSnapshotResult {
 	return jsonSnapshotResult{Snapshot: toJSONSnapshot(r.GetSnapshot()), BytesUploaded: r.GetBytesUploaded(), PiecesUploaded: r.GetPiecesUploaded(),
-		PiecesReused: r.GetPiecesReused(), DurationMs: r.GetDurationMs(), Store: r.GetStore()}
+		PiecesReused: r.GetPiecesReused(), DurationMs: r.GetDurationMs(), Store: r.GetStore(),
+		BaseFileBytes: r.GetBaseFileBytes(), BaseFilesReused: r.GetBaseFilesReused(), BaseBytesReused: r.GetBaseBytesReused()}
 }
 
 func toJSONSnapshotCheck(r *kvpb.CheckSnapshotResponse) jsonSnapshotCheck {

@@ -190,6 +190,7 @@ var (
 		Snapshot: &kvpb.SnapshotInfo{Id: snap42.Id, CutVersion: 42, TimeUnixMs: snap42.TimeUnixMs, PartitionCount: 2,
 			KeyHash: "fnv1a64", Cluster: "0000000000000c07", TotalBytes: snap42.TotalBytes, Objects: 4},
 		BytesUploaded: 13107200, PiecesUploaded: 2, PiecesReused: 2, DurationMs: 4250, Store: "s3://backups/cutkv",
+		BaseFileBytes: 8 << 20, BaseFilesReused: 5, BaseBytesReused: 3 << 20,
 	}
 )
 
@@ -221,14 +222,16 @@ func TestSnapshotCreate(t *testing.T) {
 	f := startSnapshotFake(t)
 	f.set(func(f *snapshotFake) { f.create = streamCreate(snapResult, nil, snapProgress...) })
 	r := snapCtl(t, f, "snapshot", "create", "--store", "s3://backups/cutkv", "--cut", "42", "--full")
-	want(t, r, 0, `id               cut-00000000000000000042
-cut              42
-partitions       2
-bytes uploaded   12.5 MiB
-pieces uploaded  2
-pieces reused    2
-duration         4.25s
-store            s3://backups/cutkv
+	want(t, r, 0, `id                   cut-00000000000000000042
+cut                  42
+partitions           2
+bytes uploaded       12.5 MiB
+pieces uploaded      2
+pieces reused        2
+base files uploaded  8.0 MiB
+base files reused    5 (3.0 MiB)
+duration             4.25s
+store                s3://backups/cutkv
 `)
 	// Not a terminal: one line per progress message, and nothing else.
 	if r.stderr != "cut\n"+
@@ -260,7 +263,8 @@ store            s3://backups/cutkv
 	decode(t, r, &js)
 	if r.code != 0 || js.Header.MemberID != "n1" || js.Result.Snapshot.ID != snap42.Id || js.Result.Snapshot.CutVersion != 42 ||
 		js.Result.BytesUploaded != 13107200 || js.Result.PiecesUploaded != 2 || js.Result.PiecesReused != 2 || js.Result.DurationMs != 4250 ||
-		js.Result.Store != "s3://backups/cutkv" || js.Result.Snapshot.Partitions != nil {
+		js.Result.Store != "s3://backups/cutkv" || js.Result.Snapshot.Partitions != nil ||
+		js.Result.BaseFileBytes != 8<<20 || js.Result.BaseFilesReused != 5 || js.Result.BaseBytesReused != 3<<20 {
 		t.Errorf("create json: exit %d, %+v", r.code, js)
 	}
 	if strings.Count(r.stderr, "\n") != 3 {

@@ -260,6 +260,14 @@ func (c *Cluster) Stop(i int) {
 	}
 }
 
+// Reconfigure changes node i's configuration for its next start (stop it
+// first).
+func (c *Cluster) Reconfigure(i int, change func(*server.Config)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	change(&c.cfgs[i])
+}
+
 // Restart starts a stopped or killed node again from its data dir and
 // waits until it is ready.
 func (c *Cluster) Restart(i int) {

@@ -340,7 +340,10 @@ type PrepareSnapshotResponse struct {
 	// partition). With full, it is pos-1.
 	BaseIndex uint64 `protobuf:"varint,2,opt,name=base_index,json=baseIndex,proto3" json:"base_index,omitempty"`
 	// The node can serve the committed log from log_from to finish_index.
-	LogFrom       uint64 `protobuf:"varint,3,opt,name=log_from,json=logFrom,proto3" json:"log_from,omitempty"`
+	LogFrom uint64 `protobuf:"varint,3,opt,name=log_from,json=logFrom,proto3" json:"log_from,omitempty"`
+	// When the base is a checkpoint directory (a partition on Pebble): its
+	// files, each stored once under its content's name (snapshot package).
+	BaseFiles     []*BaseFile `protobuf:"bytes,4,rep,name=base_files,json=baseFiles,proto3" json:"base_files,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -396,6 +399,75 @@ func (x *PrepareSnapshotResponse) GetLogFrom() uint64 {
 	return 0
 }
 
+func (x *PrepareSnapshotResponse) GetBaseFiles() []*BaseFile {
+	if x != nil {
+		return x.BaseFiles
+	}
+	return nil
+}
+
+// BaseFile is one file of a checkpoint directory: its name in the
+// directory, size and SHA-256 (lowercase hex).
+type BaseFile struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	File          string                 `protobuf:"bytes,1,opt,name=file,proto3" json:"file,omitempty"`
+	Size          int64                  `protobuf:"varint,2,opt,name=size,proto3" json:"size,omitempty"`
+	Sha256        string                 `protobuf:"bytes,3,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BaseFile) Reset() {
+	*x = BaseFile{}
+	mi := &file_internalpb_internal_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BaseFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BaseFile) ProtoMessage() {}
+
+func (x *BaseFile) ProtoReflect() protoreflect.Message {
+	mi := &file_internalpb_internal_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BaseFile.ProtoReflect.Descriptor instead.
+func (*BaseFile) Descriptor() ([]byte, []int) {
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *BaseFile) GetFile() string {
+	if x != nil {
+		return x.File
+	}
+	return ""
+}
+
+func (x *BaseFile) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *BaseFile) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
 type LogRange struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Lo            uint64                 `protobuf:"varint,1,opt,name=lo,proto3" json:"lo,omitempty"`
@@ -406,7 +478,7 @@ type LogRange struct {
 
 func (x *LogRange) Reset() {
 	*x = LogRange{}
-	mi := &file_internalpb_internal_proto_msgTypes[5]
+	mi := &file_internalpb_internal_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -418,7 +490,7 @@ func (x *LogRange) String() string {
 func (*LogRange) ProtoMessage() {}
 
 func (x *LogRange) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[5]
+	mi := &file_internalpb_internal_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -431,7 +503,7 @@ func (x *LogRange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogRange.ProtoReflect.Descriptor instead.
 func (*LogRange) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{5}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *LogRange) GetLo() uint64 {
@@ -463,7 +535,7 @@ type UploadSnapshotRequest struct {
 
 func (x *UploadSnapshotRequest) Reset() {
 	*x = UploadSnapshotRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[6]
+	mi := &file_internalpb_internal_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -475,7 +547,7 @@ func (x *UploadSnapshotRequest) String() string {
 func (*UploadSnapshotRequest) ProtoMessage() {}
 
 func (x *UploadSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[6]
+	mi := &file_internalpb_internal_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -488,7 +560,7 @@ func (x *UploadSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*UploadSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{6}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *UploadSnapshotRequest) GetClusterId() uint64 {
@@ -544,7 +616,7 @@ type UploadedObject struct {
 
 func (x *UploadedObject) Reset() {
 	*x = UploadedObject{}
-	mi := &file_internalpb_internal_proto_msgTypes[7]
+	mi := &file_internalpb_internal_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -556,7 +628,7 @@ func (x *UploadedObject) String() string {
 func (*UploadedObject) ProtoMessage() {}
 
 func (x *UploadedObject) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[7]
+	mi := &file_internalpb_internal_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -569,7 +641,7 @@ func (x *UploadedObject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadedObject.ProtoReflect.Descriptor instead.
 func (*UploadedObject) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{7}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *UploadedObject) GetName() string {
@@ -594,15 +666,19 @@ func (x *UploadedObject) GetSha256() string {
 }
 
 type UploadSnapshotResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Objects       []*UploadedObject      `protobuf:"bytes,1,rep,name=objects,proto3" json:"objects,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The objects written (a base's files already stored are not).
+	Objects []*UploadedObject `protobuf:"bytes,1,rep,name=objects,proto3" json:"objects,omitempty"`
+	// Files of a checkpoint base that were already stored, and their bytes.
+	BaseFilesStored uint32 `protobuf:"varint,2,opt,name=base_files_stored,json=baseFilesStored,proto3" json:"base_files_stored,omitempty"`
+	BaseBytesStored int64  `protobuf:"varint,3,opt,name=base_bytes_stored,json=baseBytesStored,proto3" json:"base_bytes_stored,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *UploadSnapshotResponse) Reset() {
 	*x = UploadSnapshotResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[8]
+	mi := &file_internalpb_internal_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -614,7 +690,7 @@ func (x *UploadSnapshotResponse) String() string {
 func (*UploadSnapshotResponse) ProtoMessage() {}
 
 func (x *UploadSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[8]
+	mi := &file_internalpb_internal_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -627,7 +703,7 @@ func (x *UploadSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*UploadSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{8}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *UploadSnapshotResponse) GetObjects() []*UploadedObject {
@@ -635,6 +711,20 @@ func (x *UploadSnapshotResponse) GetObjects() []*UploadedObject {
 		return x.Objects
 	}
 	return nil
+}
+
+func (x *UploadSnapshotResponse) GetBaseFilesStored() uint32 {
+	if x != nil {
+		return x.BaseFilesStored
+	}
+	return 0
+}
+
+func (x *UploadSnapshotResponse) GetBaseBytesStored() int64 {
+	if x != nil {
+		return x.BaseBytesStored
+	}
+	return 0
 }
 
 type ReleaseSnapshotRequest struct {
@@ -647,7 +737,7 @@ type ReleaseSnapshotRequest struct {
 
 func (x *ReleaseSnapshotRequest) Reset() {
 	*x = ReleaseSnapshotRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[9]
+	mi := &file_internalpb_internal_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -659,7 +749,7 @@ func (x *ReleaseSnapshotRequest) String() string {
 func (*ReleaseSnapshotRequest) ProtoMessage() {}
 
 func (x *ReleaseSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[9]
+	mi := &file_internalpb_internal_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -672,7 +762,7 @@ func (x *ReleaseSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{9}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ReleaseSnapshotRequest) GetClusterId() uint64 {
@@ -697,7 +787,7 @@ type ReleaseSnapshotResponse struct {
 
 func (x *ReleaseSnapshotResponse) Reset() {
 	*x = ReleaseSnapshotResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[10]
+	mi := &file_internalpb_internal_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -709,7 +799,7 @@ func (x *ReleaseSnapshotResponse) String() string {
 func (*ReleaseSnapshotResponse) ProtoMessage() {}
 
 func (x *ReleaseSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[10]
+	mi := &file_internalpb_internal_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -722,7 +812,7 @@ func (x *ReleaseSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{10}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{11}
 }
 
 type FetchMaterializationRequest struct {
@@ -736,7 +826,7 @@ type FetchMaterializationRequest struct {
 
 func (x *FetchMaterializationRequest) Reset() {
 	*x = FetchMaterializationRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[11]
+	mi := &file_internalpb_internal_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -748,7 +838,7 @@ func (x *FetchMaterializationRequest) String() string {
 func (*FetchMaterializationRequest) ProtoMessage() {}
 
 func (x *FetchMaterializationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[11]
+	mi := &file_internalpb_internal_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -761,7 +851,7 @@ func (x *FetchMaterializationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchMaterializationRequest.ProtoReflect.Descriptor instead.
 func (*FetchMaterializationRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{11}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *FetchMaterializationRequest) GetClusterId() uint64 {
@@ -796,7 +886,7 @@ type FileChunk struct {
 
 func (x *FileChunk) Reset() {
 	*x = FileChunk{}
-	mi := &file_internalpb_internal_proto_msgTypes[12]
+	mi := &file_internalpb_internal_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -808,7 +898,7 @@ func (x *FileChunk) String() string {
 func (*FileChunk) ProtoMessage() {}
 
 func (x *FileChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[12]
+	mi := &file_internalpb_internal_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -821,7 +911,7 @@ func (x *FileChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FileChunk.ProtoReflect.Descriptor instead.
 func (*FileChunk) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{12}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FileChunk) GetData() []byte {
@@ -848,7 +938,7 @@ type MaterializeRequest struct {
 
 func (x *MaterializeRequest) Reset() {
 	*x = MaterializeRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[13]
+	mi := &file_internalpb_internal_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -860,7 +950,7 @@ func (x *MaterializeRequest) String() string {
 func (*MaterializeRequest) ProtoMessage() {}
 
 func (x *MaterializeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[13]
+	mi := &file_internalpb_internal_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -873,7 +963,7 @@ func (x *MaterializeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MaterializeRequest.ProtoReflect.Descriptor instead.
 func (*MaterializeRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{13}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *MaterializeRequest) GetClusterId() uint64 {
@@ -901,7 +991,7 @@ type GroupMaterialized struct {
 
 func (x *GroupMaterialized) Reset() {
 	*x = GroupMaterialized{}
-	mi := &file_internalpb_internal_proto_msgTypes[14]
+	mi := &file_internalpb_internal_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -913,7 +1003,7 @@ func (x *GroupMaterialized) String() string {
 func (*GroupMaterialized) ProtoMessage() {}
 
 func (x *GroupMaterialized) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[14]
+	mi := &file_internalpb_internal_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -926,7 +1016,7 @@ func (x *GroupMaterialized) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupMaterialized.ProtoReflect.Descriptor instead.
 func (*GroupMaterialized) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{14}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GroupMaterialized) GetGroup() uint64 {
@@ -959,7 +1049,7 @@ type MaterializeResponse struct {
 
 func (x *MaterializeResponse) Reset() {
 	*x = MaterializeResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[15]
+	mi := &file_internalpb_internal_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -971,7 +1061,7 @@ func (x *MaterializeResponse) String() string {
 func (*MaterializeResponse) ProtoMessage() {}
 
 func (x *MaterializeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[15]
+	mi := &file_internalpb_internal_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -984,7 +1074,7 @@ func (x *MaterializeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MaterializeResponse.ProtoReflect.Descriptor instead.
 func (*MaterializeResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{15}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *MaterializeResponse) GetGroups() []*GroupMaterialized {
@@ -1008,7 +1098,7 @@ type MaterializedMark struct {
 
 func (x *MaterializedMark) Reset() {
 	*x = MaterializedMark{}
-	mi := &file_internalpb_internal_proto_msgTypes[16]
+	mi := &file_internalpb_internal_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1020,7 +1110,7 @@ func (x *MaterializedMark) String() string {
 func (*MaterializedMark) ProtoMessage() {}
 
 func (x *MaterializedMark) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[16]
+	mi := &file_internalpb_internal_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1033,7 +1123,7 @@ func (x *MaterializedMark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MaterializedMark.ProtoReflect.Descriptor instead.
 func (*MaterializedMark) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{16}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *MaterializedMark) GetIndex() uint64 {
@@ -1090,7 +1180,7 @@ type Command struct {
 
 func (x *Command) Reset() {
 	*x = Command{}
-	mi := &file_internalpb_internal_proto_msgTypes[17]
+	mi := &file_internalpb_internal_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1102,7 +1192,7 @@ func (x *Command) String() string {
 func (*Command) ProtoMessage() {}
 
 func (x *Command) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[17]
+	mi := &file_internalpb_internal_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1115,7 +1205,7 @@ func (x *Command) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Command.ProtoReflect.Descriptor instead.
 func (*Command) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{17}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Command) GetId() uint64 {
@@ -1414,7 +1504,7 @@ type TxnShare struct {
 
 func (x *TxnShare) Reset() {
 	*x = TxnShare{}
-	mi := &file_internalpb_internal_proto_msgTypes[18]
+	mi := &file_internalpb_internal_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1426,7 +1516,7 @@ func (x *TxnShare) String() string {
 func (*TxnShare) ProtoMessage() {}
 
 func (x *TxnShare) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[18]
+	mi := &file_internalpb_internal_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1439,7 +1529,7 @@ func (x *TxnShare) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnShare.ProtoReflect.Descriptor instead.
 func (*TxnShare) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{18}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TxnShare) GetCompares() []*kvpb.Compare {
@@ -1500,7 +1590,7 @@ type TxnPrepareOp struct {
 
 func (x *TxnPrepareOp) Reset() {
 	*x = TxnPrepareOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[19]
+	mi := &file_internalpb_internal_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1512,7 +1602,7 @@ func (x *TxnPrepareOp) String() string {
 func (*TxnPrepareOp) ProtoMessage() {}
 
 func (x *TxnPrepareOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[19]
+	mi := &file_internalpb_internal_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1525,7 +1615,7 @@ func (x *TxnPrepareOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnPrepareOp.ProtoReflect.Descriptor instead.
 func (*TxnPrepareOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{19}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TxnPrepareOp) GetTxnId() []byte {
@@ -1587,7 +1677,7 @@ type TxnFinishOp struct {
 
 func (x *TxnFinishOp) Reset() {
 	*x = TxnFinishOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[20]
+	mi := &file_internalpb_internal_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1599,7 +1689,7 @@ func (x *TxnFinishOp) String() string {
 func (*TxnFinishOp) ProtoMessage() {}
 
 func (x *TxnFinishOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[20]
+	mi := &file_internalpb_internal_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1612,7 +1702,7 @@ func (x *TxnFinishOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnFinishOp.ProtoReflect.Descriptor instead.
 func (*TxnFinishOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{20}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TxnFinishOp) GetTxnId() []byte {
@@ -1663,7 +1753,7 @@ type TxnHorizonOp struct {
 
 func (x *TxnHorizonOp) Reset() {
 	*x = TxnHorizonOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[21]
+	mi := &file_internalpb_internal_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1675,7 +1765,7 @@ func (x *TxnHorizonOp) String() string {
 func (*TxnHorizonOp) ProtoMessage() {}
 
 func (x *TxnHorizonOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[21]
+	mi := &file_internalpb_internal_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1688,7 +1778,7 @@ func (x *TxnHorizonOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnHorizonOp.ProtoReflect.Descriptor instead.
 func (*TxnHorizonOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{21}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TxnHorizonOp) GetUnixMs() int64 {
@@ -1724,7 +1814,7 @@ type TxnDecideOp struct {
 
 func (x *TxnDecideOp) Reset() {
 	*x = TxnDecideOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[22]
+	mi := &file_internalpb_internal_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1736,7 +1826,7 @@ func (x *TxnDecideOp) String() string {
 func (*TxnDecideOp) ProtoMessage() {}
 
 func (x *TxnDecideOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[22]
+	mi := &file_internalpb_internal_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1749,7 +1839,7 @@ func (x *TxnDecideOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnDecideOp.ProtoReflect.Descriptor instead.
 func (*TxnDecideOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{22}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TxnDecideOp) GetTxnId() []byte {
@@ -1824,7 +1914,7 @@ type TxnStatusOp struct {
 
 func (x *TxnStatusOp) Reset() {
 	*x = TxnStatusOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[23]
+	mi := &file_internalpb_internal_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1836,7 +1926,7 @@ func (x *TxnStatusOp) String() string {
 func (*TxnStatusOp) ProtoMessage() {}
 
 func (x *TxnStatusOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[23]
+	mi := &file_internalpb_internal_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1849,7 +1939,7 @@ func (x *TxnStatusOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnStatusOp.ProtoReflect.Descriptor instead.
 func (*TxnStatusOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{23}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *TxnStatusOp) GetTxnId() []byte {
@@ -1877,7 +1967,7 @@ type TxnFinishBatchOp struct {
 
 func (x *TxnFinishBatchOp) Reset() {
 	*x = TxnFinishBatchOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[24]
+	mi := &file_internalpb_internal_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1889,7 +1979,7 @@ func (x *TxnFinishBatchOp) String() string {
 func (*TxnFinishBatchOp) ProtoMessage() {}
 
 func (x *TxnFinishBatchOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[24]
+	mi := &file_internalpb_internal_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1902,7 +1992,7 @@ func (x *TxnFinishBatchOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnFinishBatchOp.ProtoReflect.Descriptor instead.
 func (*TxnFinishBatchOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{24}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TxnFinishBatchOp) GetFinishes() []*TxnFinishOp {
@@ -1926,7 +2016,7 @@ type TxnForgetOp struct {
 
 func (x *TxnForgetOp) Reset() {
 	*x = TxnForgetOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[25]
+	mi := &file_internalpb_internal_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1938,7 +2028,7 @@ func (x *TxnForgetOp) String() string {
 func (*TxnForgetOp) ProtoMessage() {}
 
 func (x *TxnForgetOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[25]
+	mi := &file_internalpb_internal_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1951,7 +2041,7 @@ func (x *TxnForgetOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnForgetOp.ProtoReflect.Descriptor instead.
 func (*TxnForgetOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{25}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *TxnForgetOp) GetTxnIds() [][]byte {
@@ -1972,7 +2062,7 @@ type TxnOnePhaseOp struct {
 
 func (x *TxnOnePhaseOp) Reset() {
 	*x = TxnOnePhaseOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[26]
+	mi := &file_internalpb_internal_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1984,7 +2074,7 @@ func (x *TxnOnePhaseOp) String() string {
 func (*TxnOnePhaseOp) ProtoMessage() {}
 
 func (x *TxnOnePhaseOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[26]
+	mi := &file_internalpb_internal_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1997,7 +2087,7 @@ func (x *TxnOnePhaseOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TxnOnePhaseOp.ProtoReflect.Descriptor instead.
 func (*TxnOnePhaseOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{26}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *TxnOnePhaseOp) GetTxnId() []byte {
@@ -2024,7 +2114,7 @@ type ForgetRequest struct {
 
 func (x *ForgetRequest) Reset() {
 	*x = ForgetRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[27]
+	mi := &file_internalpb_internal_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2036,7 +2126,7 @@ func (x *ForgetRequest) String() string {
 func (*ForgetRequest) ProtoMessage() {}
 
 func (x *ForgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[27]
+	mi := &file_internalpb_internal_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2049,7 +2139,7 @@ func (x *ForgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetRequest.ProtoReflect.Descriptor instead.
 func (*ForgetRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{27}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ForgetRequest) GetPartition() uint64 {
@@ -2074,7 +2164,7 @@ type ForgetResponse struct {
 
 func (x *ForgetResponse) Reset() {
 	*x = ForgetResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[28]
+	mi := &file_internalpb_internal_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2086,7 +2176,7 @@ func (x *ForgetResponse) String() string {
 func (*ForgetResponse) ProtoMessage() {}
 
 func (x *ForgetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[28]
+	mi := &file_internalpb_internal_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2099,7 +2189,7 @@ func (x *ForgetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgetResponse.ProtoReflect.Descriptor instead.
 func (*ForgetResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{28}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{29}
 }
 
 type PrepareRequest struct {
@@ -2114,7 +2204,7 @@ type PrepareRequest struct {
 
 func (x *PrepareRequest) Reset() {
 	*x = PrepareRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[29]
+	mi := &file_internalpb_internal_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2126,7 +2216,7 @@ func (x *PrepareRequest) String() string {
 func (*PrepareRequest) ProtoMessage() {}
 
 func (x *PrepareRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[29]
+	mi := &file_internalpb_internal_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2139,7 +2229,7 @@ func (x *PrepareRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareRequest.ProtoReflect.Descriptor instead.
 func (*PrepareRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{29}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PrepareRequest) GetPartition() uint64 {
@@ -2187,7 +2277,7 @@ type PrepareResponse struct {
 
 func (x *PrepareResponse) Reset() {
 	*x = PrepareResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[30]
+	mi := &file_internalpb_internal_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2199,7 +2289,7 @@ func (x *PrepareResponse) String() string {
 func (*PrepareResponse) ProtoMessage() {}
 
 func (x *PrepareResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[30]
+	mi := &file_internalpb_internal_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2212,7 +2302,7 @@ func (x *PrepareResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PrepareResponse.ProtoReflect.Descriptor instead.
 func (*PrepareResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{30}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *PrepareResponse) GetPrepared() bool {
@@ -2275,7 +2365,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[31]
+	mi := &file_internalpb_internal_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2287,7 +2377,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[31]
+	mi := &file_internalpb_internal_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2300,7 +2390,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{31}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *StatusRequest) GetPartition() uint64 {
@@ -2340,7 +2430,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[32]
+	mi := &file_internalpb_internal_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2352,7 +2442,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[32]
+	mi := &file_internalpb_internal_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2365,7 +2455,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{32}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *StatusResponse) GetState() TxnState {
@@ -2424,7 +2514,7 @@ type RecordRequest struct {
 
 func (x *RecordRequest) Reset() {
 	*x = RecordRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[33]
+	mi := &file_internalpb_internal_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2436,7 +2526,7 @@ func (x *RecordRequest) String() string {
 func (*RecordRequest) ProtoMessage() {}
 
 func (x *RecordRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[33]
+	mi := &file_internalpb_internal_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2449,7 +2539,7 @@ func (x *RecordRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordRequest.ProtoReflect.Descriptor instead.
 func (*RecordRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{33}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RecordRequest) GetPartition() uint64 {
@@ -2486,7 +2576,7 @@ type RecordResponse struct {
 
 func (x *RecordResponse) Reset() {
 	*x = RecordResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[34]
+	mi := &file_internalpb_internal_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2498,7 +2588,7 @@ func (x *RecordResponse) String() string {
 func (*RecordResponse) ProtoMessage() {}
 
 func (x *RecordResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[34]
+	mi := &file_internalpb_internal_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2511,7 +2601,7 @@ func (x *RecordResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordResponse.ProtoReflect.Descriptor instead.
 func (*RecordResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{34}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RecordResponse) GetRecord() *TxnDecideOp {
@@ -2553,7 +2643,7 @@ type FinishRequest struct {
 
 func (x *FinishRequest) Reset() {
 	*x = FinishRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[35]
+	mi := &file_internalpb_internal_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2565,7 +2655,7 @@ func (x *FinishRequest) String() string {
 func (*FinishRequest) ProtoMessage() {}
 
 func (x *FinishRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[35]
+	mi := &file_internalpb_internal_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2578,7 +2668,7 @@ func (x *FinishRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishRequest.ProtoReflect.Descriptor instead.
 func (*FinishRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{35}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *FinishRequest) GetPartition() uint64 {
@@ -2611,7 +2701,7 @@ type FinishResponse struct {
 
 func (x *FinishResponse) Reset() {
 	*x = FinishResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[36]
+	mi := &file_internalpb_internal_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2623,7 +2713,7 @@ func (x *FinishResponse) String() string {
 func (*FinishResponse) ProtoMessage() {}
 
 func (x *FinishResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[36]
+	mi := &file_internalpb_internal_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2636,7 +2726,7 @@ func (x *FinishResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinishResponse.ProtoReflect.Descriptor instead.
 func (*FinishResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{36}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *FinishResponse) GetCutVersion() uint64 {
@@ -2657,7 +2747,7 @@ type DecideRequest struct {
 
 func (x *DecideRequest) Reset() {
 	*x = DecideRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[37]
+	mi := &file_internalpb_internal_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2669,7 +2759,7 @@ func (x *DecideRequest) String() string {
 func (*DecideRequest) ProtoMessage() {}
 
 func (x *DecideRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[37]
+	mi := &file_internalpb_internal_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2682,7 +2772,7 @@ func (x *DecideRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideRequest.ProtoReflect.Descriptor instead.
 func (*DecideRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{37}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DecideRequest) GetPartition() uint64 {
@@ -2717,7 +2807,7 @@ type DecideResponse struct {
 
 func (x *DecideResponse) Reset() {
 	*x = DecideResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[38]
+	mi := &file_internalpb_internal_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2729,7 +2819,7 @@ func (x *DecideResponse) String() string {
 func (*DecideResponse) ProtoMessage() {}
 
 func (x *DecideResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[38]
+	mi := &file_internalpb_internal_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2742,7 +2832,7 @@ func (x *DecideResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideResponse.ProtoReflect.Descriptor instead.
 func (*DecideResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{38}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DecideResponse) GetRecorded() *TxnDecideOp {
@@ -2770,7 +2860,7 @@ type CutStartOp struct {
 
 func (x *CutStartOp) Reset() {
 	*x = CutStartOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[39]
+	mi := &file_internalpb_internal_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2782,7 +2872,7 @@ func (x *CutStartOp) String() string {
 func (*CutStartOp) ProtoMessage() {}
 
 func (x *CutStartOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[39]
+	mi := &file_internalpb_internal_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2795,7 +2885,7 @@ func (x *CutStartOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutStartOp.ProtoReflect.Descriptor instead.
 func (*CutStartOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{39}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *CutStartOp) GetVersion() uint64 {
@@ -2818,7 +2908,7 @@ type CutTxn struct {
 
 func (x *CutTxn) Reset() {
 	*x = CutTxn{}
-	mi := &file_internalpb_internal_proto_msgTypes[40]
+	mi := &file_internalpb_internal_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2830,7 +2920,7 @@ func (x *CutTxn) String() string {
 func (*CutTxn) ProtoMessage() {}
 
 func (x *CutTxn) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[40]
+	mi := &file_internalpb_internal_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2843,7 +2933,7 @@ func (x *CutTxn) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutTxn.ProtoReflect.Descriptor instead.
 func (*CutTxn) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{40}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CutTxn) GetTxnId() []byte {
@@ -2882,7 +2972,7 @@ type CutFinishOp struct {
 
 func (x *CutFinishOp) Reset() {
 	*x = CutFinishOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[41]
+	mi := &file_internalpb_internal_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2894,7 +2984,7 @@ func (x *CutFinishOp) String() string {
 func (*CutFinishOp) ProtoMessage() {}
 
 func (x *CutFinishOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[41]
+	mi := &file_internalpb_internal_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2907,7 +2997,7 @@ func (x *CutFinishOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutFinishOp.ProtoReflect.Descriptor instead.
 func (*CutFinishOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{41}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CutFinishOp) GetVersion() uint64 {
@@ -2954,7 +3044,7 @@ type HashOp struct {
 
 func (x *HashOp) Reset() {
 	*x = HashOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[42]
+	mi := &file_internalpb_internal_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2966,7 +3056,7 @@ func (x *HashOp) String() string {
 func (*HashOp) ProtoMessage() {}
 
 func (x *HashOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[42]
+	mi := &file_internalpb_internal_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2979,7 +3069,7 @@ func (x *HashOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HashOp.ProtoReflect.Descriptor instead.
 func (*HashOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{42}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{43}
 }
 
 // CutAllocateOp (group 0) starts a new cut unless one is running; the
@@ -2998,7 +3088,7 @@ type CutAllocateOp struct {
 
 func (x *CutAllocateOp) Reset() {
 	*x = CutAllocateOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[43]
+	mi := &file_internalpb_internal_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3010,7 +3100,7 @@ func (x *CutAllocateOp) String() string {
 func (*CutAllocateOp) ProtoMessage() {}
 
 func (x *CutAllocateOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[43]
+	mi := &file_internalpb_internal_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3023,7 +3113,7 @@ func (x *CutAllocateOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutAllocateOp.ProtoReflect.Descriptor instead.
 func (*CutAllocateOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{43}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CutAllocateOp) GetStartedUnixMs() int64 {
@@ -3050,7 +3140,7 @@ type CutRecordOp struct {
 
 func (x *CutRecordOp) Reset() {
 	*x = CutRecordOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[44]
+	mi := &file_internalpb_internal_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3062,7 +3152,7 @@ func (x *CutRecordOp) String() string {
 func (*CutRecordOp) ProtoMessage() {}
 
 func (x *CutRecordOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[44]
+	mi := &file_internalpb_internal_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3075,7 +3165,7 @@ func (x *CutRecordOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutRecordOp.ProtoReflect.Descriptor instead.
 func (*CutRecordOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{44}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CutRecordOp) GetCut() *kvpb.CutInfo {
@@ -3097,7 +3187,7 @@ type StartCutRequest struct {
 
 func (x *StartCutRequest) Reset() {
 	*x = StartCutRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[45]
+	mi := &file_internalpb_internal_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3109,7 +3199,7 @@ func (x *StartCutRequest) String() string {
 func (*StartCutRequest) ProtoMessage() {}
 
 func (x *StartCutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[45]
+	mi := &file_internalpb_internal_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3122,7 +3212,7 @@ func (x *StartCutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartCutRequest.ProtoReflect.Descriptor instead.
 func (*StartCutRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{45}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *StartCutRequest) GetPartition() uint64 {
@@ -3161,7 +3251,7 @@ type AllocatedCutRequest struct {
 
 func (x *AllocatedCutRequest) Reset() {
 	*x = AllocatedCutRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[46]
+	mi := &file_internalpb_internal_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3173,7 +3263,7 @@ func (x *AllocatedCutRequest) String() string {
 func (*AllocatedCutRequest) ProtoMessage() {}
 
 func (x *AllocatedCutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[46]
+	mi := &file_internalpb_internal_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3186,7 +3276,7 @@ func (x *AllocatedCutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocatedCutRequest.ProtoReflect.Descriptor instead.
 func (*AllocatedCutRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{46}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{47}
 }
 
 type AllocatedCutResponse struct {
@@ -3198,7 +3288,7 @@ type AllocatedCutResponse struct {
 
 func (x *AllocatedCutResponse) Reset() {
 	*x = AllocatedCutResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[47]
+	mi := &file_internalpb_internal_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3210,7 +3300,7 @@ func (x *AllocatedCutResponse) String() string {
 func (*AllocatedCutResponse) ProtoMessage() {}
 
 func (x *AllocatedCutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[47]
+	mi := &file_internalpb_internal_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3223,7 +3313,7 @@ func (x *AllocatedCutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AllocatedCutResponse.ProtoReflect.Descriptor instead.
 func (*AllocatedCutResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{47}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AllocatedCutResponse) GetVersion() uint64 {
@@ -3249,7 +3339,7 @@ type StartCutResponse struct {
 
 func (x *StartCutResponse) Reset() {
 	*x = StartCutResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[48]
+	mi := &file_internalpb_internal_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3261,7 +3351,7 @@ func (x *StartCutResponse) String() string {
 func (*StartCutResponse) ProtoMessage() {}
 
 func (x *StartCutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[48]
+	mi := &file_internalpb_internal_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3274,7 +3364,7 @@ func (x *StartCutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartCutResponse.ProtoReflect.Descriptor instead.
 func (*StartCutResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{48}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *StartCutResponse) GetOvertakenBy() uint64 {
@@ -3323,7 +3413,7 @@ type PartitionHashRequest struct {
 
 func (x *PartitionHashRequest) Reset() {
 	*x = PartitionHashRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[49]
+	mi := &file_internalpb_internal_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3335,7 +3425,7 @@ func (x *PartitionHashRequest) String() string {
 func (*PartitionHashRequest) ProtoMessage() {}
 
 func (x *PartitionHashRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[49]
+	mi := &file_internalpb_internal_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3348,7 +3438,7 @@ func (x *PartitionHashRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionHashRequest.ProtoReflect.Descriptor instead.
 func (*PartitionHashRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{49}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *PartitionHashRequest) GetPartition() uint64 {
@@ -3383,7 +3473,7 @@ type PartitionHashResponse struct {
 
 func (x *PartitionHashResponse) Reset() {
 	*x = PartitionHashResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[50]
+	mi := &file_internalpb_internal_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3395,7 +3485,7 @@ func (x *PartitionHashResponse) String() string {
 func (*PartitionHashResponse) ProtoMessage() {}
 
 func (x *PartitionHashResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[50]
+	mi := &file_internalpb_internal_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3408,7 +3498,7 @@ func (x *PartitionHashResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionHashResponse.ProtoReflect.Descriptor instead.
 func (*PartitionHashResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{50}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *PartitionHashResponse) GetIndex() uint64 {
@@ -3442,7 +3532,7 @@ type PutOp struct {
 
 func (x *PutOp) Reset() {
 	*x = PutOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[51]
+	mi := &file_internalpb_internal_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3454,7 +3544,7 @@ func (x *PutOp) String() string {
 func (*PutOp) ProtoMessage() {}
 
 func (x *PutOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[51]
+	mi := &file_internalpb_internal_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3467,7 +3557,7 @@ func (x *PutOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PutOp.ProtoReflect.Descriptor instead.
 func (*PutOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{51}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *PutOp) GetKey() []byte {
@@ -3493,7 +3583,7 @@ type DeleteOp struct {
 
 func (x *DeleteOp) Reset() {
 	*x = DeleteOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[52]
+	mi := &file_internalpb_internal_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3505,7 +3595,7 @@ func (x *DeleteOp) String() string {
 func (*DeleteOp) ProtoMessage() {}
 
 func (x *DeleteOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[52]
+	mi := &file_internalpb_internal_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3518,7 +3608,7 @@ func (x *DeleteOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteOp.ProtoReflect.Descriptor instead.
 func (*DeleteOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{52}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *DeleteOp) GetKey() []byte {
@@ -3536,7 +3626,7 @@ type NoopOp struct {
 
 func (x *NoopOp) Reset() {
 	*x = NoopOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[53]
+	mi := &file_internalpb_internal_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3548,7 +3638,7 @@ func (x *NoopOp) String() string {
 func (*NoopOp) ProtoMessage() {}
 
 func (x *NoopOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[53]
+	mi := &file_internalpb_internal_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3561,7 +3651,7 @@ func (x *NoopOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NoopOp.ProtoReflect.Descriptor instead.
 func (*NoopOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{53}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{54}
 }
 
 // BootstrapOp is the first entry of group 0: the cluster's fixed layout.
@@ -3574,7 +3664,7 @@ type BootstrapOp struct {
 
 func (x *BootstrapOp) Reset() {
 	*x = BootstrapOp{}
-	mi := &file_internalpb_internal_proto_msgTypes[54]
+	mi := &file_internalpb_internal_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3586,7 +3676,7 @@ func (x *BootstrapOp) String() string {
 func (*BootstrapOp) ProtoMessage() {}
 
 func (x *BootstrapOp) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[54]
+	mi := &file_internalpb_internal_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3599,7 +3689,7 @@ func (x *BootstrapOp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BootstrapOp.ProtoReflect.Descriptor instead.
 func (*BootstrapOp) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{54}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *BootstrapOp) GetLayout() *ClusterLayout {
@@ -3624,7 +3714,7 @@ type MemberInfo struct {
 
 func (x *MemberInfo) Reset() {
 	*x = MemberInfo{}
-	mi := &file_internalpb_internal_proto_msgTypes[55]
+	mi := &file_internalpb_internal_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3636,7 +3726,7 @@ func (x *MemberInfo) String() string {
 func (*MemberInfo) ProtoMessage() {}
 
 func (x *MemberInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[55]
+	mi := &file_internalpb_internal_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3649,7 +3739,7 @@ func (x *MemberInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberInfo.ProtoReflect.Descriptor instead.
 func (*MemberInfo) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{55}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *MemberInfo) GetId() string {
@@ -3699,7 +3789,7 @@ type ClusterLayout struct {
 
 func (x *ClusterLayout) Reset() {
 	*x = ClusterLayout{}
-	mi := &file_internalpb_internal_proto_msgTypes[56]
+	mi := &file_internalpb_internal_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3711,7 +3801,7 @@ func (x *ClusterLayout) String() string {
 func (*ClusterLayout) ProtoMessage() {}
 
 func (x *ClusterLayout) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[56]
+	mi := &file_internalpb_internal_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3724,7 +3814,7 @@ func (x *ClusterLayout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterLayout.ProtoReflect.Descriptor instead.
 func (*ClusterLayout) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{56}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ClusterLayout) GetClusterId() uint64 {
@@ -3771,7 +3861,7 @@ type Replicas struct {
 
 func (x *Replicas) Reset() {
 	*x = Replicas{}
-	mi := &file_internalpb_internal_proto_msgTypes[57]
+	mi := &file_internalpb_internal_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3783,7 +3873,7 @@ func (x *Replicas) String() string {
 func (*Replicas) ProtoMessage() {}
 
 func (x *Replicas) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[57]
+	mi := &file_internalpb_internal_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3796,7 +3886,7 @@ func (x *Replicas) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Replicas.ProtoReflect.Descriptor instead.
 func (*Replicas) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{57}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Replicas) GetRaftIds() []uint64 {
@@ -3819,7 +3909,7 @@ type MetaImage struct {
 
 func (x *MetaImage) Reset() {
 	*x = MetaImage{}
-	mi := &file_internalpb_internal_proto_msgTypes[58]
+	mi := &file_internalpb_internal_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3831,7 +3921,7 @@ func (x *MetaImage) String() string {
 func (*MetaImage) ProtoMessage() {}
 
 func (x *MetaImage) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[58]
+	mi := &file_internalpb_internal_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3844,7 +3934,7 @@ func (x *MetaImage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MetaImage.ProtoReflect.Descriptor instead.
 func (*MetaImage) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{58}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *MetaImage) GetApplied() uint64 {
@@ -3887,7 +3977,7 @@ type ClusterIDRequest struct {
 
 func (x *ClusterIDRequest) Reset() {
 	*x = ClusterIDRequest{}
-	mi := &file_internalpb_internal_proto_msgTypes[59]
+	mi := &file_internalpb_internal_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3899,7 +3989,7 @@ func (x *ClusterIDRequest) String() string {
 func (*ClusterIDRequest) ProtoMessage() {}
 
 func (x *ClusterIDRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[59]
+	mi := &file_internalpb_internal_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3912,7 +4002,7 @@ func (x *ClusterIDRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterIDRequest.ProtoReflect.Descriptor instead.
 func (*ClusterIDRequest) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{59}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ClusterIDRequest) GetDigest() uint64 {
@@ -3938,7 +4028,7 @@ type ClusterIDResponse struct {
 
 func (x *ClusterIDResponse) Reset() {
 	*x = ClusterIDResponse{}
-	mi := &file_internalpb_internal_proto_msgTypes[60]
+	mi := &file_internalpb_internal_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3950,7 +4040,7 @@ func (x *ClusterIDResponse) String() string {
 func (*ClusterIDResponse) ProtoMessage() {}
 
 func (x *ClusterIDResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[60]
+	mi := &file_internalpb_internal_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3963,7 +4053,7 @@ func (x *ClusterIDResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterIDResponse.ProtoReflect.Descriptor instead.
 func (*ClusterIDResponse) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{60}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *ClusterIDResponse) GetClusterId() uint64 {
@@ -3988,7 +4078,7 @@ type NodeIdentity struct {
 
 func (x *NodeIdentity) Reset() {
 	*x = NodeIdentity{}
-	mi := &file_internalpb_internal_proto_msgTypes[61]
+	mi := &file_internalpb_internal_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4000,7 +4090,7 @@ func (x *NodeIdentity) String() string {
 func (*NodeIdentity) ProtoMessage() {}
 
 func (x *NodeIdentity) ProtoReflect() protoreflect.Message {
-	mi := &file_internalpb_internal_proto_msgTypes[61]
+	mi := &file_internalpb_internal_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4013,7 +4103,7 @@ func (x *NodeIdentity) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeIdentity.ProtoReflect.Descriptor instead.
 func (*NodeIdentity) Descriptor() ([]byte, []int) {
-	return file_internalpb_internal_proto_rawDescGZIP(), []int{61}
+	return file_internalpb_internal_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *NodeIdentity) GetNodeId() string {
@@ -4060,12 +4150,18 @@ const file_internalpb_internal_proto_rawDesc = "" +
 	"\x03pos\x18\x04 \x01(\x04R\x03pos\x12!\n" +
 	"\ffinish_index\x18\x05 \x01(\x04R\vfinishIndex\x12\x12\n" +
 	"\x04full\x18\x06 \x01(\bR\x04full\x12\x19\n" +
-	"\blease_ms\x18\a \x01(\x03R\aleaseMs\"e\n" +
+	"\blease_ms\x18\a \x01(\x03R\aleaseMs\"\xa1\x01\n" +
 	"\x17PrepareSnapshotResponse\x12\x10\n" +
 	"\x03pin\x18\x01 \x01(\tR\x03pin\x12\x1d\n" +
 	"\n" +
 	"base_index\x18\x02 \x01(\x04R\tbaseIndex\x12\x19\n" +
-	"\blog_from\x18\x03 \x01(\x04R\alogFrom\"*\n" +
+	"\blog_from\x18\x03 \x01(\x04R\alogFrom\x12:\n" +
+	"\n" +
+	"base_files\x18\x04 \x03(\v2\x1b.cutkv.internal.v1.BaseFileR\tbaseFiles\"J\n" +
+	"\bBaseFile\x12\x12\n" +
+	"\x04file\x18\x01 \x01(\tR\x04file\x12\x12\n" +
+	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x16\n" +
+	"\x06sha256\x18\x03 \x01(\tR\x06sha256\"*\n" +
 	"\bLogRange\x12\x0e\n" +
 	"\x02lo\x18\x01 \x01(\x04R\x02lo\x12\x0e\n" +
 	"\x02hi\x18\x02 \x01(\x04R\x02hi\"\xc8\x01\n" +
@@ -4081,9 +4177,11 @@ const file_internalpb_internal_proto_rawDesc = "" +
 	"\x0eUploadedObject\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x16\n" +
-	"\x06sha256\x18\x03 \x01(\tR\x06sha256\"U\n" +
+	"\x06sha256\x18\x03 \x01(\tR\x06sha256\"\xad\x01\n" +
 	"\x16UploadSnapshotResponse\x12;\n" +
-	"\aobjects\x18\x01 \x03(\v2!.cutkv.internal.v1.UploadedObjectR\aobjects\"I\n" +
+	"\aobjects\x18\x01 \x03(\v2!.cutkv.internal.v1.UploadedObjectR\aobjects\x12*\n" +
+	"\x11base_files_stored\x18\x02 \x01(\rR\x0fbaseFilesStored\x12*\n" +
+	"\x11base_bytes_stored\x18\x03 \x01(\x03R\x0fbaseBytesStored\"I\n" +
 	"\x16ReleaseSnapshotRequest\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12\x10\n" +
@@ -4343,7 +4441,7 @@ func file_internalpb_internal_proto_rawDescGZIP() []byte {
 }
 
 var file_internalpb_internal_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_internalpb_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
+var file_internalpb_internal_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
 var file_internalpb_internal_proto_goTypes = []any{
 	(TxnState)(0),                       // 0: cutkv.internal.v1.TxnState
 	(*RaftBatch)(nil),                   // 1: cutkv.internal.v1.RaftBatch
@@ -4351,123 +4449,125 @@ var file_internalpb_internal_proto_goTypes = []any{
 	(*RaftAck)(nil),                     // 3: cutkv.internal.v1.RaftAck
 	(*PrepareSnapshotRequest)(nil),      // 4: cutkv.internal.v1.PrepareSnapshotRequest
 	(*PrepareSnapshotResponse)(nil),     // 5: cutkv.internal.v1.PrepareSnapshotResponse
-	(*LogRange)(nil),                    // 6: cutkv.internal.v1.LogRange
-	(*UploadSnapshotRequest)(nil),       // 7: cutkv.internal.v1.UploadSnapshotRequest
-	(*UploadedObject)(nil),              // 8: cutkv.internal.v1.UploadedObject
-	(*UploadSnapshotResponse)(nil),      // 9: cutkv.internal.v1.UploadSnapshotResponse
-	(*ReleaseSnapshotRequest)(nil),      // 10: cutkv.internal.v1.ReleaseSnapshotRequest
-	(*ReleaseSnapshotResponse)(nil),     // 11: cutkv.internal.v1.ReleaseSnapshotResponse
-	(*FetchMaterializationRequest)(nil), // 12: cutkv.internal.v1.FetchMaterializationRequest
-	(*FileChunk)(nil),                   // 13: cutkv.internal.v1.FileChunk
-	(*MaterializeRequest)(nil),          // 14: cutkv.internal.v1.MaterializeRequest
-	(*GroupMaterialized)(nil),           // 15: cutkv.internal.v1.GroupMaterialized
-	(*MaterializeResponse)(nil),         // 16: cutkv.internal.v1.MaterializeResponse
-	(*MaterializedMark)(nil),            // 17: cutkv.internal.v1.MaterializedMark
-	(*Command)(nil),                     // 18: cutkv.internal.v1.Command
-	(*TxnShare)(nil),                    // 19: cutkv.internal.v1.TxnShare
-	(*TxnPrepareOp)(nil),                // 20: cutkv.internal.v1.TxnPrepareOp
-	(*TxnFinishOp)(nil),                 // 21: cutkv.internal.v1.TxnFinishOp
-	(*TxnHorizonOp)(nil),                // 22: cutkv.internal.v1.TxnHorizonOp
-	(*TxnDecideOp)(nil),                 // 23: cutkv.internal.v1.TxnDecideOp
-	(*TxnStatusOp)(nil),                 // 24: cutkv.internal.v1.TxnStatusOp
-	(*TxnFinishBatchOp)(nil),            // 25: cutkv.internal.v1.TxnFinishBatchOp
-	(*TxnForgetOp)(nil),                 // 26: cutkv.internal.v1.TxnForgetOp
-	(*TxnOnePhaseOp)(nil),               // 27: cutkv.internal.v1.TxnOnePhaseOp
-	(*ForgetRequest)(nil),               // 28: cutkv.internal.v1.ForgetRequest
-	(*ForgetResponse)(nil),              // 29: cutkv.internal.v1.ForgetResponse
-	(*PrepareRequest)(nil),              // 30: cutkv.internal.v1.PrepareRequest
-	(*PrepareResponse)(nil),             // 31: cutkv.internal.v1.PrepareResponse
-	(*StatusRequest)(nil),               // 32: cutkv.internal.v1.StatusRequest
-	(*StatusResponse)(nil),              // 33: cutkv.internal.v1.StatusResponse
-	(*RecordRequest)(nil),               // 34: cutkv.internal.v1.RecordRequest
-	(*RecordResponse)(nil),              // 35: cutkv.internal.v1.RecordResponse
-	(*FinishRequest)(nil),               // 36: cutkv.internal.v1.FinishRequest
-	(*FinishResponse)(nil),              // 37: cutkv.internal.v1.FinishResponse
-	(*DecideRequest)(nil),               // 38: cutkv.internal.v1.DecideRequest
-	(*DecideResponse)(nil),              // 39: cutkv.internal.v1.DecideResponse
-	(*CutStartOp)(nil),                  // 40: cutkv.internal.v1.CutStartOp
-	(*CutTxn)(nil),                      // 41: cutkv.internal.v1.CutTxn
-	(*CutFinishOp)(nil),                 // 42: cutkv.internal.v1.CutFinishOp
-	(*HashOp)(nil),                      // 43: cutkv.internal.v1.HashOp
-	(*CutAllocateOp)(nil),               // 44: cutkv.internal.v1.CutAllocateOp
-	(*CutRecordOp)(nil),                 // 45: cutkv.internal.v1.CutRecordOp
-	(*StartCutRequest)(nil),             // 46: cutkv.internal.v1.StartCutRequest
-	(*AllocatedCutRequest)(nil),         // 47: cutkv.internal.v1.AllocatedCutRequest
-	(*AllocatedCutResponse)(nil),        // 48: cutkv.internal.v1.AllocatedCutResponse
-	(*StartCutResponse)(nil),            // 49: cutkv.internal.v1.StartCutResponse
-	(*PartitionHashRequest)(nil),        // 50: cutkv.internal.v1.PartitionHashRequest
-	(*PartitionHashResponse)(nil),       // 51: cutkv.internal.v1.PartitionHashResponse
-	(*PutOp)(nil),                       // 52: cutkv.internal.v1.PutOp
-	(*DeleteOp)(nil),                    // 53: cutkv.internal.v1.DeleteOp
-	(*NoopOp)(nil),                      // 54: cutkv.internal.v1.NoopOp
-	(*BootstrapOp)(nil),                 // 55: cutkv.internal.v1.BootstrapOp
-	(*MemberInfo)(nil),                  // 56: cutkv.internal.v1.MemberInfo
-	(*ClusterLayout)(nil),               // 57: cutkv.internal.v1.ClusterLayout
-	(*Replicas)(nil),                    // 58: cutkv.internal.v1.Replicas
-	(*MetaImage)(nil),                   // 59: cutkv.internal.v1.MetaImage
-	(*ClusterIDRequest)(nil),            // 60: cutkv.internal.v1.ClusterIDRequest
-	(*ClusterIDResponse)(nil),           // 61: cutkv.internal.v1.ClusterIDResponse
-	(*NodeIdentity)(nil),                // 62: cutkv.internal.v1.NodeIdentity
-	(*kvpb.Compare)(nil),                // 63: cutkv.kv.v1.Compare
-	(*kvpb.RequestOp)(nil),              // 64: cutkv.kv.v1.RequestOp
-	(*kvpb.ResponseOp)(nil),             // 65: cutkv.kv.v1.ResponseOp
-	(*kvpb.CutInfo)(nil),                // 66: cutkv.kv.v1.CutInfo
+	(*BaseFile)(nil),                    // 6: cutkv.internal.v1.BaseFile
+	(*LogRange)(nil),                    // 7: cutkv.internal.v1.LogRange
+	(*UploadSnapshotRequest)(nil),       // 8: cutkv.internal.v1.UploadSnapshotRequest
+	(*UploadedObject)(nil),              // 9: cutkv.internal.v1.UploadedObject
+	(*UploadSnapshotResponse)(nil),      // 10: cutkv.internal.v1.UploadSnapshotResponse
+	(*ReleaseSnapshotRequest)(nil),      // 11: cutkv.internal.v1.ReleaseSnapshotRequest
+	(*ReleaseSnapshotResponse)(nil),     // 12: cutkv.internal.v1.ReleaseSnapshotResponse
+	(*FetchMaterializationRequest)(nil), // 13: cutkv.internal.v1.FetchMaterializationRequest
+	(*FileChunk)(nil),                   // 14: cutkv.internal.v1.FileChunk
+	(*MaterializeRequest)(nil),          // 15: cutkv.internal.v1.MaterializeRequest
+	(*GroupMaterialized)(nil),           // 16: cutkv.internal.v1.GroupMaterialized
+	(*MaterializeResponse)(nil),         // 17: cutkv.internal.v1.MaterializeResponse
+	(*MaterializedMark)(nil),            // 18: cutkv.internal.v1.MaterializedMark
+	(*Command)(nil),                     // 19: cutkv.internal.v1.Command
+	(*TxnShare)(nil),                    // 20: cutkv.internal.v1.TxnShare
+	(*TxnPrepareOp)(nil),                // 21: cutkv.internal.v1.TxnPrepareOp
+	(*TxnFinishOp)(nil),                 // 22: cutkv.internal.v1.TxnFinishOp
+	(*TxnHorizonOp)(nil),                // 23: cutkv.internal.v1.TxnHorizonOp
+	(*TxnDecideOp)(nil),                 // 24: cutkv.internal.v1.TxnDecideOp
+	(*TxnStatusOp)(nil),                 // 25: cutkv.internal.v1.TxnStatusOp
+	(*TxnFinishBatchOp)(nil),            // 26: cutkv.internal.v1.TxnFinishBatchOp
+	(*TxnForgetOp)(nil),                 // 27: cutkv.internal.v1.TxnForgetOp
+	(*TxnOnePhaseOp)(nil),               // 28: cutkv.internal.v1.TxnOnePhaseOp
+	(*ForgetRequest)(nil),               // 29: cutkv.internal.v1.ForgetRequest
+	(*ForgetResponse)(nil),              // 30: cutkv.internal.v1.ForgetResponse
+	(*PrepareRequest)(nil),              // 31: cutkv.internal.v1.PrepareRequest
+	(*PrepareResponse)(nil),             // 32: cutkv.internal.v1.PrepareResponse
+	(*StatusRequest)(nil),               // 33: cutkv.internal.v1.StatusRequest
+	(*StatusResponse)(nil),              // 34: cutkv.internal.v1.StatusResponse
+	(*RecordRequest)(nil),               // 35: cutkv.internal.v1.RecordRequest
+	(*RecordResponse)(nil),              // 36: cutkv.internal.v1.RecordResponse
+	(*FinishRequest)(nil),               // 37: cutkv.internal.v1.FinishRequest
+	(*FinishResponse)(nil),              // 38: cutkv.internal.v1.FinishResponse
+	(*DecideRequest)(nil),               // 39: cutkv.internal.v1.DecideRequest
+	(*DecideResponse)(nil),              // 40: cutkv.internal.v1.DecideResponse
+	(*CutStartOp)(nil),                  // 41: cutkv.internal.v1.CutStartOp
+	(*CutTxn)(nil),                      // 42: cutkv.internal.v1.CutTxn
+	(*CutFinishOp)(nil),                 // 43: cutkv.internal.v1.CutFinishOp
+	(*HashOp)(nil),                      // 44: cutkv.internal.v1.HashOp
+	(*CutAllocateOp)(nil),               // 45: cutkv.internal.v1.CutAllocateOp
+	(*CutRecordOp)(nil),                 // 46: cutkv.internal.v1.CutRecordOp
+	(*StartCutRequest)(nil),             // 47: cutkv.internal.v1.StartCutRequest
+	(*AllocatedCutRequest)(nil),         // 48: cutkv.internal.v1.AllocatedCutRequest
+	(*AllocatedCutResponse)(nil),        // 49: cutkv.internal.v1.AllocatedCutResponse
+	(*StartCutResponse)(nil),            // 50: cutkv.internal.v1.StartCutResponse
+	(*PartitionHashRequest)(nil),        // 51: cutkv.internal.v1.PartitionHashRequest
+	(*PartitionHashResponse)(nil),       // 52: cutkv.internal.v1.PartitionHashResponse
+	(*PutOp)(nil),                       // 53: cutkv.internal.v1.PutOp
+	(*DeleteOp)(nil),                    // 54: cutkv.internal.v1.DeleteOp
+	(*NoopOp)(nil),                      // 55: cutkv.internal.v1.NoopOp
+	(*BootstrapOp)(nil),                 // 56: cutkv.internal.v1.BootstrapOp
+	(*MemberInfo)(nil),                  // 57: cutkv.internal.v1.MemberInfo
+	(*ClusterLayout)(nil),               // 58: cutkv.internal.v1.ClusterLayout
+	(*Replicas)(nil),                    // 59: cutkv.internal.v1.Replicas
+	(*MetaImage)(nil),                   // 60: cutkv.internal.v1.MetaImage
+	(*ClusterIDRequest)(nil),            // 61: cutkv.internal.v1.ClusterIDRequest
+	(*ClusterIDResponse)(nil),           // 62: cutkv.internal.v1.ClusterIDResponse
+	(*NodeIdentity)(nil),                // 63: cutkv.internal.v1.NodeIdentity
+	(*kvpb.Compare)(nil),                // 64: cutkv.kv.v1.Compare
+	(*kvpb.RequestOp)(nil),              // 65: cutkv.kv.v1.RequestOp
+	(*kvpb.ResponseOp)(nil),             // 66: cutkv.kv.v1.ResponseOp
+	(*kvpb.CutInfo)(nil),                // 67: cutkv.kv.v1.CutInfo
 }
 var file_internalpb_internal_proto_depIdxs = []int32{
 	2,  // 0: cutkv.internal.v1.RaftBatch.messages:type_name -> cutkv.internal.v1.GroupMessage
-	6,  // 1: cutkv.internal.v1.UploadSnapshotRequest.pieces:type_name -> cutkv.internal.v1.LogRange
-	8,  // 2: cutkv.internal.v1.UploadSnapshotResponse.objects:type_name -> cutkv.internal.v1.UploadedObject
-	15, // 3: cutkv.internal.v1.MaterializeResponse.groups:type_name -> cutkv.internal.v1.GroupMaterialized
-	52, // 4: cutkv.internal.v1.Command.put:type_name -> cutkv.internal.v1.PutOp
-	53, // 5: cutkv.internal.v1.Command.delete:type_name -> cutkv.internal.v1.DeleteOp
-	55, // 6: cutkv.internal.v1.Command.bootstrap:type_name -> cutkv.internal.v1.BootstrapOp
-	54, // 7: cutkv.internal.v1.Command.noop:type_name -> cutkv.internal.v1.NoopOp
-	20, // 8: cutkv.internal.v1.Command.txn_prepare:type_name -> cutkv.internal.v1.TxnPrepareOp
-	21, // 9: cutkv.internal.v1.Command.txn_finish:type_name -> cutkv.internal.v1.TxnFinishOp
-	23, // 10: cutkv.internal.v1.Command.txn_decide:type_name -> cutkv.internal.v1.TxnDecideOp
-	27, // 11: cutkv.internal.v1.Command.txn_one_phase:type_name -> cutkv.internal.v1.TxnOnePhaseOp
-	40, // 12: cutkv.internal.v1.Command.cut_start:type_name -> cutkv.internal.v1.CutStartOp
-	42, // 13: cutkv.internal.v1.Command.cut_finish:type_name -> cutkv.internal.v1.CutFinishOp
-	43, // 14: cutkv.internal.v1.Command.hash:type_name -> cutkv.internal.v1.HashOp
-	44, // 15: cutkv.internal.v1.Command.cut_allocate:type_name -> cutkv.internal.v1.CutAllocateOp
-	45, // 16: cutkv.internal.v1.Command.cut_record:type_name -> cutkv.internal.v1.CutRecordOp
-	26, // 17: cutkv.internal.v1.Command.txn_forget:type_name -> cutkv.internal.v1.TxnForgetOp
-	22, // 18: cutkv.internal.v1.Command.txn_horizon:type_name -> cutkv.internal.v1.TxnHorizonOp
-	24, // 19: cutkv.internal.v1.Command.txn_status:type_name -> cutkv.internal.v1.TxnStatusOp
-	25, // 20: cutkv.internal.v1.Command.txn_finishes:type_name -> cutkv.internal.v1.TxnFinishBatchOp
-	63, // 21: cutkv.internal.v1.TxnShare.compares:type_name -> cutkv.kv.v1.Compare
-	64, // 22: cutkv.internal.v1.TxnShare.success:type_name -> cutkv.kv.v1.RequestOp
-	64, // 23: cutkv.internal.v1.TxnShare.failure:type_name -> cutkv.kv.v1.RequestOp
-	19, // 24: cutkv.internal.v1.TxnPrepareOp.share:type_name -> cutkv.internal.v1.TxnShare
-	21, // 25: cutkv.internal.v1.TxnFinishBatchOp.finishes:type_name -> cutkv.internal.v1.TxnFinishOp
-	19, // 26: cutkv.internal.v1.TxnOnePhaseOp.share:type_name -> cutkv.internal.v1.TxnShare
-	26, // 27: cutkv.internal.v1.ForgetRequest.op:type_name -> cutkv.internal.v1.TxnForgetOp
-	20, // 28: cutkv.internal.v1.PrepareRequest.op:type_name -> cutkv.internal.v1.TxnPrepareOp
-	65, // 29: cutkv.internal.v1.PrepareResponse.success_reads:type_name -> cutkv.kv.v1.ResponseOp
-	65, // 30: cutkv.internal.v1.PrepareResponse.failure_reads:type_name -> cutkv.kv.v1.ResponseOp
-	24, // 31: cutkv.internal.v1.StatusRequest.op:type_name -> cutkv.internal.v1.TxnStatusOp
-	0,  // 32: cutkv.internal.v1.StatusResponse.state:type_name -> cutkv.internal.v1.TxnState
-	65, // 33: cutkv.internal.v1.StatusResponse.success_reads:type_name -> cutkv.kv.v1.ResponseOp
-	65, // 34: cutkv.internal.v1.StatusResponse.failure_reads:type_name -> cutkv.kv.v1.ResponseOp
-	23, // 35: cutkv.internal.v1.RecordResponse.record:type_name -> cutkv.internal.v1.TxnDecideOp
-	21, // 36: cutkv.internal.v1.FinishRequest.op:type_name -> cutkv.internal.v1.TxnFinishOp
-	23, // 37: cutkv.internal.v1.DecideRequest.op:type_name -> cutkv.internal.v1.TxnDecideOp
-	23, // 38: cutkv.internal.v1.DecideResponse.recorded:type_name -> cutkv.internal.v1.TxnDecideOp
-	41, // 39: cutkv.internal.v1.CutFinishOp.before:type_name -> cutkv.internal.v1.CutTxn
-	41, // 40: cutkv.internal.v1.CutFinishOp.after:type_name -> cutkv.internal.v1.CutTxn
-	66, // 41: cutkv.internal.v1.CutRecordOp.cut:type_name -> cutkv.kv.v1.CutInfo
-	42, // 42: cutkv.internal.v1.StartCutResponse.finish:type_name -> cutkv.internal.v1.CutFinishOp
-	57, // 43: cutkv.internal.v1.BootstrapOp.layout:type_name -> cutkv.internal.v1.ClusterLayout
-	56, // 44: cutkv.internal.v1.ClusterLayout.members:type_name -> cutkv.internal.v1.MemberInfo
-	58, // 45: cutkv.internal.v1.ClusterLayout.groups:type_name -> cutkv.internal.v1.Replicas
-	57, // 46: cutkv.internal.v1.MetaImage.layout:type_name -> cutkv.internal.v1.ClusterLayout
-	66, // 47: cutkv.internal.v1.MetaImage.cuts:type_name -> cutkv.kv.v1.CutInfo
-	57, // 48: cutkv.internal.v1.NodeIdentity.layout:type_name -> cutkv.internal.v1.ClusterLayout
-	49, // [49:49] is the sub-list for method output_type
-	49, // [49:49] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	6,  // 1: cutkv.internal.v1.PrepareSnapshotResponse.base_files:type_name -> cutkv.internal.v1.BaseFile
+	7,  // 2: cutkv.internal.v1.UploadSnapshotRequest.pieces:type_name -> cutkv.internal.v1.LogRange
+	9,  // 3: cutkv.internal.v1.UploadSnapshotResponse.objects:type_name -> cutkv.internal.v1.UploadedObject
+	16, // 4: cutkv.internal.v1.MaterializeResponse.groups:type_name -> cutkv.internal.v1.GroupMaterialized
+	53, // 5: cutkv.internal.v1.Command.put:type_name -> cutkv.internal.v1.PutOp
+	54, // 6: cutkv.internal.v1.Command.delete:type_name -> cutkv.internal.v1.DeleteOp
+	56, // 7: cutkv.internal.v1.Command.bootstrap:type_name -> cutkv.internal.v1.BootstrapOp
+	55, // 8: cutkv.internal.v1.Command.noop:type_name -> cutkv.internal.v1.NoopOp
+	21, // 9: cutkv.internal.v1.Command.txn_prepare:type_name -> cutkv.internal.v1.TxnPrepareOp
+	22, // 10: cutkv.internal.v1.Command.txn_finish:type_name -> cutkv.internal.v1.TxnFinishOp
+	24, // 11: cutkv.internal.v1.Command.txn_decide:type_name -> cutkv.internal.v1.TxnDecideOp
+	28, // 12: cutkv.internal.v1.Command.txn_one_phase:type_name -> cutkv.internal.v1.TxnOnePhaseOp
+	41, // 13: cutkv.internal.v1.Command.cut_start:type_name -> cutkv.internal.v1.CutStartOp
+	43, // 14: cutkv.internal.v1.Command.cut_finish:type_name -> cutkv.internal.v1.CutFinishOp
+	44, // 15: cutkv.internal.v1.Command.hash:type_name -> cutkv.internal.v1.HashOp
+	45, // 16: cutkv.internal.v1.Command.cut_allocate:type_name -> cutkv.internal.v1.CutAllocateOp
+	46, // 17: cutkv.internal.v1.Command.cut_record:type_name -> cutkv.internal.v1.CutRecordOp
+	27, // 18: cutkv.internal.v1.Command.txn_forget:type_name -> cutkv.internal.v1.TxnForgetOp
+	23, // 19: cutkv.internal.v1.Command.txn_horizon:type_name -> cutkv.internal.v1.TxnHorizonOp
+	25, // 20: cutkv.internal.v1.Command.txn_status:type_name -> cutkv.internal.v1.TxnStatusOp
+	26, // 21: cutkv.internal.v1.Command.txn_finishes:type_name -> cutkv.internal.v1.TxnFinishBatchOp
+	64, // 22: cutkv.internal.v1.TxnShare.compares:type_name -> cutkv.kv.v1.Compare
+	65, // 23: cutkv.internal.v1.TxnShare.success:type_name -> cutkv.kv.v1.RequestOp
+	65, // 24: cutkv.internal.v1.TxnShare.failure:type_name -> cutkv.kv.v1.RequestOp
+	20, // 25: cutkv.internal.v1.TxnPrepareOp.share:type_name -> cutkv.internal.v1.TxnShare
+	22, // 26: cutkv.internal.v1.TxnFinishBatchOp.finishes:type_name -> cutkv.internal.v1.TxnFinishOp
+	20, // 27: cutkv.internal.v1.TxnOnePhaseOp.share:type_name -> cutkv.internal.v1.TxnShare
+	27, // 28: cutkv.internal.v1.ForgetRequest.op:type_name -> cutkv.internal.v1.TxnForgetOp
+	21, // 29: cutkv.internal.v1.PrepareRequest.op:type_name -> cutkv.internal.v1.TxnPrepareOp
+	66, // 30: cutkv.internal.v1.PrepareResponse.success_reads:type_name -> cutkv.kv.v1.ResponseOp
+	66, // 31: cutkv.internal.v1.PrepareResponse.failure_reads:type_name -> cutkv.kv.v1.ResponseOp
+	25, // 32: cutkv.internal.v1.StatusRequest.op:type_name -> cutkv.internal.v1.TxnStatusOp
+	0,  // 33: cutkv.internal.v1.StatusResponse.state:type_name -> cutkv.internal.v1.TxnState
+	66, // 34: cutkv.internal.v1.StatusResponse.success_reads:type_name -> cutkv.kv.v1.ResponseOp
+	66, // 35: cutkv.internal.v1.StatusResponse.failure_reads:type_name -> cutkv.kv.v1.ResponseOp
+	24, // 36: cutkv.internal.v1.RecordResponse.record:type_name -> cutkv.internal.v1.TxnDecideOp
+	22, // 37: cutkv.internal.v1.FinishRequest.op:type_name -> cutkv.internal.v1.TxnFinishOp
+	24, // 38: cutkv.internal.v1.DecideRequest.op:type_name -> cutkv.internal.v1.TxnDecideOp
+	24, // 39: cutkv.internal.v1.DecideResponse.recorded:type_name -> cutkv.internal.v1.TxnDecideOp
+	42, // 40: cutkv.internal.v1.CutFinishOp.before:type_name -> cutkv.internal.v1.CutTxn
+	42, // 41: cutkv.internal.v1.CutFinishOp.after:type_name -> cutkv.internal.v1.CutTxn
+	67, // 42: cutkv.internal.v1.CutRecordOp.cut:type_name -> cutkv.kv.v1.CutInfo
+	43, // 43: cutkv.internal.v1.StartCutResponse.finish:type_name -> cutkv.internal.v1.CutFinishOp
+	58, // 44: cutkv.internal.v1.BootstrapOp.layout:type_name -> cutkv.internal.v1.ClusterLayout
+	57, // 45: cutkv.internal.v1.ClusterLayout.members:type_name -> cutkv.internal.v1.MemberInfo
+	59, // 46: cutkv.internal.v1.ClusterLayout.groups:type_name -> cutkv.internal.v1.Replicas
+	58, // 47: cutkv.internal.v1.MetaImage.layout:type_name -> cutkv.internal.v1.ClusterLayout
+	67, // 48: cutkv.internal.v1.MetaImage.cuts:type_name -> cutkv.kv.v1.CutInfo
+	58, // 49: cutkv.internal.v1.NodeIdentity.layout:type_name -> cutkv.internal.v1.ClusterLayout
+	50, // [50:50] is the sub-list for method output_type
+	50, // [50:50] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_internalpb_internal_proto_init() }
@@ -4475,7 +4575,7 @@ func file_internalpb_internal_proto_init() {
 	if File_internalpb_internal_proto != nil {
 		return
 	}
-	file_internalpb_internal_proto_msgTypes[17].OneofWrappers = []any{
+	file_internalpb_internal_proto_msgTypes[18].OneofWrappers = []any{
 		(*Command_Put)(nil),
 		(*Command_Delete)(nil),
 		(*Command_Bootstrap)(nil),
@@ -4500,7 +4600,7 @@ func file_internalpb_internal_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_internalpb_internal_proto_rawDesc), len(file_internalpb_internal_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   62,
+			NumMessages:   63,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

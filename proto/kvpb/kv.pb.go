@@ -2347,9 +2347,16 @@ type CreateSnapshotResult struct {
 	PiecesReused   uint32                 `protobuf:"varint,4,opt,name=pieces_reused,json=piecesReused,proto3" json:"pieces_reused,omitempty"`
 	DurationMs     int64                  `protobuf:"varint,5,opt,name=duration_ms,json=durationMs,proto3" json:"duration_ms,omitempty"`
 	// The store the snapshot went to, as resolved by the node.
-	Store         string `protobuf:"bytes,6,opt,name=store,proto3" json:"store,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Store string `protobuf:"bytes,6,opt,name=store,proto3" json:"store,omitempty"`
+	// Of bytes_uploaded, the files of checkpoint bases (new SSTs: from
+	// flushes, and from compactions that rewrote older files).
+	BaseFileBytes uint64 `protobuf:"varint,7,opt,name=base_file_bytes,json=baseFileBytes,proto3" json:"base_file_bytes,omitempty"`
+	// Files of checkpoint bases already stored by an earlier snapshot:
+	// referenced, not uploaded.
+	BaseFilesReused uint32 `protobuf:"varint,8,opt,name=base_files_reused,json=baseFilesReused,proto3" json:"base_files_reused,omitempty"`
+	BaseBytesReused uint64 `protobuf:"varint,9,opt,name=base_bytes_reused,json=baseBytesReused,proto3" json:"base_bytes_reused,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *CreateSnapshotResult) Reset() {
@@ -2422,6 +2429,27 @@ func (x *CreateSnapshotResult) GetStore() string {
 		return x.Store
 	}
 	return ""
+}
+
+func (x *CreateSnapshotResult) GetBaseFileBytes() uint64 {
+	if x != nil {
+		return x.BaseFileBytes
+	}
+	return 0
+}
+
+func (x *CreateSnapshotResult) GetBaseFilesReused() uint32 {
+	if x != nil {
+		return x.BaseFilesReused
+	}
+	return 0
+}
+
+func (x *CreateSnapshotResult) GetBaseBytesReused() uint64 {
+	if x != nil {
+		return x.BaseBytesReused
+	}
+	return 0
 }
 
 type SnapshotPiece struct {
@@ -2515,11 +2543,13 @@ type SnapshotPartition struct {
 	Pos       uint64                 `protobuf:"varint,2,opt,name=pos,proto3" json:"pos,omitempty"`
 	End       uint64                 `protobuf:"varint,3,opt,name=end,proto3" json:"end,omitempty"`
 	// The base materialization (base_name empty: none).
-	BaseIndex     uint64           `protobuf:"varint,4,opt,name=base_index,json=baseIndex,proto3" json:"base_index,omitempty"`
-	BaseName      string           `protobuf:"bytes,5,opt,name=base_name,json=baseName,proto3" json:"base_name,omitempty"`
-	BaseSize      int64            `protobuf:"varint,6,opt,name=base_size,json=baseSize,proto3" json:"base_size,omitempty"`
-	BaseSha256    string           `protobuf:"bytes,7,opt,name=base_sha256,json=baseSha256,proto3" json:"base_sha256,omitempty"`
-	Pieces        []*SnapshotPiece `protobuf:"bytes,8,rep,name=pieces,proto3" json:"pieces,omitempty"`
+	BaseIndex  uint64           `protobuf:"varint,4,opt,name=base_index,json=baseIndex,proto3" json:"base_index,omitempty"`
+	BaseName   string           `protobuf:"bytes,5,opt,name=base_name,json=baseName,proto3" json:"base_name,omitempty"`
+	BaseSize   int64            `protobuf:"varint,6,opt,name=base_size,json=baseSize,proto3" json:"base_size,omitempty"`
+	BaseSha256 string           `protobuf:"bytes,7,opt,name=base_sha256,json=baseSha256,proto3" json:"base_sha256,omitempty"`
+	Pieces     []*SnapshotPiece `protobuf:"bytes,8,rep,name=pieces,proto3" json:"pieces,omitempty"`
+	// A checkpoint base (base_name ends in .ckpt): its files.
+	BaseFiles     []*SnapshotBaseFile `protobuf:"bytes,9,rep,name=base_files,json=baseFiles,proto3" json:"base_files,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2610,6 +2640,83 @@ func (x *SnapshotPartition) GetPieces() []*SnapshotPiece {
 	return nil
 }
 
+func (x *SnapshotPartition) GetBaseFiles() []*SnapshotBaseFile {
+	if x != nil {
+		return x.BaseFiles
+	}
+	return nil
+}
+
+// SnapshotBaseFile is one file of a checkpoint base: its name in the
+// checkpoint directory and the object (named by its content) holding it.
+type SnapshotBaseFile struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	File          string                 `protobuf:"bytes,1,opt,name=file,proto3" json:"file,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Size          int64                  `protobuf:"varint,3,opt,name=size,proto3" json:"size,omitempty"`
+	Sha256        string                 `protobuf:"bytes,4,opt,name=sha256,proto3" json:"sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SnapshotBaseFile) Reset() {
+	*x = SnapshotBaseFile{}
+	mi := &file_kvpb_kv_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SnapshotBaseFile) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SnapshotBaseFile) ProtoMessage() {}
+
+func (x *SnapshotBaseFile) ProtoReflect() protoreflect.Message {
+	mi := &file_kvpb_kv_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SnapshotBaseFile.ProtoReflect.Descriptor instead.
+func (*SnapshotBaseFile) Descriptor() ([]byte, []int) {
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *SnapshotBaseFile) GetFile() string {
+	if x != nil {
+		return x.File
+	}
+	return ""
+}
+
+func (x *SnapshotBaseFile) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SnapshotBaseFile) GetSize() int64 {
+	if x != nil {
+		return x.Size
+	}
+	return 0
+}
+
+func (x *SnapshotBaseFile) GetSha256() string {
+	if x != nil {
+		return x.Sha256
+	}
+	return ""
+}
+
 type SnapshotInfo struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Id             string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -2630,7 +2737,7 @@ type SnapshotInfo struct {
 
 func (x *SnapshotInfo) Reset() {
 	*x = SnapshotInfo{}
-	mi := &file_kvpb_kv_proto_msgTypes[31]
+	mi := &file_kvpb_kv_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2642,7 +2749,7 @@ func (x *SnapshotInfo) String() string {
 func (*SnapshotInfo) ProtoMessage() {}
 
 func (x *SnapshotInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[31]
+	mi := &file_kvpb_kv_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2655,7 +2762,7 @@ func (x *SnapshotInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotInfo.ProtoReflect.Descriptor instead.
 func (*SnapshotInfo) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{31}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SnapshotInfo) GetId() string {
@@ -2731,7 +2838,7 @@ type ListSnapshotsRequest struct {
 
 func (x *ListSnapshotsRequest) Reset() {
 	*x = ListSnapshotsRequest{}
-	mi := &file_kvpb_kv_proto_msgTypes[32]
+	mi := &file_kvpb_kv_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2743,7 +2850,7 @@ func (x *ListSnapshotsRequest) String() string {
 func (*ListSnapshotsRequest) ProtoMessage() {}
 
 func (x *ListSnapshotsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[32]
+	mi := &file_kvpb_kv_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2756,7 +2863,7 @@ func (x *ListSnapshotsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSnapshotsRequest.ProtoReflect.Descriptor instead.
 func (*ListSnapshotsRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{32}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListSnapshotsRequest) GetHeader() *RequestHeader {
@@ -2785,7 +2892,7 @@ type ListSnapshotsResponse struct {
 
 func (x *ListSnapshotsResponse) Reset() {
 	*x = ListSnapshotsResponse{}
-	mi := &file_kvpb_kv_proto_msgTypes[33]
+	mi := &file_kvpb_kv_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2797,7 +2904,7 @@ func (x *ListSnapshotsResponse) String() string {
 func (*ListSnapshotsResponse) ProtoMessage() {}
 
 func (x *ListSnapshotsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[33]
+	mi := &file_kvpb_kv_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2810,7 +2917,7 @@ func (x *ListSnapshotsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSnapshotsResponse.ProtoReflect.Descriptor instead.
 func (*ListSnapshotsResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{33}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListSnapshotsResponse) GetHeader() *ResponseHeader {
@@ -2845,7 +2952,7 @@ type GetSnapshotRequest struct {
 
 func (x *GetSnapshotRequest) Reset() {
 	*x = GetSnapshotRequest{}
-	mi := &file_kvpb_kv_proto_msgTypes[34]
+	mi := &file_kvpb_kv_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2857,7 +2964,7 @@ func (x *GetSnapshotRequest) String() string {
 func (*GetSnapshotRequest) ProtoMessage() {}
 
 func (x *GetSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[34]
+	mi := &file_kvpb_kv_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2870,7 +2977,7 @@ func (x *GetSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*GetSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{34}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GetSnapshotRequest) GetHeader() *RequestHeader {
@@ -2904,7 +3011,7 @@ type GetSnapshotResponse struct {
 
 func (x *GetSnapshotResponse) Reset() {
 	*x = GetSnapshotResponse{}
-	mi := &file_kvpb_kv_proto_msgTypes[35]
+	mi := &file_kvpb_kv_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2916,7 +3023,7 @@ func (x *GetSnapshotResponse) String() string {
 func (*GetSnapshotResponse) ProtoMessage() {}
 
 func (x *GetSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[35]
+	mi := &file_kvpb_kv_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2929,7 +3036,7 @@ func (x *GetSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*GetSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{35}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *GetSnapshotResponse) GetHeader() *ResponseHeader {
@@ -2957,7 +3064,7 @@ type CheckSnapshotRequest struct {
 
 func (x *CheckSnapshotRequest) Reset() {
 	*x = CheckSnapshotRequest{}
-	mi := &file_kvpb_kv_proto_msgTypes[36]
+	mi := &file_kvpb_kv_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2969,7 +3076,7 @@ func (x *CheckSnapshotRequest) String() string {
 func (*CheckSnapshotRequest) ProtoMessage() {}
 
 func (x *CheckSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[36]
+	mi := &file_kvpb_kv_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2982,7 +3089,7 @@ func (x *CheckSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*CheckSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{36}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CheckSnapshotRequest) GetHeader() *RequestHeader {
@@ -3024,7 +3131,7 @@ type CheckSnapshotResponse struct {
 
 func (x *CheckSnapshotResponse) Reset() {
 	*x = CheckSnapshotResponse{}
-	mi := &file_kvpb_kv_proto_msgTypes[37]
+	mi := &file_kvpb_kv_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3036,7 +3143,7 @@ func (x *CheckSnapshotResponse) String() string {
 func (*CheckSnapshotResponse) ProtoMessage() {}
 
 func (x *CheckSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[37]
+	mi := &file_kvpb_kv_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3049,7 +3156,7 @@ func (x *CheckSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*CheckSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{37}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CheckSnapshotResponse) GetHeader() *ResponseHeader {
@@ -3112,7 +3219,7 @@ type DeleteSnapshotRequest struct {
 
 func (x *DeleteSnapshotRequest) Reset() {
 	*x = DeleteSnapshotRequest{}
-	mi := &file_kvpb_kv_proto_msgTypes[38]
+	mi := &file_kvpb_kv_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3124,7 +3231,7 @@ func (x *DeleteSnapshotRequest) String() string {
 func (*DeleteSnapshotRequest) ProtoMessage() {}
 
 func (x *DeleteSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[38]
+	mi := &file_kvpb_kv_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3137,7 +3244,7 @@ func (x *DeleteSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*DeleteSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{38}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DeleteSnapshotRequest) GetHeader() *RequestHeader {
@@ -3175,7 +3282,7 @@ type PruneSnapshotsRequest struct {
 
 func (x *PruneSnapshotsRequest) Reset() {
 	*x = PruneSnapshotsRequest{}
-	mi := &file_kvpb_kv_proto_msgTypes[39]
+	mi := &file_kvpb_kv_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3187,7 +3294,7 @@ func (x *PruneSnapshotsRequest) String() string {
 func (*PruneSnapshotsRequest) ProtoMessage() {}
 
 func (x *PruneSnapshotsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[39]
+	mi := &file_kvpb_kv_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3200,7 +3307,7 @@ func (x *PruneSnapshotsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PruneSnapshotsRequest.ProtoReflect.Descriptor instead.
 func (*PruneSnapshotsRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{39}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *PruneSnapshotsRequest) GetHeader() *RequestHeader {
@@ -3245,7 +3352,7 @@ type SnapshotGCResponse struct {
 
 func (x *SnapshotGCResponse) Reset() {
 	*x = SnapshotGCResponse{}
-	mi := &file_kvpb_kv_proto_msgTypes[40]
+	mi := &file_kvpb_kv_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3257,7 +3364,7 @@ func (x *SnapshotGCResponse) String() string {
 func (*SnapshotGCResponse) ProtoMessage() {}
 
 func (x *SnapshotGCResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[40]
+	mi := &file_kvpb_kv_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3270,7 +3377,7 @@ func (x *SnapshotGCResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotGCResponse.ProtoReflect.Descriptor instead.
 func (*SnapshotGCResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{40}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SnapshotGCResponse) GetHeader() *ResponseHeader {
@@ -3317,7 +3424,7 @@ type CheckpointRequest struct {
 
 func (x *CheckpointRequest) Reset() {
 	*x = CheckpointRequest{}
-	mi := &file_kvpb_kv_proto_msgTypes[41]
+	mi := &file_kvpb_kv_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3329,7 +3436,7 @@ func (x *CheckpointRequest) String() string {
 func (*CheckpointRequest) ProtoMessage() {}
 
 func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[41]
+	mi := &file_kvpb_kv_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3342,7 +3449,7 @@ func (x *CheckpointRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointRequest.ProtoReflect.Descriptor instead.
 func (*CheckpointRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{41}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CheckpointRequest) GetHeader() *RequestHeader {
@@ -3366,7 +3473,7 @@ type GroupCheckpoint struct {
 
 func (x *GroupCheckpoint) Reset() {
 	*x = GroupCheckpoint{}
-	mi := &file_kvpb_kv_proto_msgTypes[42]
+	mi := &file_kvpb_kv_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3378,7 +3485,7 @@ func (x *GroupCheckpoint) String() string {
 func (*GroupCheckpoint) ProtoMessage() {}
 
 func (x *GroupCheckpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[42]
+	mi := &file_kvpb_kv_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3391,7 +3498,7 @@ func (x *GroupCheckpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupCheckpoint.ProtoReflect.Descriptor instead.
 func (*GroupCheckpoint) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{42}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *GroupCheckpoint) GetNode() string {
@@ -3439,7 +3546,7 @@ type CheckpointResponse struct {
 
 func (x *CheckpointResponse) Reset() {
 	*x = CheckpointResponse{}
-	mi := &file_kvpb_kv_proto_msgTypes[43]
+	mi := &file_kvpb_kv_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3451,7 +3558,7 @@ func (x *CheckpointResponse) String() string {
 func (*CheckpointResponse) ProtoMessage() {}
 
 func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[43]
+	mi := &file_kvpb_kv_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3464,7 +3571,7 @@ func (x *CheckpointResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckpointResponse.ProtoReflect.Descriptor instead.
 func (*CheckpointResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{43}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CheckpointResponse) GetHeader() *ResponseHeader {
@@ -3500,7 +3607,7 @@ type CutPartition struct {
 
 func (x *CutPartition) Reset() {
 	*x = CutPartition{}
-	mi := &file_kvpb_kv_proto_msgTypes[44]
+	mi := &file_kvpb_kv_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3512,7 +3619,7 @@ func (x *CutPartition) String() string {
 func (*CutPartition) ProtoMessage() {}
 
 func (x *CutPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[44]
+	mi := &file_kvpb_kv_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3525,7 +3632,7 @@ func (x *CutPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutPartition.ProtoReflect.Descriptor instead.
 func (*CutPartition) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{44}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *CutPartition) GetPartition() uint64 {
@@ -3585,7 +3692,7 @@ type CutInfo struct {
 
 func (x *CutInfo) Reset() {
 	*x = CutInfo{}
-	mi := &file_kvpb_kv_proto_msgTypes[45]
+	mi := &file_kvpb_kv_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3597,7 +3704,7 @@ func (x *CutInfo) String() string {
 func (*CutInfo) ProtoMessage() {}
 
 func (x *CutInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[45]
+	mi := &file_kvpb_kv_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3610,7 +3717,7 @@ func (x *CutInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CutInfo.ProtoReflect.Descriptor instead.
 func (*CutInfo) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{45}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *CutInfo) GetVersion() uint64 {
@@ -3664,7 +3771,7 @@ type CreateCutRequest struct {
 
 func (x *CreateCutRequest) Reset() {
 	*x = CreateCutRequest{}
-	mi := &file_kvpb_kv_proto_msgTypes[46]
+	mi := &file_kvpb_kv_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3676,7 +3783,7 @@ func (x *CreateCutRequest) String() string {
 func (*CreateCutRequest) ProtoMessage() {}
 
 func (x *CreateCutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[46]
+	mi := &file_kvpb_kv_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3689,7 +3796,7 @@ func (x *CreateCutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCutRequest.ProtoReflect.Descriptor instead.
 func (*CreateCutRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{46}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CreateCutRequest) GetHeader() *RequestHeader {
@@ -3709,7 +3816,7 @@ type CreateCutResponse struct {
 
 func (x *CreateCutResponse) Reset() {
 	*x = CreateCutResponse{}
-	mi := &file_kvpb_kv_proto_msgTypes[47]
+	mi := &file_kvpb_kv_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3721,7 +3828,7 @@ func (x *CreateCutResponse) String() string {
 func (*CreateCutResponse) ProtoMessage() {}
 
 func (x *CreateCutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[47]
+	mi := &file_kvpb_kv_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3734,7 +3841,7 @@ func (x *CreateCutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateCutResponse.ProtoReflect.Descriptor instead.
 func (*CreateCutResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{47}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *CreateCutResponse) GetHeader() *ResponseHeader {
@@ -3762,7 +3869,7 @@ type ListCutsRequest struct {
 
 func (x *ListCutsRequest) Reset() {
 	*x = ListCutsRequest{}
-	mi := &file_kvpb_kv_proto_msgTypes[48]
+	mi := &file_kvpb_kv_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3774,7 +3881,7 @@ func (x *ListCutsRequest) String() string {
 func (*ListCutsRequest) ProtoMessage() {}
 
 func (x *ListCutsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[48]
+	mi := &file_kvpb_kv_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3787,7 +3894,7 @@ func (x *ListCutsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCutsRequest.ProtoReflect.Descriptor instead.
 func (*ListCutsRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{48}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListCutsRequest) GetHeader() *RequestHeader {
@@ -3814,7 +3921,7 @@ type ListCutsResponse struct {
 
 func (x *ListCutsResponse) Reset() {
 	*x = ListCutsResponse{}
-	mi := &file_kvpb_kv_proto_msgTypes[49]
+	mi := &file_kvpb_kv_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3826,7 +3933,7 @@ func (x *ListCutsResponse) String() string {
 func (*ListCutsResponse) ProtoMessage() {}
 
 func (x *ListCutsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[49]
+	mi := &file_kvpb_kv_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3839,7 +3946,7 @@ func (x *ListCutsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListCutsResponse.ProtoReflect.Descriptor instead.
 func (*ListCutsResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{49}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListCutsResponse) GetHeader() *ResponseHeader {
@@ -3866,7 +3973,7 @@ type GetCutRequest struct {
 
 func (x *GetCutRequest) Reset() {
 	*x = GetCutRequest{}
-	mi := &file_kvpb_kv_proto_msgTypes[50]
+	mi := &file_kvpb_kv_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3878,7 +3985,7 @@ func (x *GetCutRequest) String() string {
 func (*GetCutRequest) ProtoMessage() {}
 
 func (x *GetCutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[50]
+	mi := &file_kvpb_kv_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3891,7 +3998,7 @@ func (x *GetCutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCutRequest.ProtoReflect.Descriptor instead.
 func (*GetCutRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{50}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GetCutRequest) GetHeader() *RequestHeader {
@@ -3918,7 +4025,7 @@ type GetCutResponse struct {
 
 func (x *GetCutResponse) Reset() {
 	*x = GetCutResponse{}
-	mi := &file_kvpb_kv_proto_msgTypes[51]
+	mi := &file_kvpb_kv_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3930,7 +4037,7 @@ func (x *GetCutResponse) String() string {
 func (*GetCutResponse) ProtoMessage() {}
 
 func (x *GetCutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[51]
+	mi := &file_kvpb_kv_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3943,7 +4050,7 @@ func (x *GetCutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetCutResponse.ProtoReflect.Descriptor instead.
 func (*GetCutResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{51}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *GetCutResponse) GetHeader() *ResponseHeader {
@@ -3969,7 +4076,7 @@ type CheckRequest struct {
 
 func (x *CheckRequest) Reset() {
 	*x = CheckRequest{}
-	mi := &file_kvpb_kv_proto_msgTypes[52]
+	mi := &file_kvpb_kv_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3981,7 +4088,7 @@ func (x *CheckRequest) String() string {
 func (*CheckRequest) ProtoMessage() {}
 
 func (x *CheckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[52]
+	mi := &file_kvpb_kv_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3994,7 +4101,7 @@ func (x *CheckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckRequest.ProtoReflect.Descriptor instead.
 func (*CheckRequest) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{52}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CheckRequest) GetHeader() *RequestHeader {
@@ -4017,7 +4124,7 @@ type ReplicaHash struct {
 
 func (x *ReplicaHash) Reset() {
 	*x = ReplicaHash{}
-	mi := &file_kvpb_kv_proto_msgTypes[53]
+	mi := &file_kvpb_kv_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4029,7 +4136,7 @@ func (x *ReplicaHash) String() string {
 func (*ReplicaHash) ProtoMessage() {}
 
 func (x *ReplicaHash) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[53]
+	mi := &file_kvpb_kv_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4042,7 +4149,7 @@ func (x *ReplicaHash) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplicaHash.ProtoReflect.Descriptor instead.
 func (*ReplicaHash) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{53}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ReplicaHash) GetNode() string {
@@ -4088,7 +4195,7 @@ type PartitionCheck struct {
 
 func (x *PartitionCheck) Reset() {
 	*x = PartitionCheck{}
-	mi := &file_kvpb_kv_proto_msgTypes[54]
+	mi := &file_kvpb_kv_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4100,7 +4207,7 @@ func (x *PartitionCheck) String() string {
 func (*PartitionCheck) ProtoMessage() {}
 
 func (x *PartitionCheck) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[54]
+	mi := &file_kvpb_kv_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4113,7 +4220,7 @@ func (x *PartitionCheck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionCheck.ProtoReflect.Descriptor instead.
 func (*PartitionCheck) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{54}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *PartitionCheck) GetPartition() uint64 {
@@ -4161,7 +4268,7 @@ type CheckResponse struct {
 
 func (x *CheckResponse) Reset() {
 	*x = CheckResponse{}
-	mi := &file_kvpb_kv_proto_msgTypes[55]
+	mi := &file_kvpb_kv_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4173,7 +4280,7 @@ func (x *CheckResponse) String() string {
 func (*CheckResponse) ProtoMessage() {}
 
 func (x *CheckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_kvpb_kv_proto_msgTypes[55]
+	mi := &file_kvpb_kv_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4186,7 +4293,7 @@ func (x *CheckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CheckResponse.ProtoReflect.Descriptor instead.
 func (*CheckResponse) Descriptor() ([]byte, []int) {
-	return file_kvpb_kv_proto_rawDescGZIP(), []int{55}
+	return file_kvpb_kv_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *CheckResponse) GetHeader() *ResponseHeader {
@@ -4380,7 +4487,7 @@ const file_kvpb_kv_proto_rawDesc = "" +
 	"\x16CreateSnapshotResponse\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.cutkv.kv.v1.ResponseHeaderR\x06header\x129\n" +
 	"\bprogress\x18\x02 \x01(\v2\x1d.cutkv.kv.v1.SnapshotProgressR\bprogress\x129\n" +
-	"\x06result\x18\x03 \x01(\v2!.cutkv.kv.v1.CreateSnapshotResultR\x06result\"\xf9\x01\n" +
+	"\x06result\x18\x03 \x01(\v2!.cutkv.kv.v1.CreateSnapshotResultR\x06result\"\xf9\x02\n" +
 	"\x14CreateSnapshotResult\x125\n" +
 	"\bsnapshot\x18\x01 \x01(\v2\x19.cutkv.kv.v1.SnapshotInfoR\bsnapshot\x12%\n" +
 	"\x0ebytes_uploaded\x18\x02 \x01(\x04R\rbytesUploaded\x12'\n" +
@@ -4388,14 +4495,17 @@ const file_kvpb_kv_proto_rawDesc = "" +
 	"\rpieces_reused\x18\x04 \x01(\rR\fpiecesReused\x12\x1f\n" +
 	"\vduration_ms\x18\x05 \x01(\x03R\n" +
 	"durationMs\x12\x14\n" +
-	"\x05store\x18\x06 \x01(\tR\x05store\"\x83\x01\n" +
+	"\x05store\x18\x06 \x01(\tR\x05store\x12&\n" +
+	"\x0fbase_file_bytes\x18\a \x01(\x04R\rbaseFileBytes\x12*\n" +
+	"\x11base_files_reused\x18\b \x01(\rR\x0fbaseFilesReused\x12*\n" +
+	"\x11base_bytes_reused\x18\t \x01(\x04R\x0fbaseBytesReused\"\x83\x01\n" +
 	"\rSnapshotPiece\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02lo\x18\x02 \x01(\x04R\x02lo\x12\x0e\n" +
 	"\x02hi\x18\x03 \x01(\x04R\x02hi\x12\x12\n" +
 	"\x04from\x18\x04 \x01(\x04R\x04from\x12\x12\n" +
 	"\x04size\x18\x05 \x01(\x03R\x04size\x12\x16\n" +
-	"\x06sha256\x18\x06 \x01(\tR\x06sha256\"\x83\x02\n" +
+	"\x06sha256\x18\x06 \x01(\tR\x06sha256\"\xc1\x02\n" +
 	"\x11SnapshotPartition\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x04R\tpartition\x12\x10\n" +
 	"\x03pos\x18\x02 \x01(\x04R\x03pos\x12\x10\n" +
@@ -4406,7 +4516,14 @@ const file_kvpb_kv_proto_rawDesc = "" +
 	"\tbase_size\x18\x06 \x01(\x03R\bbaseSize\x12\x1f\n" +
 	"\vbase_sha256\x18\a \x01(\tR\n" +
 	"baseSha256\x122\n" +
-	"\x06pieces\x18\b \x03(\v2\x1a.cutkv.kv.v1.SnapshotPieceR\x06pieces\"\xba\x02\n" +
+	"\x06pieces\x18\b \x03(\v2\x1a.cutkv.kv.v1.SnapshotPieceR\x06pieces\x12<\n" +
+	"\n" +
+	"base_files\x18\t \x03(\v2\x1d.cutkv.kv.v1.SnapshotBaseFileR\tbaseFiles\"f\n" +
+	"\x10SnapshotBaseFile\x12\x12\n" +
+	"\x04file\x18\x01 \x01(\tR\x04file\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
+	"\x04size\x18\x03 \x01(\x03R\x04size\x12\x16\n" +
+	"\x06sha256\x18\x04 \x01(\tR\x06sha256\"\xba\x02\n" +
 	"\fSnapshotInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1f\n" +
 	"\vcut_version\x18\x02 \x01(\x04R\n" +
@@ -4553,7 +4670,7 @@ func file_kvpb_kv_proto_rawDescGZIP() []byte {
 }
 
 var file_kvpb_kv_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_kvpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 56)
+var file_kvpb_kv_proto_msgTypes = make([]protoimpl.MessageInfo, 57)
 var file_kvpb_kv_proto_goTypes = []any{
 	(MemberState)(0),               // 0: cutkv.kv.v1.MemberState
 	(CutState)(0),                  // 1: cutkv.kv.v1.CutState
@@ -4590,31 +4707,32 @@ var file_kvpb_kv_proto_goTypes = []any{
 	(*CreateSnapshotResult)(nil),   // 32: cutkv.kv.v1.CreateSnapshotResult
 	(*SnapshotPiece)(nil),          // 33: cutkv.kv.v1.SnapshotPiece
 	(*SnapshotPartition)(nil),      // 34: cutkv.kv.v1.SnapshotPartition
-	(*SnapshotInfo)(nil),           // 35: cutkv.kv.v1.SnapshotInfo
-	(*ListSnapshotsRequest)(nil),   // 36: cutkv.kv.v1.ListSnapshotsRequest
-	(*ListSnapshotsResponse)(nil),  // 37: cutkv.kv.v1.ListSnapshotsResponse
-	(*GetSnapshotRequest)(nil),     // 38: cutkv.kv.v1.GetSnapshotRequest
-	(*GetSnapshotResponse)(nil),    // 39: cutkv.kv.v1.GetSnapshotResponse
-	(*CheckSnapshotRequest)(nil),   // 40: cutkv.kv.v1.CheckSnapshotRequest
-	(*CheckSnapshotResponse)(nil),  // 41: cutkv.kv.v1.CheckSnapshotResponse
-	(*DeleteSnapshotRequest)(nil),  // 42: cutkv.kv.v1.DeleteSnapshotRequest
-	(*PruneSnapshotsRequest)(nil),  // 43: cutkv.kv.v1.PruneSnapshotsRequest
-	(*SnapshotGCResponse)(nil),     // 44: cutkv.kv.v1.SnapshotGCResponse
-	(*CheckpointRequest)(nil),      // 45: cutkv.kv.v1.CheckpointRequest
-	(*GroupCheckpoint)(nil),        // 46: cutkv.kv.v1.GroupCheckpoint
-	(*CheckpointResponse)(nil),     // 47: cutkv.kv.v1.CheckpointResponse
-	(*CutPartition)(nil),           // 48: cutkv.kv.v1.CutPartition
-	(*CutInfo)(nil),                // 49: cutkv.kv.v1.CutInfo
-	(*CreateCutRequest)(nil),       // 50: cutkv.kv.v1.CreateCutRequest
-	(*CreateCutResponse)(nil),      // 51: cutkv.kv.v1.CreateCutResponse
-	(*ListCutsRequest)(nil),        // 52: cutkv.kv.v1.ListCutsRequest
-	(*ListCutsResponse)(nil),       // 53: cutkv.kv.v1.ListCutsResponse
-	(*GetCutRequest)(nil),          // 54: cutkv.kv.v1.GetCutRequest
-	(*GetCutResponse)(nil),         // 55: cutkv.kv.v1.GetCutResponse
-	(*CheckRequest)(nil),           // 56: cutkv.kv.v1.CheckRequest
-	(*ReplicaHash)(nil),            // 57: cutkv.kv.v1.ReplicaHash
-	(*PartitionCheck)(nil),         // 58: cutkv.kv.v1.PartitionCheck
-	(*CheckResponse)(nil),          // 59: cutkv.kv.v1.CheckResponse
+	(*SnapshotBaseFile)(nil),       // 35: cutkv.kv.v1.SnapshotBaseFile
+	(*SnapshotInfo)(nil),           // 36: cutkv.kv.v1.SnapshotInfo
+	(*ListSnapshotsRequest)(nil),   // 37: cutkv.kv.v1.ListSnapshotsRequest
+	(*ListSnapshotsResponse)(nil),  // 38: cutkv.kv.v1.ListSnapshotsResponse
+	(*GetSnapshotRequest)(nil),     // 39: cutkv.kv.v1.GetSnapshotRequest
+	(*GetSnapshotResponse)(nil),    // 40: cutkv.kv.v1.GetSnapshotResponse
+	(*CheckSnapshotRequest)(nil),   // 41: cutkv.kv.v1.CheckSnapshotRequest
+	(*CheckSnapshotResponse)(nil),  // 42: cutkv.kv.v1.CheckSnapshotResponse
+	(*DeleteSnapshotRequest)(nil),  // 43: cutkv.kv.v1.DeleteSnapshotRequest
+	(*PruneSnapshotsRequest)(nil),  // 44: cutkv.kv.v1.PruneSnapshotsRequest
+	(*SnapshotGCResponse)(nil),     // 45: cutkv.kv.v1.SnapshotGCResponse
+	(*CheckpointRequest)(nil),      // 46: cutkv.kv.v1.CheckpointRequest
+	(*GroupCheckpoint)(nil),        // 47: cutkv.kv.v1.GroupCheckpoint
+	(*CheckpointResponse)(nil),     // 48: cutkv.kv.v1.CheckpointResponse
+	(*CutPartition)(nil),           // 49: cutkv.kv.v1.CutPartition
+	(*CutInfo)(nil),                // 50: cutkv.kv.v1.CutInfo
+	(*CreateCutRequest)(nil),       // 51: cutkv.kv.v1.CreateCutRequest
+	(*CreateCutResponse)(nil),      // 52: cutkv.kv.v1.CreateCutResponse
+	(*ListCutsRequest)(nil),        // 53: cutkv.kv.v1.ListCutsRequest
+	(*ListCutsResponse)(nil),       // 54: cutkv.kv.v1.ListCutsResponse
+	(*GetCutRequest)(nil),          // 55: cutkv.kv.v1.GetCutRequest
+	(*GetCutResponse)(nil),         // 56: cutkv.kv.v1.GetCutResponse
+	(*CheckRequest)(nil),           // 57: cutkv.kv.v1.CheckRequest
+	(*ReplicaHash)(nil),            // 58: cutkv.kv.v1.ReplicaHash
+	(*PartitionCheck)(nil),         // 59: cutkv.kv.v1.PartitionCheck
+	(*CheckResponse)(nil),          // 60: cutkv.kv.v1.CheckResponse
 }
 var file_kvpb_kv_proto_depIdxs = []int32{
 	4,  // 0: cutkv.kv.v1.GetRequest.header:type_name -> cutkv.kv.v1.RequestHeader
@@ -4660,43 +4778,44 @@ var file_kvpb_kv_proto_depIdxs = []int32{
 	5,  // 40: cutkv.kv.v1.CreateSnapshotResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
 	30, // 41: cutkv.kv.v1.CreateSnapshotResponse.progress:type_name -> cutkv.kv.v1.SnapshotProgress
 	32, // 42: cutkv.kv.v1.CreateSnapshotResponse.result:type_name -> cutkv.kv.v1.CreateSnapshotResult
-	35, // 43: cutkv.kv.v1.CreateSnapshotResult.snapshot:type_name -> cutkv.kv.v1.SnapshotInfo
+	36, // 43: cutkv.kv.v1.CreateSnapshotResult.snapshot:type_name -> cutkv.kv.v1.SnapshotInfo
 	33, // 44: cutkv.kv.v1.SnapshotPartition.pieces:type_name -> cutkv.kv.v1.SnapshotPiece
-	34, // 45: cutkv.kv.v1.SnapshotInfo.partitions:type_name -> cutkv.kv.v1.SnapshotPartition
-	4,  // 46: cutkv.kv.v1.ListSnapshotsRequest.header:type_name -> cutkv.kv.v1.RequestHeader
-	5,  // 47: cutkv.kv.v1.ListSnapshotsResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
-	35, // 48: cutkv.kv.v1.ListSnapshotsResponse.snapshots:type_name -> cutkv.kv.v1.SnapshotInfo
-	4,  // 49: cutkv.kv.v1.GetSnapshotRequest.header:type_name -> cutkv.kv.v1.RequestHeader
-	5,  // 50: cutkv.kv.v1.GetSnapshotResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
-	35, // 51: cutkv.kv.v1.GetSnapshotResponse.snapshot:type_name -> cutkv.kv.v1.SnapshotInfo
-	4,  // 52: cutkv.kv.v1.CheckSnapshotRequest.header:type_name -> cutkv.kv.v1.RequestHeader
-	5,  // 53: cutkv.kv.v1.CheckSnapshotResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
-	4,  // 54: cutkv.kv.v1.DeleteSnapshotRequest.header:type_name -> cutkv.kv.v1.RequestHeader
-	4,  // 55: cutkv.kv.v1.PruneSnapshotsRequest.header:type_name -> cutkv.kv.v1.RequestHeader
-	5,  // 56: cutkv.kv.v1.SnapshotGCResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
-	4,  // 57: cutkv.kv.v1.CheckpointRequest.header:type_name -> cutkv.kv.v1.RequestHeader
-	5,  // 58: cutkv.kv.v1.CheckpointResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
-	46, // 59: cutkv.kv.v1.CheckpointResponse.groups:type_name -> cutkv.kv.v1.GroupCheckpoint
-	1,  // 60: cutkv.kv.v1.CutInfo.state:type_name -> cutkv.kv.v1.CutState
-	48, // 61: cutkv.kv.v1.CutInfo.partitions:type_name -> cutkv.kv.v1.CutPartition
-	4,  // 62: cutkv.kv.v1.CreateCutRequest.header:type_name -> cutkv.kv.v1.RequestHeader
-	5,  // 63: cutkv.kv.v1.CreateCutResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
-	49, // 64: cutkv.kv.v1.CreateCutResponse.cut:type_name -> cutkv.kv.v1.CutInfo
-	4,  // 65: cutkv.kv.v1.ListCutsRequest.header:type_name -> cutkv.kv.v1.RequestHeader
-	5,  // 66: cutkv.kv.v1.ListCutsResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
-	49, // 67: cutkv.kv.v1.ListCutsResponse.cuts:type_name -> cutkv.kv.v1.CutInfo
-	4,  // 68: cutkv.kv.v1.GetCutRequest.header:type_name -> cutkv.kv.v1.RequestHeader
-	5,  // 69: cutkv.kv.v1.GetCutResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
-	49, // 70: cutkv.kv.v1.GetCutResponse.cut:type_name -> cutkv.kv.v1.CutInfo
-	4,  // 71: cutkv.kv.v1.CheckRequest.header:type_name -> cutkv.kv.v1.RequestHeader
-	57, // 72: cutkv.kv.v1.PartitionCheck.replicas:type_name -> cutkv.kv.v1.ReplicaHash
-	5,  // 73: cutkv.kv.v1.CheckResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
-	58, // 74: cutkv.kv.v1.CheckResponse.partitions:type_name -> cutkv.kv.v1.PartitionCheck
-	75, // [75:75] is the sub-list for method output_type
-	75, // [75:75] is the sub-list for method input_type
-	75, // [75:75] is the sub-list for extension type_name
-	75, // [75:75] is the sub-list for extension extendee
-	0,  // [0:75] is the sub-list for field type_name
+	35, // 45: cutkv.kv.v1.SnapshotPartition.base_files:type_name -> cutkv.kv.v1.SnapshotBaseFile
+	34, // 46: cutkv.kv.v1.SnapshotInfo.partitions:type_name -> cutkv.kv.v1.SnapshotPartition
+	4,  // 47: cutkv.kv.v1.ListSnapshotsRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	5,  // 48: cutkv.kv.v1.ListSnapshotsResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	36, // 49: cutkv.kv.v1.ListSnapshotsResponse.snapshots:type_name -> cutkv.kv.v1.SnapshotInfo
+	4,  // 50: cutkv.kv.v1.GetSnapshotRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	5,  // 51: cutkv.kv.v1.GetSnapshotResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	36, // 52: cutkv.kv.v1.GetSnapshotResponse.snapshot:type_name -> cutkv.kv.v1.SnapshotInfo
+	4,  // 53: cutkv.kv.v1.CheckSnapshotRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	5,  // 54: cutkv.kv.v1.CheckSnapshotResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	4,  // 55: cutkv.kv.v1.DeleteSnapshotRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	4,  // 56: cutkv.kv.v1.PruneSnapshotsRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	5,  // 57: cutkv.kv.v1.SnapshotGCResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	4,  // 58: cutkv.kv.v1.CheckpointRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	5,  // 59: cutkv.kv.v1.CheckpointResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	47, // 60: cutkv.kv.v1.CheckpointResponse.groups:type_name -> cutkv.kv.v1.GroupCheckpoint
+	1,  // 61: cutkv.kv.v1.CutInfo.state:type_name -> cutkv.kv.v1.CutState
+	49, // 62: cutkv.kv.v1.CutInfo.partitions:type_name -> cutkv.kv.v1.CutPartition
+	4,  // 63: cutkv.kv.v1.CreateCutRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	5,  // 64: cutkv.kv.v1.CreateCutResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	50, // 65: cutkv.kv.v1.CreateCutResponse.cut:type_name -> cutkv.kv.v1.CutInfo
+	4,  // 66: cutkv.kv.v1.ListCutsRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	5,  // 67: cutkv.kv.v1.ListCutsResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	50, // 68: cutkv.kv.v1.ListCutsResponse.cuts:type_name -> cutkv.kv.v1.CutInfo
+	4,  // 69: cutkv.kv.v1.GetCutRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	5,  // 70: cutkv.kv.v1.GetCutResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	50, // 71: cutkv.kv.v1.GetCutResponse.cut:type_name -> cutkv.kv.v1.CutInfo
+	4,  // 72: cutkv.kv.v1.CheckRequest.header:type_name -> cutkv.kv.v1.RequestHeader
+	58, // 73: cutkv.kv.v1.PartitionCheck.replicas:type_name -> cutkv.kv.v1.ReplicaHash
+	5,  // 74: cutkv.kv.v1.CheckResponse.header:type_name -> cutkv.kv.v1.ResponseHeader
+	59, // 75: cutkv.kv.v1.CheckResponse.partitions:type_name -> cutkv.kv.v1.PartitionCheck
+	76, // [76:76] is the sub-list for method output_type
+	76, // [76:76] is the sub-list for method input_type
+	76, // [76:76] is the sub-list for extension type_name
+	76, // [76:76] is the sub-list for extension extendee
+	0,  // [0:76] is the sub-list for field type_name
 }
 
 func init() { file_kvpb_kv_proto_init() }
@@ -4726,7 +4845,7 @@ func file_kvpb_kv_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_kvpb_kv_proto_rawDesc), len(file_kvpb_kv_proto_rawDesc)),
 			NumEnums:      4,
-			NumMessages:   56,
+			NumMessages:   57,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
