@@ -1,6 +1,5 @@
 package snapshot
 
-
 // Stored is what a store's snapshots hold of one partition: the bases, by
 // index, and every distinct piece.
 type Stored struct {
