@@ -1,8 +1,10 @@
 package checkpoint
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -193,4 +195,92 @@ func flipByte(t *testing.T, path string, off int) {
 	}
 	b[off] ^= 0x40
 	must(t, os.WriteFile(path, b, 0o640))
+}
+
+// TestArchiveRoundTrip: a checkpoint directory shipped as an archive
+// arrives as the same directory under its name; any damage to the stream
+// (a flipped byte anywhere, a truncation, extra bytes, another index) is
+// refused and leaves nothing.
+func TestArchiveRoundTrip(t *testing.T) {
+	src := t.TempDir()
+	meta := Meta{Partition: 2, Index: 77, Term: 3}
+	tmp := fakeCheckpoint(t, src, meta, map[string]string{"000004.sst": "sst four", "000007.sst": "sst seven!", "MANIFEST-000001": "m", "marker.x": ""})
+	m, files, err := Seal(tmp, meta, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := WriteArchive(&buf, filepath.Join(src, m.Name())); err != nil {
+		t.Fatal(err)
+	}
+	archive := buf.Bytes()
+	if !IsArchive(archive) {
+		t.Fatal("not recognized as an archive")
+	}
+	dst := t.TempDir()
+	path, got, err := ReadArchive(bytes.NewReader(archive), filepath.Join(dst, "in"), Materialization{Partition: 2, Index: 77})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != meta || filepath.Base(path) != m.Name() {
+		t.Fatalf("received %+v at %s", got, path)
+	}
+	if _, gf, err := VerifyDir(path); err != nil || !slices.Equal(gf, files) {
+		t.Fatalf("received directory: %v %v", gf, err)
+	}
+	must(t, os.RemoveAll(path))
+
+	bad := map[string][]byte{
+		"truncated": archive[:len(archive)-3],
+		"extra":     append(slices.Clone(archive), 'x'),
+		"header":    archive[:10],
+	}
+	for i := 0; i < len(archive); i += 7 {
+		b := slices.Clone(archive)
+		b[i] ^= 0x20
+		bad[fmt.Sprintf("byte %d", i)] = b
+	}
+	for name, b := range bad {
+		if _, _, err := ReadArchive(bytes.NewReader(b), filepath.Join(dst, "in"), Materialization{Partition: 2, Index: 77}); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+		if es, _ := os.ReadDir(dst); len(es) != 0 {
+			t.Fatalf("%s: left %v", name, es)
+		}
+	}
+	if _, _, err := ReadArchive(bytes.NewReader(archive), filepath.Join(dst, "in"), Materialization{Partition: 2, Index: 78}); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("archive of another index: %v", err)
+	}
+}
+
+func FuzzReadArchive(f *testing.F) {
+	dir := f.TempDir()
+	meta := Meta{Partition: 1, Index: 5, Term: 1}
+	tmp := TempDir(dir, meta)
+	if err := os.Mkdir(tmp, 0o750); err != nil {
+		f.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "000001.sst"), []byte("abc"), 0o640); err != nil {
+		f.Fatal(err)
+	}
+	m, _, err := Seal(tmp, meta, "")
+	if err != nil {
+		f.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := WriteArchive(&buf, filepath.Join(dir, m.Name())); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(buf.Bytes())
+	f.Fuzz(func(t *testing.T, b []byte) {
+		out := t.TempDir()
+		path, _, err := ReadArchive(bytes.NewReader(b), filepath.Join(out, "in"), Materialization{Partition: 1, Index: 5})
+		if err != nil {
+			return
+		}
+		// What is accepted verifies.
+		if _, _, err := VerifyDir(path); err != nil {
+			t.Fatalf("accepted archive does not verify: %v", err)
+		}
+	})
 }

@@ -269,10 +269,23 @@ func (s *Store) fetchedPath(group, index uint64) string {
 	return filepath.Join(s.fetchedDir(), checkpoint.Materialization{Partition: group, Index: index}.Name())
 }
 
+// fetchedAt returns the fetched materialization of group at index, a file
+// or a checkpoint directory, if there is one.
+func (s *Store) fetchedAt(group, index uint64) (checkpoint.Materialization, bool) {
+	for _, dir := range []bool{true, false} {
+		m := checkpoint.Materialization{Partition: group, Index: index, Dir: dir}
+		if _, err := os.Stat(filepath.Join(s.fetchedDir(), m.Name())); err == nil {
+			return m, true
+		}
+	}
+	return checkpoint.Materialization{}, false
+}
+
 // adoptFetched moves a fetched materialization whose install the WAL
 // records into MaterializeDir, durably.
-func (s *Store) adoptFetched(group, index uint64) error {
-	from, to := s.fetchedPath(group, index), s.MaterializationPath(group, index)
+func (s *Store) adoptFetched(m checkpoint.Materialization) error {
+	group := m.Partition
+	from, to := filepath.Join(s.fetchedDir(), m.Name()), filepath.Join(s.cfg.MaterializeDir, m.Name())
 	if err := checkpoint.OS.Rename(from, to); err != nil {
 		return fmt.Errorf("raftstore: group %d: moving the installed snapshot %s into place: %w", group, from, err)
 	}
@@ -312,8 +325,8 @@ func (s *Store) settleFetched(logs map[uint64]*groupLog) error {
 	for group, mats := range all {
 		for _, m := range mats {
 			if l := logs[group]; l != nil && l.Installed.GetIndex() == m.Index {
-				if _, err := os.Stat(s.MaterializationPath(group, m.Index)); errors.Is(err, os.ErrNotExist) {
-					if err := s.adoptFetched(group, m.Index); err != nil {
+				if _, err := os.Stat(filepath.Join(s.cfg.MaterializeDir, m.Name())); errors.Is(err, os.ErrNotExist) {
+					if err := s.adoptFetched(m); err != nil {
 						return err
 					}
 					s.log.Info("finished installing a raft snapshot that a crash interrupted", "group", group, "index", m.Index)
@@ -658,13 +671,14 @@ func (s *Store) haveSnapshotFile(from, group uint64, m *raftpb.Message) bool {
 		s.log.Warn("dropping a raft snapshot this node cannot install", "group", group, "from", from)
 		return false
 	}
-	if _, err := os.Stat(s.MaterializationPath(group, idx)); err == nil {
+	if _, err := s.FindMaterialization(group, idx); err == nil {
+		return true
+	}
+	if _, ok := s.fetchedAt(group, idx); ok {
 		return true
 	}
 	path := s.fetchedPath(group, idx)
-	if _, err := os.Stat(path); err == nil {
-		return true
-	}
+	_, dirOK := checkpointerOf(s.groups[group].sm)
 	if s.cfg.Fetch == nil {
 		return false
 	}
@@ -687,7 +701,7 @@ func (s *Store) haveSnapshotFile(from, group uint64, m *raftpb.Message) bool {
 		ctx, cancel := context.WithTimeout(context.Background(), snapshotFetchWait)
 		defer cancel()
 		start := time.Now()
-		if err := s.cfg.Fetch(ctx, from, group, idx, path); err != nil {
+		if err := s.cfg.Fetch(ctx, from, group, idx, path, dirOK); err != nil {
 			s.log.Warn("fetching a raft snapshot's materialization failed; the leader will send it again", "group", group, "index", idx, "from", from, "err", err)
 			return
 		}

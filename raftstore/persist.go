@@ -3,7 +3,7 @@ package raftstore
 import (
 	"errors"
 	"fmt"
-	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 
@@ -443,24 +443,30 @@ type entryRec struct {
 // and hands the snapshot to raft storage.
 type install struct {
 	mk      *internalpb.MaterializedMark
+	m       checkpoint.Materialization
 	path    string
 	fetched bool
 }
 
 func (p *persister) loadSnapshot(g *group, snap *raftpb.Snapshot) (*install, wal.Record, error) {
 	md := snap.GetMetadata()
-	// The file is in MaterializeDir if this node had it already, else it
-	// was fetched: it moves into MaterializeDir once the mark is written.
-	in := &install{path: p.s.MaterializationPath(g.id, md.GetIndex())}
-	if _, err := os.Stat(in.path); err != nil {
-		in.path, in.fetched = p.s.fetchedPath(g.id, md.GetIndex()), true
-	}
-	r, err := checkpoint.Open(in.path)
+	// The materialization is in MaterializeDir if this node had it
+	// already, else it was fetched: it moves into MaterializeDir once the
+	// mark is written.
+	m, err := p.s.FindMaterialization(g.id, md.GetIndex())
+	in := &install{m: m, path: filepath.Join(p.s.cfg.MaterializeDir, m.Name())}
 	if err != nil {
-		return nil, wal.Record{}, fmt.Errorf("raftstore: group %d: install snapshot at %d: %w", g.id, md.GetIndex(), err)
+		fm, ok := p.s.fetchedAt(g.id, md.GetIndex())
+		if !ok {
+			return nil, wal.Record{}, fmt.Errorf("raftstore: group %d: install snapshot at %d: no materialization of it here or fetched", g.id, md.GetIndex())
+		}
+		in.m, in.path, in.fetched = fm, filepath.Join(p.s.fetchedDir(), fm.Name()), true
 	}
-	err = g.sm.LoadImage(r)
-	r.Close()
+	if in.m.Dir {
+		_, err = loadCheckpointDir(g.sm, in.path, 0)
+	} else {
+		_, err = loadImageFile(g.sm, in.path, 0)
+	}
 	if err != nil {
 		return nil, wal.Record{}, fmt.Errorf("raftstore: group %d: install snapshot at %d from %s: %w", g.id, md.GetIndex(), in.path, err)
 	}
@@ -476,10 +482,10 @@ func (p *persister) finishInstall(g *group, snap *raftpb.Snapshot, in *install) 
 	md, mk, path := snap.GetMetadata(), in.mk, in.path
 	if in.fetched {
 		// A crash before this is finished at Open (settleFetched).
-		if err := p.s.adoptFetched(g.id, md.GetIndex()); err != nil {
+		if err := p.s.adoptFetched(in.m); err != nil {
 			return err
 		}
-		path = p.s.MaterializationPath(g.id, md.GetIndex())
+		path = filepath.Join(p.s.cfg.MaterializeDir, in.m.Name())
 		p.s.removeFetched(g.id, md.GetIndex())
 	}
 	if err := g.storage.ApplySnapshot(snap); err != nil && !errors.Is(err, raft.ErrSnapOutOfDate) {

@@ -121,9 +121,12 @@ type Config struct {
 	// materialization as a raft snapshot. Default 5000.
 	CatchUpEntries uint64
 	// Fetch copies the materialization of group at index from the node
-	// with raft id from into path (a raft snapshot that node sent). Nil:
-	// snapshots from leaders cannot be installed.
-	Fetch func(ctx context.Context, from, group, index uint64, path string) error
+	// with raft id from into path (a raft snapshot that node sent), or,
+	// when dirOK (the group's state machine installs checkpoints) and
+	// that node keeps it as a checkpoint directory, into the checkpoint
+	// directory of that name beside path. Nil: snapshots from leaders
+	// cannot be installed.
+	Fetch func(ctx context.Context, from, group, index uint64, path string, dirOK bool) error
 	// OnFatal is called once, from the loop, when the store cannot go on
 	// (a WAL write or fsync failed, an entry could not be applied, a
 	// leader's commit index lies beyond this node's log: ErrLogBehind).

@@ -283,7 +283,7 @@ func TestOpenSettlesFetched(t *testing.T) {
 // records the install), catches up, and opens from it after a restart.
 func TestLaggingFollowerInstallsSnapshot(t *testing.T) {
 	var c *testCluster
-	fetch := func(ctx context.Context, from, group, index uint64, path string) error {
+	fetch := func(ctx context.Context, from, group, index uint64, path string, _ bool) error {
 		src := c.store(from)
 		if src == nil {
 			return errors.New("node down")

@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -43,9 +44,18 @@ func (s *RaftServer) FetchMaterialization(req *internalpb.FetchMaterializationRe
 	}
 	release := s.store.Pin(req.GetGroup(), req.GetIndex())
 	defer release()
-	path := s.store.MaterializationPath(req.GetGroup(), req.GetIndex())
-	f, err := s.store.MaterializationFile(req.GetGroup(), req.GetIndex())
+	m, err := s.store.FindMaterialization(req.GetGroup(), req.GetIndex())
 	if err != nil {
+		return toStatus(fmt.Errorf("%w: %v", ErrFailedPrecondition, err), "")
+	}
+	var f io.ReadCloser
+	path := s.store.MaterializationPath(req.GetGroup(), req.GetIndex())
+	if m.Dir && req.GetCheckpoint() {
+		path = s.store.CheckpointPath(req.GetGroup(), req.GetIndex())
+		pr, pw := io.Pipe()
+		go func() { pw.CloseWithError(checkpoint.WriteArchive(pw, path)) }()
+		f = pr
+	} else if f, err = s.store.MaterializationFile(req.GetGroup(), req.GetIndex()); err != nil {
 		return toStatus(fmt.Errorf("%w: %v", ErrFailedPrecondition, err), "")
 	}
 	defer f.Close()
@@ -112,20 +122,37 @@ func (s *RaftServer) Materialize(ctx context.Context, req *internalpb.Materializ
 	return out, nil
 }
 
-// FetchMaterialization copies a materialization from member at addr
-// into path: chunks are checked as they arrive, the whole file is
-// verified before it is renamed into place, so path never names a
-// partial or damaged file.
-func FetchMaterialization(ctx context.Context, pool *Pool, member, addr string, clusterID, group, index uint64, path string) error {
+// FetchMaterialization copies a materialization from member at addr into
+// path's directory: chunks are checked as they arrive; a file is verified
+// whole before it is renamed to path, an archive (dirOK: the receiver
+// installs checkpoint directories) file by file before its directory is
+// renamed to the checkpoint's name beside path. Neither name ever holds a
+// partial or damaged materialization.
+func FetchMaterialization(ctx context.Context, pool *Pool, member, addr string, clusterID, group, index uint64, path string, dirOK bool) error {
 	conn, err := pool.Conn(member, addr)
 	if err != nil {
 		return err
 	}
-	stream, err := internalrpc.NewRaftClient(conn).FetchMaterialization(ctx, &internalpb.FetchMaterializationRequest{ClusterId: clusterID, Group: group, Index: index})
+	stream, err := internalrpc.NewRaftClient(conn).FetchMaterialization(ctx, &internalpb.FetchMaterializationRequest{ClusterId: clusterID, Group: group, Index: index, Checkpoint: dirOK})
 	if err != nil {
 		return err
 	}
+	r := bufio.NewReaderSize(&chunkReader{stream: stream, what: fmt.Sprintf("materialization %d@%d from %s", group, index, addr)}, fileChunk)
+	head, err := r.Peek(8)
+	if err != nil {
+		return fmt.Errorf("rpc: materialization %d@%d from %s: %w", group, index, addr, err)
+	}
 	dir := filepath.Dir(path)
+	if checkpoint.IsArchive(head) {
+		if !dirOK {
+			return fmt.Errorf("rpc: materialization %d@%d from %s: a checkpoint archive, which this node did not ask for", group, index, addr)
+		}
+		tmp := filepath.Join(dir, checkpoint.Materialization{Partition: group, Index: index, Dir: true}.Name()+fmt.Sprintf(".tmp-%d", time.Now().UnixNano()))
+		if _, _, err := checkpoint.ReadArchive(r, tmp, checkpoint.Materialization{Partition: group, Index: index}); err != nil {
+			return fmt.Errorf("rpc: materialization %d@%d from %s: %w", group, index, addr, err)
+		}
+		return nil
+	}
 	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return err
@@ -138,20 +165,8 @@ func FetchMaterialization(ctx context.Context, pool *Pool, member, addr string, 
 			os.Remove(tmp)
 		}
 	}()
-	for {
-		c, err := stream.Recv()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return err
-		}
-		if crc32.Checksum(c.GetData(), castagnoli) != c.GetCrc() {
-			return fmt.Errorf("rpc: materialization %d@%d from %s: chunk checksum mismatch", group, index, addr)
-		}
-		if _, err := f.Write(c.GetData()); err != nil {
-			return err
-		}
+	if _, err := io.Copy(f, r); err != nil {
+		return err
 	}
 	if err := f.Sync(); err != nil {
 		return err
@@ -176,6 +191,32 @@ func FetchMaterialization(ctx context.Context, pool *Pool, member, addr string, 
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// chunkReader reads the data of a stream of FileChunks, checking each
+// chunk's CRC-32C.
+type chunkReader struct {
+	stream interface {
+		Recv() (*internalpb.FileChunk, error)
+	}
+	what string
+	buf  []byte
+}
+
+func (c *chunkReader) Read(p []byte) (int, error) {
+	for len(c.buf) == 0 {
+		ch, err := c.stream.Recv()
+		if err != nil {
+			return 0, err
+		}
+		if crc32.Checksum(ch.GetData(), castagnoli) != ch.GetCrc() {
+			return 0, fmt.Errorf("rpc: %s: chunk checksum mismatch", c.what)
+		}
+		c.buf = ch.GetData()
+	}
+	n := copy(p, c.buf)
+	c.buf = c.buf[n:]
+	return n, nil
 }
 
 // Checkpoint materializes every group on every node now.

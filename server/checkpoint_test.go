@@ -198,6 +198,25 @@ func TestLaggingFollowerGetsSnapshot(t *testing.T) {
 	if len(mats) == 0 {
 		t.Fatalf("the lagging node holds no materialization: it did not catch up from a snapshot")
 	}
+	// Partitions on Pebble: what was installed is the leader's checkpoint
+	// directory, shipped file by file, not an image.
+	for g, ms := range mats {
+		if g == 0 {
+			continue
+		}
+		for _, m := range ms {
+			if !m.Dir {
+				t.Fatalf("partition %d installed %s: an image file, not the leader's checkpoint", g, m.Name())
+			}
+			if _, _, err := checkpoint.VerifyDir(filepath.Join(dir, m.Name())); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	// It restarts from the installed checkpoints.
+	c.Stop(2)
+	c.Restart(2)
+	readAll(t, c, 2, want)
 }
 
 // TestDamagedMaterialization: a node whose newest materialization of a

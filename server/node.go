@@ -136,7 +136,8 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	if n.self.RaftID == 0 {
 		return nil, fmt.Errorf("%w: node %q is not a member of cluster %s", ErrConfig, cfg.ID, topology.FormatClusterID(n.layout.ClusterID))
 	}
-	if n.cfg.MaxConnections, err = fileLimitConns(cfg.MaxConnections, len(n.layout.GroupsOf(n.self.RaftID)), n.log); err != nil {
+	var tables int
+	if n.cfg.MaxConnections, tables, err = fileLimitConns(cfg.MaxConnections, len(n.layout.GroupsOf(n.self.RaftID)), cfg.Storage == StoragePebble, n.log); err != nil {
 		return nil, err
 	}
 	cfg = n.cfg
@@ -213,7 +214,7 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 				return nil, fmt.Errorf("server: %w", err)
 			}
 		}
-		if n.env, err = engine.NewEnv(engine.EnvConfig{CacheSize: cfg.CacheSize, Logger: n.log}); err != nil {
+		if n.env, err = engine.NewEnv(engine.EnvConfig{CacheSize: cfg.CacheSize, MaxOpenFiles: tables, Logger: n.log}); err != nil {
 			return nil, fmt.Errorf("server: %w", err)
 		}
 		cleanup = append(cleanup, n.closeState)
@@ -260,12 +261,12 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 		MaterializeInterval: cfg.MaterializeInterval,
 		MaterializeBytes:    cfg.MaterializeBytes,
 		CatchUpEntries:      cfg.CatchUpEntries,
-		Fetch: func(ctx context.Context, from, group, index uint64, path string) error {
+		Fetch: func(ctx context.Context, from, group, index uint64, path string, dirOK bool) error {
 			m, ok := n.layout.MemberByRaftID(from)
 			if !ok {
 				return fmt.Errorf("server: no member with raft id %d", from)
 			}
-			return rpc.FetchMaterialization(ctx, n.pool, m.ID, n.peerAddr(m.ID), n.layout.ClusterID, group, index, path)
+			return rpc.FetchMaterialization(ctx, n.pool, m.ID, n.peerAddr(m.ID), n.layout.ClusterID, group, index, path, dirOK)
 		},
 		OnFatal:  n.onFatal,
 		Rejected: func(reason string) { peerRejected.WithLabelValues(reason).Inc() },

@@ -816,10 +816,14 @@ func (*ReleaseSnapshotResponse) Descriptor() ([]byte, []int) {
 }
 
 type FetchMaterializationRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ClusterId     uint64                 `protobuf:"varint,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
-	Group         uint64                 `protobuf:"varint,2,opt,name=group,proto3" json:"group,omitempty"`
-	Index         uint64                 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId uint64                 `protobuf:"varint,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	Group     uint64                 `protobuf:"varint,2,opt,name=group,proto3" json:"group,omitempty"`
+	Index     uint64                 `protobuf:"varint,3,opt,name=index,proto3" json:"index,omitempty"`
+	// The receiver installs checkpoint directories: a materialization kept
+	// as one is sent as an archive of its files (checkpoint.WriteArchive),
+	// not as an image encoded from it.
+	Checkpoint    bool `protobuf:"varint,4,opt,name=checkpoint,proto3" json:"checkpoint,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -873,6 +877,13 @@ func (x *FetchMaterializationRequest) GetIndex() uint64 {
 		return x.Index
 	}
 	return 0
+}
+
+func (x *FetchMaterializationRequest) GetCheckpoint() bool {
+	if x != nil {
+		return x.Checkpoint
+	}
+	return false
 }
 
 type FileChunk struct {
@@ -4186,12 +4197,15 @@ const file_internalpb_internal_proto_rawDesc = "" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12\x10\n" +
 	"\x03pin\x18\x02 \x01(\tR\x03pin\"\x19\n" +
-	"\x17ReleaseSnapshotResponse\"h\n" +
+	"\x17ReleaseSnapshotResponse\"\x88\x01\n" +
 	"\x1bFetchMaterializationRequest\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12\x14\n" +
 	"\x05group\x18\x02 \x01(\x04R\x05group\x12\x14\n" +
-	"\x05index\x18\x03 \x01(\x04R\x05index\"1\n" +
+	"\x05index\x18\x03 \x01(\x04R\x05index\x12\x1e\n" +
+	"\n" +
+	"checkpoint\x18\x04 \x01(\bR\n" +
+	"checkpoint\"1\n" +
 	"\tFileChunk\x12\x12\n" +
 	"\x04data\x18\x01 \x01(\fR\x04data\x12\x10\n" +
 	"\x03crc\x18\x02 \x01(\rR\x03crc\"K\n" +
