@@ -27,13 +27,20 @@ func TestFileLimitConns(t *testing.T) {
 	quiet := slog.New(slog.DiscardHandler)
 	const groups = 5
 	fits := (600 - fdReserve - 4*groups) / 2
-	if got, err := fileLimitConns(0, groups, quiet); err != nil || got != fits {
+	if got, _, err := fileLimitConns(0, groups, false, quiet); err != nil || got != fits {
 		t.Errorf("default under a limit of 600: %d, %v; want %d", got, err, fits)
 	}
-	if got, err := fileLimitConns(fits, groups, quiet); err != nil || got != fits {
+	if got, _, err := fileLimitConns(fits, groups, false, quiet); err != nil || got != fits {
 		t.Errorf("--max-connections %d: %d, %v", fits, got, err)
 	}
-	_, err := fileLimitConns(fits+1, groups, quiet)
+	// On Pebble the SSTs the file cache keeps open count too.
+	if got, tables, err := fileLimitConns(0, groups, true, quiet); err != nil || tables != 150 || got != (600-fdReserve-4*groups-150)/2 {
+		t.Errorf("on Pebble under a limit of 600: %d connections, %d tables, %v", got, tables, err)
+	}
+	if _, _, err := fileLimitConns(fits, groups, true, quiet); !errors.Is(err, ErrConfig) {
+		t.Errorf("--max-connections %d on Pebble: %v, want ErrConfig (the file cache's share)", fits, err)
+	}
+	_, _, err := fileLimitConns(fits+1, groups, false, quiet)
 	if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "ulimit") {
 		t.Errorf("--max-connections %d over a limit of 600: %v, want ErrConfig saying what to do", fits+1, err)
 	}
@@ -41,7 +48,7 @@ func TestFileLimitConns(t *testing.T) {
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := fileLimitConns(0, groups, quiet); !errors.Is(err, ErrConfig) {
+	if _, _, err := fileLimitConns(0, groups, false, quiet); !errors.Is(err, ErrConfig) {
 		t.Errorf("default under a limit of 200: %v, want ErrConfig", err)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -80,4 +82,41 @@ func TestUpgradeFromMemoryState(t *testing.T) {
 	c.Stop(0)
 	c.Restart(0)
 	readAll(t, c, 0, want)
+}
+
+// TestManyPartitionsFitDescriptors: a node with 16 partitions on Pebble
+// keeps its storage's open files within the descriptor budget its
+// --max-connections check reserves: a few per group (the WAL, Pebble's
+// LOCK, MANIFEST and directory) plus the shared file cache's SSTs.
+func TestManyPartitionsFitDescriptors(t *testing.T) {
+	const parts = 16
+	c := clustertest.Start(t, 1, clustertest.Options{Partitions: parts, Configure: smallCheckpoints})
+	writeMany(t, c, "a", 400)
+	checkpointAll(t, c, 0)
+	writeMany(t, c, "b", 400)
+	checkpointAll(t, c, 0)
+	dataDir := c.Config(0).DataDir
+	dirs, err := os.ReadDir(filepath.Join(dataDir, datadir.StateDir))
+	if err != nil || len(dirs) != parts {
+		t.Fatalf("state dirs: %v, %v; want %d", dirs, err, parts)
+	}
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		t.Skip(err)
+	}
+	budget := 4*(parts+1) + int(min(max(rl.Cur/4, 64), 1000))
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip(err)
+	}
+	open := 0
+	for _, fd := range fds {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && strings.HasPrefix(target, dataDir) {
+			open++
+		}
+	}
+	if open == 0 || open > budget {
+		t.Fatalf("%d files of the data dir open, budget %d", open, budget)
+	}
+	t.Logf("%d partitions: %d files of the data dir open (budget %d)", parts, open, budget)
 }

@@ -14,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/cutkv/cutkv/engine"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -160,38 +162,52 @@ const fdReserve = 256
 // what the descriptor limit allows.
 const defaultMaxConnections = 1024
 
+// tableFiles is how many SSTs the partitions' shared file cache keeps
+// open (engine.EnvConfig.MaxOpenFiles), part of the descriptor budget: a
+// quarter of the limit, between 64 and engine.DefaultMaxOpenFiles.
+func tableFiles(limit uint64) int {
+	return int(min(max(limit/4, 64), engine.DefaultMaxOpenFiles))
+}
+
 // fileLimitConns checks --max-connections against the process's file
 // descriptor limit (Go raises the soft limit to the hard one at start),
 // keeping room for the WAL and storage: two listeners, each up to that
-// many connections, plus fdReserve and a few per group. A value given
-// that does not fit is refused; the default (0) is 1024, lowered to fit.
-func fileLimitConns(maxConns, groups int, log *slog.Logger) (int, error) {
+// many connections, plus fdReserve, a few per group and, when the state is
+// on Pebble, the SSTs its file cache keeps open (tableFiles, returned). A
+// value given that does not fit is refused; the default (0) is 1024,
+// lowered to fit.
+func fileLimitConns(maxConns, groups int, pebble bool, log *slog.Logger) (conns, tables int, err error) {
 	var rl syscall.Rlimit
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
 		if maxConns == 0 {
 			maxConns = defaultMaxConnections
 		}
-		return maxConns, nil // not knowable here: nothing to check against
+		return maxConns, engine.DefaultMaxOpenFiles, nil // not knowable here: nothing to check against
 	}
-	fits := (int(min(rl.Cur, 1<<30)) - fdReserve - 4*groups) / 2
+	kept := fdReserve + 4*groups
+	if pebble {
+		tables = tableFiles(rl.Cur)
+		kept += tables
+	}
+	fits := (int(min(rl.Cur, 1<<30)) - kept) / 2
 	if maxConns == 0 {
 		maxConns = defaultMaxConnections
 		if fits < maxConns {
 			if fits < 16 {
-				return 0, fmt.Errorf("%w: the file descriptor limit %d leaves no room for connections beside the WAL and storage (%d kept); raise it (ulimit -n, LimitNOFILE=)",
-					ErrConfig, rl.Cur, fdReserve+4*groups)
+				return 0, 0, fmt.Errorf("%w: the file descriptor limit %d leaves no room for connections beside the WAL and storage (%d kept); raise it (ulimit -n, LimitNOFILE=)",
+					ErrConfig, rl.Cur, kept)
 			}
 			log.Warn("the file descriptor limit is low: each listener takes fewer connections than the default", "max_connections", fits, "rlimit_nofile", rl.Cur)
 			maxConns = fits
 		}
-		return maxConns, nil
+		return maxConns, tables, nil
 	}
 	if maxConns > fits {
-		return 0, fmt.Errorf("%w: --max-connections %d needs %d file descriptors (two listeners, %d kept for the WAL and storage), the limit is %d: "+
+		return 0, 0, fmt.Errorf("%w: --max-connections %d needs %d file descriptors (two listeners, %d kept for the WAL and storage), the limit is %d: "+
 			"lower --max-connections to %d or raise the limit (ulimit -n, LimitNOFILE=)",
-			ErrConfig, maxConns, 2*maxConns+fdReserve+4*groups, fdReserve+4*groups, rl.Cur, max(0, fits))
+			ErrConfig, maxConns, 2*maxConns+kept, kept, rl.Cur, max(0, fits))
 	}
-	return maxConns, nil
+	return maxConns, tables, nil
 }
 
 // connMetrics count the connections each listener holds and refuses.
