@@ -332,3 +332,18 @@ func Eventually(t testing.TB, within time.Duration, cond func() error) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// SoakDuration is how long a soak test runs: CUTKV_SOAK (a Go duration),
+// 10s when unset (make test; make e2e sets minutes).
+func SoakDuration(t testing.TB) time.Duration {
+	t.Helper()
+	s := os.Getenv("CUTKV_SOAK")
+	if s == "" {
+		return 10 * time.Second
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		t.Fatalf("CUTKV_SOAK=%q: want a positive duration such as 10s or 5m (%v)", s, err)
+	}
+	return d
+}
