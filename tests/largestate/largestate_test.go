@@ -8,8 +8,10 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"runtime"
 	"runtime/metrics"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -42,12 +44,22 @@ func heapInUse() uint64 {
 }
 
 // TestStateLargerThanMemory writes incompressible values to a node whose
-// cache is 16 MiB for CUTKV_SOAK, reads a sample back, and checks that
+// cache is 16 MiB for CUTKV_SOAK (or until CUTKV_LARGE_BYTES), reads a sample back, and checks that
 // the Go heap grew by less than a fixed bound (cache, memtables and
 // slack), not with the data: the key-values are on disk. In make test
 // (10 s) the data is a few times the bound; make e2e writes gigabytes.
 func TestStateLargerThanMemory(t *testing.T) {
 	soak := clustertest.SoakDuration(t)
+	// CUTKV_LARGE_BYTES ends it earlier, once that much is written (make
+	// e2e: 10 GiB).
+	var limit int64 = 1 << 62
+	if v := os.Getenv("CUTKV_LARGE_BYTES"); v != "" {
+		l, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || l <= 0 {
+			t.Fatalf("CUTKV_LARGE_BYTES=%q: want a positive number of bytes", v)
+		}
+		limit = l
+	}
 	const parts = 4
 	c := clustertest.Start(t, 1, clustertest.Options{Partitions: parts, Configure: func(_ int, cfg *server.Config) {
 		cfg.CacheSize = 16 << 20
@@ -66,7 +78,7 @@ func TestStateLargerThanMemory(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := 0; time.Now().Before(deadline); i++ {
+			for i := 0; time.Now().Before(deadline) && written.Load() < limit; i++ {
 				k := fmt.Sprintf("w%02d-%08d", w, i)
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				_, err := kv.Put(ctx, &kvpb.PutRequest{Key: []byte(k), Value: value(k)})
@@ -105,7 +117,7 @@ func TestStateLargerThanMemory(t *testing.T) {
 	// CatchUpEntries of 16 KiB below it: 16 MiB), and slack for the
 	// runtime.
 	const bound = 16<<20 + parts*2*4<<20 + parts*16<<20 + 96<<20
-	t.Logf("%d values written (%d MiB, %d failed) in %v; heap %d MiB before, %d MiB after (grew %d MiB, bound %d MiB)",
+	t.Logf("%d values written (%d MiB, %d failed) in at most %v; heap %d MiB before, %d MiB after (grew %d MiB, bound %d MiB)",
 		n.Load(), written.Load()>>20, failed.Load(), soak, before>>20, after>>20, grew>>20, bound>>20)
 	if grew > bound {
 		t.Fatalf("the heap grew by %d MiB for %d MiB written: state is held in memory (bound %d MiB)", grew>>20, written.Load()>>20, bound>>20)
