@@ -136,39 +136,26 @@ func (b *Batch) Close() {
 // image loaded into a fresh directory), whose last batch is committed
 // with Commit. Like Commit it does not sync and closes the batch.
 func (b *Batch) CommitPart() error {
-	defer b.Close()
-	if b.b == nil {
-		if b.err != nil {
-			return b.err
+	return b.applyWithout("partial batch", func(d *DB) error {
+		if cur := d.applied.Load(); cur != 0 {
+			return fmt.Errorf("%w: partition %d: a partial batch into a DB at %d", ErrAppliedNotIncreasing, d.id, cur)
 		}
-		return fmt.Errorf("engine: batch: %w", ErrClosed)
-	}
-	d := b.d
-	if err := d.enter(); err != nil {
-		return err
-	}
-	defer d.life.RUnlock()
-	if b.err != nil {
-		return fmt.Errorf("engine: partition %d: partial batch: %w", d.id, b.err)
-	}
-	d.commitMu.Lock()
-	defer d.commitMu.Unlock()
-	if cur := d.applied.Load(); cur != 0 {
-		return fmt.Errorf("%w: partition %d: a partial batch into a DB at %d", ErrAppliedNotIncreasing, d.id, cur)
-	}
-	if err := d.pdb.Apply(b.b, pebble.NoSync); err != nil {
-		d.setErr("partial commit", err)
-		return d.Err()
-	}
-	return nil
+		return nil
+	})
 }
 
 // CommitInPlace writes the batch without moving the applied index: a
 // change of the state at the index it is at, for a DB rebuilt offline
-// (restore and the cut verifier resolve a cut on the state before its
-// position). Never for a replica's applies, which use Commit. Like Commit
-// it does not sync and closes the batch.
+// (restore resolves a cut on the state before its position). Never for
+// a replica's applies, which use Commit. Like Commit it does not sync and
+// closes the batch.
 func (b *Batch) CommitInPlace() error {
+	return b.applyWithout("batch in place", func(*DB) error { return nil })
+}
+
+// applyWithout writes the batch without touching the applied index, once
+// check (called under the commit lock) allows it, and closes the batch.
+func (b *Batch) applyWithout(what string, check func(*DB) error) error {
 	defer b.Close()
 	if b.b == nil {
 		if b.err != nil {
@@ -182,12 +169,15 @@ func (b *Batch) CommitInPlace() error {
 	}
 	defer d.life.RUnlock()
 	if b.err != nil {
-		return fmt.Errorf("engine: partition %d: batch in place: %w", d.id, b.err)
+		return fmt.Errorf("engine: partition %d: %s: %w", d.id, what, b.err)
 	}
 	d.commitMu.Lock()
 	defer d.commitMu.Unlock()
+	if err := check(d); err != nil {
+		return err
+	}
 	if err := d.pdb.Apply(b.b, pebble.NoSync); err != nil {
-		d.setErr("commit in place", err)
+		d.setErr(what, err)
 		return d.Err()
 	}
 	return nil
