@@ -209,15 +209,23 @@ func (s *Store) OpenMaterialization(group, index uint64) (*checkpoint.Reader, er
 	return r, nil
 }
 
-// loadCheckpointDir verifies the checkpoint directory path and, unless the
-// state machine is already at or past its index (ahead), installs it.
+// loadCheckpointDir checks the checkpoint directory path and, unless the
+// state machine is already at or past its index (ahead), verifies every
+// file's hash and installs it. A state already past it only checks the
+// manifest and the files' sizes: reading the whole state at every start
+// would make a restart cost its size, and whoever reads the files later
+// (an upload, a follower receiving them) checks their hashes.
 func loadCheckpointDir(sm StateMachine, path string, ahead uint64) (checkpoint.Meta, error) {
-	meta, _, err := checkpoint.VerifyDir(path)
+	meta, _, err := checkpoint.ReadManifest(path)
 	if err != nil {
 		return meta, err
 	}
 	if ahead >= meta.Index {
-		return meta, nil
+		_, _, err := checkpoint.CheckDir(path)
+		return meta, err
+	}
+	if _, _, err := checkpoint.VerifyDir(path); err != nil {
+		return meta, err
 	}
 	cp, ok := sm.(Checkpointer)
 	if !ok || !cp.Checkpoints() {

@@ -220,7 +220,8 @@ func TestLaggingFollowerGetsSnapshot(t *testing.T) {
 }
 
 // TestDamagedMaterialization: a node whose newest materialization of a
-// group is damaged falls back to the older one (the WAL is kept from
+// group is damaged, and whose state must be loaded from one (its Pebble
+// directory lost), falls back to the older one (the WAL is kept from
 // there); with every materialization of a group damaged and the WAL
 // truncated, it refuses to start and names the file.
 func TestDamagedMaterialization(t *testing.T) {
@@ -278,7 +279,17 @@ func TestDamagedMaterialization(t *testing.T) {
 		}
 		return name
 	}
+	// A partition on Pebble whose state is past a damaged checkpoint
+	// keeps its state (the damage shows when the checkpoint is read:
+	// an upload, a follower's install); one that lost its state must
+	// install a checkpoint, and falls back to the older one.
+	loseState := func(g uint64) {
+		if err := os.RemoveAll(filepath.Join(c.Config(1).DataDir, datadir.StateDir, fmt.Sprintf("p%04d", g))); err != nil {
+			t.Fatal(err)
+		}
+	}
 	flip(mats[g][1])
+	loseState(g)
 	c.Restart(1)
 	readAll(t, c, 1, want)
 	requireConsistent(t, c, 1)
@@ -292,6 +303,7 @@ func TestDamagedMaterialization(t *testing.T) {
 	for _, m := range mats[g] {
 		damaged = append(damaged, flip(m))
 	}
+	loseState(g)
 	_, err = server.Start(c.Config(1), slog.New(slog.DiscardHandler))
 	if err == nil {
 		t.Fatal("node started with every materialization of a group damaged and its log truncated")
