@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // FormatVersion is the Pebble format major version of every partition DB.
@@ -140,6 +141,55 @@ func (d *DB) setErr(op string, cause error) {
 	d.err = &stoppedError{id: d.id, dir: d.dir, op: op, cause: cause}
 	close(d.stopped)
 	d.log.Error("partition storage stopped", "op", op, "err", cause)
+	if IsCorruption(cause) {
+		if err := markCorrupt(d.env.cfg.FS, d.dir, d.err); err != nil {
+			d.log.Error("could not mark the state corrupt; move the directory aside by hand before restarting", "err", err)
+		}
+	}
+}
+
+// CorruptMarker is the file a DB that found corruption leaves in its
+// directory: the next start (partition.Open) moves the directory aside and
+// rebuilds the state from a materialization and the log, rather than
+// reading the damaged files again.
+const CorruptMarker = "CUTKV-CORRUPT"
+
+// IsCorruption says whether err is damage in the stored data (a Pebble
+// checksum mismatch or malformed file, or a value that does not decode),
+// not a failure of the disk or the process.
+func IsCorruption(err error) bool {
+	return pebble.IsCorruptionError(err) || errors.Is(err, ErrCorrupt)
+}
+
+// Corrupt says whether dir holds a DB that found corruption in its files,
+// and returns what it found.
+func Corrupt(fs vfs.FS, dir string) (string, bool) {
+	f, err := fs.Open(fs.PathJoin(dir, CorruptMarker))
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	b, _ := io.ReadAll(io.LimitReader(f, 4096))
+	return string(b), true
+}
+
+func markCorrupt(fs vfs.FS, dir string, why error) error {
+	f, err := fs.Create(fs.PathJoin(dir, CorruptMarker), vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write([]byte(why.Error())); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return syncDir(fs, dir)
 }
 
 // enter takes the shared life lock and checks the DB is usable. On success

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 
@@ -49,6 +50,39 @@ func Open(env *engine.Env, dir string, id uint64) (*Partition, error) {
 			return nil, fmt.Errorf("partition %d: removing %s: %w", id, stale, err)
 		}
 	}
+	if why, bad := engine.Corrupt(fs, dir); bad {
+		// The last run found damage in these files.
+		if err := moveAside(env, dir, id, why); err != nil {
+			return nil, err
+		}
+	}
+	p, err := openDir(env, dir, id)
+	if err != nil && engine.IsCorruption(err) {
+		// Damage found while opening (the tables are read in full).
+		if err := moveAside(env, dir, id, err.Error()); err != nil {
+			return nil, err
+		}
+		p, err = openDir(env, dir, id)
+	}
+	return p, err
+}
+
+// moveAside keeps a corrupt state directory for a look, under a new name,
+// so that the partition starts from an empty state, which the node
+// rebuilds from a materialization (verified: one sharing a damaged SST
+// is refused) and the log.
+func moveAside(env *engine.Env, dir string, id uint64, why string) error {
+	fs := env.Config().FS
+	aside := fmt.Sprintf("%s.corrupt-%d", dir, time.Now().UnixNano())
+	if err := fs.Rename(dir, aside); err != nil {
+		return fmt.Errorf("partition %d: moving the corrupt state %s aside: %w", id, dir, err)
+	}
+	env.Config().Logger.Warn("partition state is corrupt: moved aside; it is rebuilt from a materialization and the log",
+		"partition", id, "moved_to", aside, "found", why)
+	return nil
+}
+
+func openDir(env *engine.Env, dir string, id uint64) (*Partition, error) {
 	db, err := engine.Open(env, dir, id)
 	if err != nil {
 		return nil, err

@@ -3,8 +3,10 @@ package partition
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -144,5 +146,89 @@ func TestPebbleErrorStops(t *testing.T) {
 	}
 	if _, _, err := p.Get([]byte("a")); err == nil {
 		t.Fatal("a read of a stopped store answered")
+	}
+}
+
+// TestPebbleCorruptionMovedAside: damage in a partition's SST stops it at
+// the read that finds it and marks the directory; the next Open keeps the
+// damaged directory under another name and starts from an empty state (the
+// node rebuilds it from a materialization and its log), instead of reading
+// the damaged files again.
+func TestPebbleCorruptionMovedAside(t *testing.T) {
+	// Damage at the file's start is found by Open (it reads the tables);
+	// in the middle, only among the key-values, by a read.
+	for _, tc := range []struct {
+		name     string
+		from, to float64
+		byRead   bool
+	}{{"found opening", 0, 0.5, false}, {"found reading", 0.25, 0.5, true}} {
+		t.Run(tc.name, func(t *testing.T) { testCorruptionMovedAside(t, tc.from, tc.to, tc.byRead) })
+	}
+}
+
+func testCorruptionMovedAside(t *testing.T, from, to float64, byRead bool) {
+	env := diskEnv(t)
+	dir := filepath.Join(t.TempDir(), "p1")
+	p := openDisk(t, env, dir)
+	var es []imgEntry
+	for i := uint64(1); i <= 200; i++ {
+		es = append(es, mkImgEntry(t, i, put(fmt.Sprintf("key-%04d", i), strings.Repeat("v", 512))))
+	}
+	imgApplyAll(t, p, es)
+	if err := p.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ssts, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
+	if len(ssts) == 0 {
+		t.Fatal("no SST after the flush")
+	}
+	for _, f := range ssts {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := max(64, int(float64(len(b))*from)); i < int(float64(len(b))*to); i += 97 {
+			b[i] ^= 0x55
+		}
+		if err := os.WriteFile(f, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	q, err := Open(env, dir, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if aside, _ := filepath.Glob(dir + ".corrupt-*"); (len(aside) == 0) != byRead {
+		t.Fatalf("damage in [%.2f, %.2f) of the SSTs: moved aside at open: %v", from, to, aside)
+	}
+	if byRead {
+		// The damage was not in what opening reads: a read finds it.
+		_, _, rerr := q.Get([]byte("key-0100"))
+		if rerr == nil {
+			for i := 1; i <= 200 && rerr == nil; i++ {
+				_, _, rerr = q.Get([]byte(fmt.Sprintf("key-%04d", i)))
+			}
+		}
+		if !engine.IsCorruption(rerr) {
+			t.Fatalf("reading damaged SSTs: %v, want a corruption error", rerr)
+		}
+		if _, bad := engine.Corrupt(vfs.Default, dir); !bad {
+			t.Fatal("the corruption was not marked in the directory")
+		}
+		q.Close()
+		if q, err = Open(env, dir, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer q.Close()
+	if q.Applied() != 0 || q.Len() != 0 {
+		t.Fatalf("after the corruption: applied %d, %d keys; want an empty state", q.Applied(), q.Len())
+	}
+	aside, _ := filepath.Glob(dir + ".corrupt-*")
+	if len(aside) != 1 {
+		t.Fatalf("the damaged directory was not kept aside: %v", aside)
 	}
 }
