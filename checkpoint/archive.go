@@ -70,13 +70,13 @@ func copyFile(w io.Writer, path string, size int64) error {
 
 // ReadArchive reads an archive of the materialization want from r into
 // the directory dir (it is made; its parent must exist), fsyncs every file
-// and the directory, and renames it to want's name beside it, returning
-// that path. Every byte is checked: the manifest's bounds and checksum,
-// that it is want's, each file's size and SHA-256, nothing after the last
-// file. On any error nothing is left under either name.
+// and the directory, and renames it to the checkpoint's name beside it,
+// returning that path. Every byte is checked: the manifest's bounds and
+// checksum, that it is want's (want.Index 0: any index of want's
+// partition), each file's size and SHA-256, nothing after the last file.
+// On any error nothing is left under either name.
 func ReadArchive(r io.Reader, dir string, want Materialization) (string, Meta, error) {
 	want.Dir = true
-	final := filepath.Join(filepath.Dir(dir), want.Name())
 	fail := func(format string, args ...any) (string, Meta, error) {
 		return "", Meta{}, &CorruptError{Path: "archive of " + want.Name(), Chunk: -1, Reason: fmt.Sprintf(format, args...)}
 	}
@@ -100,9 +100,11 @@ func ReadArchive(r io.Reader, dir string, want Materialization) (string, Meta, e
 	if err != nil {
 		return "", Meta{}, err
 	}
-	if meta.Partition != want.Partition || meta.Index != want.Index {
+	if meta.Partition != want.Partition || (want.Index != 0 && meta.Index != want.Index) || meta.Index == 0 {
 		return fail("it holds partition %d at %d", meta.Partition, meta.Index)
 	}
+	want.Index = meta.Index
+	final := filepath.Join(filepath.Dir(dir), want.Name())
 	if err := os.Mkdir(dir, 0o750); err != nil {
 		return "", Meta{}, fmt.Errorf("checkpoint: %w", err)
 	}

@@ -146,8 +146,13 @@ func (s *Store) restoreBase(gc GroupConfig, l *groupLog, st *raft.MemoryStorage)
 		if len(refused) > 0 {
 			why = strings.Join(refused, "; ")
 		}
-		return nil, fmt.Errorf("raftstore: group %d: the WAL holds its log only from entry %d and no usable materialization covers what is before (%s): refusing to start with data missing; restore the files or rebuild this node from its peers",
-			gc.ID, firstEntry, why)
+		b, err := s.seedFromPeers(gc, l, st, firstEntry, lastEntry)
+		if err == nil {
+			s.log.Warn("this node's materializations were not usable", "group", gc.ID, "refused", why)
+			return b, nil
+		}
+		return nil, fmt.Errorf("raftstore: group %d: the WAL holds its log only from entry %d and no usable materialization covers what is before (%s), and no peer's could be fetched (%v): refusing to start with data missing; restore the files, start the peers, or rebuild this node from its peers",
+			gc.ID, firstEntry, why, err)
 	}
 	if len(refused) > 0 {
 		s.log.Warn("materializations not usable; replaying the whole log from the WAL", "group", gc.ID, "refused", strings.Join(refused, "; "))

@@ -44,7 +44,19 @@ func (s *RaftServer) FetchMaterialization(req *internalpb.FetchMaterializationRe
 	}
 	release := s.store.Pin(req.GetGroup(), req.GetIndex())
 	defer release()
+	// Index 0 asks for the newest (a replica seeding itself at start).
 	m, err := s.store.FindMaterialization(req.GetGroup(), req.GetIndex())
+	if req.GetIndex() == 0 {
+		var mats []checkpoint.Materialization
+		if mats, err = s.store.Materializations(req.GetGroup()); err == nil {
+			if len(mats) == 0 {
+				err = fmt.Errorf("no materialization of group %d on this node", req.GetGroup())
+			} else {
+				m = mats[len(mats)-1]
+				req.Index = m.Index
+			}
+		}
+	}
 	if err != nil {
 		return toStatus(fmt.Errorf("%w: %v", ErrFailedPrecondition, err), "")
 	}
@@ -123,7 +135,7 @@ func (s *RaftServer) Materialize(ctx context.Context, req *internalpb.Materializ
 }
 
 // FetchMaterialization copies a materialization from member at addr into
-// path's directory: chunks are checked as they arrive; a file is verified
+// path's directory (index 0: that member's newest, named by its index): chunks are checked as they arrive; a file is verified
 // whole before it is renamed to path, an archive (dirOK: the receiver
 // installs checkpoint directories) file by file before its directory is
 // renamed to the checkpoint's name beside path. Neither name ever holds a
@@ -178,8 +190,11 @@ func FetchMaterialization(ctx context.Context, pool *Pool, member, addr string, 
 	if err != nil {
 		return fmt.Errorf("rpc: materialization %d@%d from %s: %w", group, index, addr, err)
 	}
-	if meta.Partition != group || meta.Index != index {
+	if meta.Partition != group || (index != 0 && meta.Index != index) || meta.Index == 0 {
 		return fmt.Errorf("rpc: asked %s for materialization %d@%d, got %d@%d", addr, group, index, meta.Partition, meta.Index)
+	}
+	if index == 0 {
+		path = filepath.Join(dir, meta.Materialization().Name())
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		return err

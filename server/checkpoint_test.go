@@ -223,7 +223,8 @@ func TestLaggingFollowerGetsSnapshot(t *testing.T) {
 // group is damaged, and whose state must be loaded from one (its Pebble
 // directory lost), falls back to the older one (the WAL is kept from
 // there); with every materialization of a group damaged and the WAL
-// truncated, it refuses to start and names the file.
+// truncated, it is seeded from a peer's materialization, or, with its
+// peers down, refuses to start and names the files.
 func TestDamagedMaterialization(t *testing.T) {
 	c := clustertest.Start(t, 3, clustertest.Options{Configure: func(i int, cfg *server.Config) {
 		smallCheckpoints(i, cfg)
@@ -304,9 +305,13 @@ func TestDamagedMaterialization(t *testing.T) {
 		damaged = append(damaged, flip(m))
 	}
 	loseState(g)
+	// With its peers down it cannot be seeded: it refuses, naming the
+	// damaged files.
+	c.Stop(0)
+	c.Stop(2)
 	_, err = server.Start(c.Config(1), slog.New(slog.DiscardHandler))
 	if err == nil {
-		t.Fatal("node started with every materialization of a group damaged and its log truncated")
+		t.Fatal("node started with every materialization of a group damaged, its log truncated and its peers down")
 	}
 	named := false
 	for _, p := range damaged {
@@ -315,6 +320,15 @@ func TestDamagedMaterialization(t *testing.T) {
 	if !named || !strings.Contains(err.Error(), "refusing to start") {
 		t.Fatalf("refusal does not name the damaged files: %v", err)
 	}
+	// With its peers up it is seeded from one's materialization and
+	// serves everything.
+	c.StartNode(0)
+	c.StartNode(2)
+	c.WaitReady(0)
+	c.WaitReady(2)
+	c.Restart(1)
+	readAll(t, c, 1, want)
+	requireConsistent(t, c, 1)
 }
 
 // TestKillDuringMaterialization kills a node at random moments while its
@@ -478,14 +492,37 @@ func TestPinHoldsWAL(t *testing.T) {
 // partition from its WAL, and serves everything written, consistent with
 // the other replicas.
 func TestCorruptStateRebuilt(t *testing.T) {
-	c := clustertest.Start(t, 3, clustertest.Options{Configure: smallCheckpoints})
+	t.Run("from the WAL", func(t *testing.T) { testCorruptStateRebuilt(t, false) })
+	t.Run("from a peer", func(t *testing.T) { testCorruptStateRebuilt(t, true) })
+}
+
+// testCorruptStateRebuilt: with truncated, the WAL no longer holds the
+// log from its start (two checkpoints, small segments), so the damaged
+// checkpoints leave nothing local to rebuild from: the node is seeded
+// from a peer's materialization.
+func testCorruptStateRebuilt(t *testing.T, truncated bool) {
+	c := clustertest.Start(t, 3, clustertest.Options{Configure: func(i int, cfg *server.Config) {
+		smallCheckpoints(i, cfg)
+		if truncated {
+			cfg.WALSegmentSize = 16 << 10
+		}
+	}})
 	want := writeMany(t, c, "a", 200)
 	checkpointAll(t, c, 0)
 	for k, v := range writeMany(t, c, "b", 50) {
 		want[k] = v
 	}
+	if truncated {
+		for k, v := range writeMany(t, c, "c", 250) {
+			want[k] = v
+		}
+		checkpointAll(t, c, 0)
+	}
 	c.Stop(1)
-	const g = 1
+	g := uint64(1)
+	if truncated {
+		g = groupWithTruncatedLog(t, c.Config(1))
+	}
 	state := filepath.Join(c.Config(1).DataDir, datadir.StateDir, fmt.Sprintf("p%04d", g))
 	ssts, _ := filepath.Glob(filepath.Join(state, "*.sst"))
 	if len(ssts) == 0 {
@@ -503,6 +540,31 @@ func TestCorruptStateRebuilt(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	if truncated {
+		// Its checkpoints may hold SSTs a compaction since removed from
+		// the live state (not damaged with it): damage their own copies
+		// of Pebble's MANIFEST, so that none is usable.
+		dir := filepath.Join(c.Config(1).DataDir, datadir.MaterializeDir)
+		mats, err := checkpoint.List(dir)
+		if err != nil || len(mats[g]) == 0 {
+			t.Fatalf("materializations of group %d: %v %v", g, mats[g], err)
+		}
+		for _, m := range mats[g] {
+			ms, _ := filepath.Glob(filepath.Join(dir, m.Name(), "MANIFEST-*"))
+			for _, f := range ms {
+				b, err := os.ReadFile(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b[len(b)/2] ^= 0x40
+				if err := os.WriteFile(f, b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	// Without a peer's materialization, this start would refuse (the
+	// refusal is TestDamagedMaterialization's).
 	c.Restart(1)
 	readAll(t, c, 1, want)
 	requireConsistent(t, c, 1)
