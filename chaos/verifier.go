@@ -273,7 +273,15 @@ func copyDataDirs(c *cluster, dir string) (map[string]string, error) {
 		}
 		if ents, err := os.ReadDir(msrc); err == nil {
 			for _, e := range ents {
-				if e.IsDir() || strings.Contains(e.Name(), ".tmp") {
+				if strings.Contains(e.Name(), ".tmp") {
+					continue
+				}
+				if e.IsDir() {
+					if m, ok := checkpoint.ParseName(e.Name()); ok && m.Dir {
+						if err := linkDir(filepath.Join(msrc, e.Name()), filepath.Join(mdst, e.Name())); err != nil {
+							return nil, err
+						}
+					}
 					continue
 				}
 				if err := copyFile(filepath.Join(msrc, e.Name()), filepath.Join(mdst, e.Name())); err != nil && !os.IsNotExist(err) {
@@ -284,6 +292,38 @@ func copyDataDirs(c *cluster, dir string) (map[string]string, error) {
 		out[nd.id] = dst
 	}
 	return out, nil
+}
+
+// linkDir copies the checkpoint directory src as hard links of its files
+// (a checkpoint's files are never changed once sealed). A checkpoint the
+// node removes meanwhile leaves a partial copy, which fails its manifest's
+// check and is not used.
+func linkDir(src, dst string) error {
+	ents, err := os.ReadDir(src)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dst, 0o750); err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		from, to := filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())
+		if err := os.Link(from, to); err != nil {
+			if os.IsNotExist(err) {
+				continue
+			}
+			if err := copyFile(from, to); err != nil && !os.IsNotExist(err) {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func copyFile(src, dst string) error {
