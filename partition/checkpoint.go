@@ -68,6 +68,18 @@ func OpenCheckpoint(env *engine.Env, ckpt, scratch string, id uint64) (*Partitio
 	return q, nil
 }
 
+// OpenCheckpointClone opens the checkpoint ckpt of this partition as a
+// partition of its own on this partition's Env, through a clone made in
+// scratch (see OpenCheckpoint): a past state to replay entries onto (a
+// full snapshot's base) without holding it in memory.
+func (p *Partition) OpenCheckpointClone(ckpt, scratch string) (*Partition, error) {
+	s, err := p.pebbleStore()
+	if err != nil {
+		return nil, err
+	}
+	return OpenCheckpoint(s.db.Env(), ckpt, scratch, p.id)
+}
+
 // CheckpointImage returns the image of the checkpoint ckpt of this
 // partition (for a raft snapshot sent as an image, or an upload), read
 // through a clone in scratch that closing the image removes.

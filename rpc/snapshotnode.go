@@ -426,8 +426,34 @@ func (s *SnapshotPartitionsServer) buildFull(ctx context.Context, g, base, pos u
 	n := s.n
 	defer n.Snapshots.workStarted()()
 	rate := n.Snapshots.UploadRate
-	p := partition.New(g)
-	if base > 0 {
+	if err := os.MkdirAll(n.Snapshots.TmpDir, 0o750); err != nil {
+		return "", err
+	}
+	// On Pebble, the base is a clone of its checkpoint replayed on disk;
+	// else it is loaded into memory.
+	var p *partition.Partition
+	if live := n.Partitions[g]; base > 0 && live != nil && live.Checkpoints() {
+		if m, err := n.Store.FindMaterialization(g, base); err == nil && m.Dir {
+			scratch, err := os.MkdirTemp(n.Snapshots.TmpDir, fmt.Sprintf("p%04d-base-", g))
+			if err != nil {
+				return "", err
+			}
+			defer os.RemoveAll(scratch)
+			q, err := live.OpenCheckpointClone(n.Store.CheckpointPath(g, base), filepath.Join(scratch, "state"))
+			if err != nil {
+				return "", err
+			}
+			defer q.Close()
+			if q.Applied() != base {
+				return "", fmt.Errorf("rpc: partition %d: the checkpoint at %d opened at %d", g, base, q.Applied())
+			}
+			p = q
+		}
+	}
+	if p == nil {
+		p = partition.New(g)
+	}
+	if base > 0 && p.Applied() == 0 {
 		r, err := n.Store.OpenMaterialization(g, base)
 		if err != nil {
 			return "", err
@@ -454,9 +480,6 @@ func (s *SnapshotPartitionsServer) buildFull(ctx context.Context, g, base, pos u
 		if _, err := p.ApplyCommand(e.GetIndex(), cmd); err != nil {
 			return "", fmt.Errorf("rpc: partition %d: replay entry %d: %w", g, e.GetIndex(), err)
 		}
-	}
-	if err := os.MkdirAll(n.Snapshots.TmpDir, 0o750); err != nil {
-		return "", err
 	}
 	// A directory per build: two snapshots may build the same index.
 	dir, err := os.MkdirTemp(n.Snapshots.TmpDir, fmt.Sprintf("p%04d-", g))
