@@ -28,9 +28,14 @@ func TestTxnRecoveryForgetsRecord(t *testing.T) {
 		return err
 	})
 	done := holdTxn(t, c, 0, a, b)
-	if r := txnRecords(c); r != 3 {
-		t.Fatalf("%d transaction records with one transaction prepared, want 3 (the STAGING one in each replica)", r)
-	}
+	// The hold fires when the coordinator has its vote (applied on the
+	// record partition's leader); its followers apply the entry soon after.
+	clustertest.Eventually(t, 10*time.Second, func() error {
+		if r := txnRecords(c); r != 3 {
+			return fmt.Errorf("%d transaction records with one transaction prepared, want 3 (the STAGING one in each replica)", r)
+		}
+		return nil
+	})
 	clustertest.Eventually(t, 20*time.Second, func() error {
 		for _, k := range []string{a, b} {
 			g, err := c.KV(1).Get(ctxT(t, 2*time.Second), &kvpb.GetRequest{Key: []byte(k)})
