@@ -2,15 +2,16 @@ package partition
 
 import "io"
 
-// Materialize returns the partition's state at its applied index for a
-// materialization (raftstore.StateMachine); see Image.
-func (p *Partition) Materialize() interface {
+// materialized is raftstore.Image: what a materialization encodes.
+type materialized = interface {
 	Applied() uint64
 	Encode(w io.Writer) error
 	Close()
-} {
-	return p.Image()
 }
+
+// Materialize returns the partition's state at its applied index for a
+// materialization (raftstore.StateMachine); see Image.
+func (p *Partition) Materialize() materialized { return p.Image() }
 
 // LoadImage replaces the whole state with the image read from r (a
 // materialization loaded at start, or a raft snapshot installed from the
@@ -36,11 +37,7 @@ func (p *Partition) LoadImage(r io.Reader) error {
 
 // MaterializeCheckpoint returns the state of the checkpoint directory
 // ckpt (raftstore.Checkpointer); see CheckpointImage.
-func (p *Partition) MaterializeCheckpoint(ckpt, scratch string) (interface {
-	Applied() uint64
-	Encode(w io.Writer) error
-	Close()
-}, error) {
+func (p *Partition) MaterializeCheckpoint(ckpt, scratch string) (materialized, error) {
 	im, err := p.CheckpointImage(ckpt, scratch)
 	if err != nil {
 		return nil, err

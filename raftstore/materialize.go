@@ -391,26 +391,18 @@ func (s *Store) Materialize(ctx context.Context, groupID uint64) (uint64, error)
 			ch <- res{err: ErrMaterializeBusy}
 			return
 		}
+		// A checkpoint is taken outside the loop; an image is taken here.
 		cp, ckpt := checkpointerOf(g.sm)
-		var img interface {
-			Applied() uint64
-			Encode(w io.Writer) error
-			Close()
-		}
-		var idx uint64
-		if ckpt {
-			idx = durableApplied(g.sm)
-		} else {
+		var img Image
+		idx := durableApplied(g.sm)
+		if !ckpt {
 			img = g.sm.Materialize()
 			idx = img.Applied()
 		}
-		closeImg := func() {
+		if idx <= g.matIndex {
 			if img != nil {
 				img.Close()
 			}
-		}
-		if idx <= g.matIndex {
-			closeImg()
 			// Idle since its newest materialization, which has lasted
 			// a whole interval: the log kept as its fallback goes.
 			if g.keepIndex < g.matIndex {

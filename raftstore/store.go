@@ -39,15 +39,20 @@ type StateMachine interface {
 	// Materialize returns the state at its applied index, detached: the
 	// loop calls it between entries and encodes it elsewhere while
 	// applying goes on (DESIGN.md, "Checkpoints"); Close releases it.
-	Materialize() interface {
-		Applied() uint64
-		Encode(w io.Writer) error
-		Close()
-	}
+	Materialize() Image
 	// LoadImage replaces the whole state with an encoded one (a
 	// materialization at start, a raft snapshot from the leader). A
 	// damaged image must leave the state unchanged.
 	LoadImage(r io.Reader) error
+}
+
+// Image is a state machine's state at one applied index, detached from
+// it, to be encoded into a materialization file. (An alias, so that a
+// state machine's method may return the anonymous interface.)
+type Image = interface {
+	Applied() uint64
+	Encode(w io.Writer) error
+	Close()
 }
 
 // Transport carries raft messages to other nodes.
