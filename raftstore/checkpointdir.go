@@ -38,11 +38,7 @@ type Checkpointer interface {
 	// MaterializeCheckpoint returns the state held by the checkpoint
 	// directory ckpt, read through a clone made in scratch (a directory
 	// that must not exist) that Close removes.
-	MaterializeCheckpoint(ckpt, scratch string) (interface {
-		Applied() uint64
-		Encode(w io.Writer) error
-		Close()
-	}, error)
+	MaterializeCheckpoint(ckpt, scratch string) (Image, error)
 	// InstallCheckpoint replaces the whole state with the checkpoint
 	// ckpt's. A checkpoint that does not open leaves the state unchanged.
 	InstallCheckpoint(ckpt string) error
@@ -129,14 +125,14 @@ func (s *Store) doSync(fn func() error) error {
 
 // FindMaterialization returns group's materialization at index (the
 // checkpoint directory when a file of the same index exists too: the one
-// Materializations lists last).
+// Materializations lists last); index 0 asks for the newest.
 func (s *Store) FindMaterialization(group, index uint64) (checkpoint.Materialization, error) {
 	mats, err := s.Materializations(group)
 	if err != nil {
 		return checkpoint.Materialization{}, err
 	}
 	for i := len(mats) - 1; i >= 0; i-- {
-		if mats[i].Index == index {
+		if mats[i].Index == index || index == 0 {
 			return mats[i], nil
 		}
 	}
@@ -216,12 +212,8 @@ func (s *Store) OpenMaterialization(group, index uint64) (*checkpoint.Reader, er
 // would make a restart cost its size, and whoever reads the files later
 // (an upload, a follower receiving them) checks their hashes.
 func loadCheckpointDir(sm StateMachine, path string, ahead uint64) (checkpoint.Meta, error) {
-	meta, _, err := checkpoint.ReadManifest(path)
-	if err != nil {
-		return meta, err
-	}
-	if ahead >= meta.Index {
-		_, _, err := checkpoint.CheckDir(path)
+	meta, _, err := checkpoint.CheckDir(path)
+	if err != nil || ahead >= meta.Index {
 		return meta, err
 	}
 	if _, _, err := checkpoint.VerifyDir(path); err != nil {

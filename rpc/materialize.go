@@ -46,28 +46,18 @@ func (s *RaftServer) FetchMaterialization(req *internalpb.FetchMaterializationRe
 	defer release()
 	// Index 0 asks for the newest (a replica seeding itself at start).
 	m, err := s.store.FindMaterialization(req.GetGroup(), req.GetIndex())
-	if req.GetIndex() == 0 {
-		var mats []checkpoint.Materialization
-		if mats, err = s.store.Materializations(req.GetGroup()); err == nil {
-			if len(mats) == 0 {
-				err = fmt.Errorf("no materialization of group %d on this node", req.GetGroup())
-			} else {
-				m = mats[len(mats)-1]
-				req.Index = m.Index
-			}
-		}
-	}
 	if err != nil {
 		return toStatus(fmt.Errorf("%w: %v", ErrFailedPrecondition, err), "")
 	}
+	g := req.GetGroup()
 	var f io.ReadCloser
-	path := s.store.MaterializationPath(req.GetGroup(), req.GetIndex())
+	path := s.store.MaterializationPath(g, m.Index)
 	if m.Dir && req.GetCheckpoint() {
-		path = s.store.CheckpointPath(req.GetGroup(), req.GetIndex())
+		path = s.store.CheckpointPath(g, m.Index)
 		pr, pw := io.Pipe()
 		go func() { pw.CloseWithError(checkpoint.WriteArchive(pw, path)) }()
 		f = pr
-	} else if f, err = s.store.MaterializationFile(req.GetGroup(), req.GetIndex()); err != nil {
+	} else if f, err = s.store.MaterializationFile(g, m.Index); err != nil {
 		return toStatus(fmt.Errorf("%w: %v", ErrFailedPrecondition, err), "")
 	}
 	defer f.Close()
