@@ -581,10 +581,24 @@ func (s *SnapshotPartitionsServer) uploadBase(ctx context.Context, st *snapshot.
 	}
 	for _, f := range files {
 		name := snapshot.FileObjectName(f.Hex())
-		fr := &openOnRead{path: filepath.Join(dir, f.Name)}
-		sha, size, err := st.PutPiece(ctx, name, rate.Reader(ctx, fr))
-		fr.close()
+		// The coordinator's upload lock reserves the name: a file the
+		// store holds stays until the snapshot is finished.
+		if ok, err := st.HasPiece(ctx, name); err != nil {
+			return err
+		} else if ok {
+			out.BaseFilesStored++
+			out.BaseBytesStored += f.Size
+			continue
+		}
+		in, err := os.Open(filepath.Join(dir, f.Name))
+		if err != nil {
+			return err
+		}
+		sha, size, err := st.PutPiece(ctx, name, rate.Reader(ctx, in))
+		in.Close()
 		if errors.Is(err, snapshot.ErrExists) {
+			// Stored meanwhile by another snapshot, with the same bytes
+			// (its name is their hash).
 			out.BaseFilesStored++
 			out.BaseBytesStored += f.Size
 			continue
@@ -604,40 +618,6 @@ func (s *SnapshotPartitionsServer) uploadBase(ctx context.Context, st *snapshot.
 	}
 	out.Objects = append(out.Objects, o)
 	return nil
-}
-
-// openOnRead is a reader of the file at path, opened at the first Read
-// (PutPiece reads nothing of a piece the store holds) and closed at EOF.
-type openOnRead struct {
-	path string
-	f    *os.File
-	done bool
-}
-
-func (r *openOnRead) Read(p []byte) (int, error) {
-	if r.done {
-		return 0, io.EOF
-	}
-	if r.f == nil {
-		f, err := os.Open(r.path)
-		if err != nil {
-			return 0, err
-		}
-		r.f = f
-	}
-	n, err := r.f.Read(p)
-	if err != nil {
-		r.close()
-	}
-	return n, err
-}
-
-func (r *openOnRead) close() {
-	if r.f != nil {
-		r.f.Close()
-		r.f = nil
-	}
-	r.done = true
 }
 
 // putObject stores a piece, or describes the one stored already (pieces
