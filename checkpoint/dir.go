@@ -39,8 +39,8 @@ const (
 	MaxDirFiles = 1 << 16
 	// maxDirFileName bounds a listed file's name.
 	maxDirFileName = 128
-	// maxDirFileSize bounds a listed file's size (1 TiB).
-	maxDirFileSize = 1 << 40
+	// MaxDirFileSize bounds a listed file's size (1 TiB).
+	MaxDirFileSize = 1 << 40
 )
 
 var manifestMagic = []byte("CUTKVCKP")
@@ -235,8 +235,8 @@ func DecodeManifest(what string, b []byte) (Meta, []DirFile, error) {
 		if !ValidFileName(f.Name) || f.Name == lockName {
 			return bad("manifest file %d: name %q is not a checkpoint file's", i, f.Name)
 		}
-		if size > maxDirFileSize {
-			return bad("manifest file %q: size %d is past the bound %d", f.Name, size, int64(maxDirFileSize))
+		if size > MaxDirFileSize {
+			return bad("manifest file %q: size %d is past the bound %d", f.Name, size, int64(MaxDirFileSize))
 		}
 		f.Size = int64(size)
 		if i > 0 && files[i-1].Name >= f.Name {

@@ -152,7 +152,7 @@ func TestDecodeManifestBounds(t *testing.T) {
 		"path":      {{Name: "../x.sst"}},
 		"lock":      {{Name: "LOCK"}},
 		"manifest":  {{Name: ManifestName}},
-		"size":      {{Name: "1.sst", Size: maxDirFileSize + 1}},
+		"size":      {{Name: "1.sst", Size: MaxDirFileSize + 1}},
 	} {
 		if _, _, err := DecodeManifest("m", EncodeManifest(meta, fs)); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%s: %v, want ErrCorrupt", name, err)

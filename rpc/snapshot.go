@@ -347,7 +347,8 @@ func baseFiles(in []*internalpb.BaseFile) ([]snapshot.BaseFile, error) {
 	}
 	var out []snapshot.BaseFile
 	for i, f := range in {
-		if !checkpoint.ValidFileName(f.GetFile()) || (i > 0 && in[i-1].GetFile() >= f.GetFile()) || f.GetSize() < 0 || len(f.GetSha256()) != 64 {
+		if !checkpoint.ValidFileName(f.GetFile()) || (i > 0 && in[i-1].GetFile() >= f.GetFile()) ||
+			f.GetSize() < 0 || f.GetSize() > checkpoint.MaxDirFileSize || !snapshot.ValidSHA256(f.GetSha256()) {
 			return nil, fmt.Errorf("%w: base file %q (%d bytes, SHA-256 %q): not a checkpoint file, or not sorted", ErrInvalidArgument, f.GetFile(), f.GetSize(), f.GetSha256())
 		}
 		out = append(out, snapshot.BaseFile{File: f.GetFile(), Object: snapshot.Object{Name: snapshot.FileObjectName(f.GetSha256()), Size: f.GetSize(), SHA256: f.GetSha256()}})

@@ -96,6 +96,7 @@ func TestCheckpointBaseFiles(t *testing.T) {
 		{"unsorted", func(b *Base) { b.Files[0], b.Files[1] = b.Files[1], b.Files[0] }},
 		{"a path", func(b *Base) { b.Files[0].File = "../000004.sst" }},
 		{"negative size", func(b *Base) { b.Files[0].Size = -1 }},
+		{"size past the bound", func(b *Base) { b.Files[0].Size = checkpoint.MaxDirFileSize + 1 }},
 	} {
 		m := *b
 		m.Partitions = slices.Clone(b.Partitions)

@@ -124,11 +124,14 @@ func FileObjectName(sha string) string { return fileObjectPrefix + sha }
 // isFileObjectName says whether name is a FileObjectName.
 func isFileObjectName(name string) bool {
 	sha, ok := strings.CutPrefix(name, fileObjectPrefix)
-	if !ok {
-		return false
-	}
-	b, err := hex.DecodeString(sha)
-	return err == nil && len(b) == 32 && hex.EncodeToString(b) == sha
+	return ok && ValidSHA256(sha)
+}
+
+// ValidSHA256 says whether s is a SHA-256 as manifests write it: 64
+// lowercase hex digits.
+func ValidSHA256(s string) bool {
+	b, err := hex.DecodeString(s)
+	return err == nil && len(b) == 32 && hex.EncodeToString(b) == s
 }
 
 // Piece is a changelog piece a partition's handle uses: the stored piece
@@ -258,7 +261,7 @@ func (p *Partition) validate(id string) error {
 			if f.Name != FileObjectName(f.SHA256) {
 				return bad("base %s: file %s is stored as %q, want %q (the name of its content)", b.Name, f.File, f.Name, FileObjectName(f.SHA256))
 			}
-			if err := f.Object.validateSHA(); err != nil || f.Size < 0 {
+			if err := f.Object.validateSHA(); err != nil || f.Size < 0 || f.Size > checkpoint.MaxDirFileSize {
 				return bad("base %s: file %s: size %d, %v", b.Name, f.File, f.Size, err)
 			}
 		}
@@ -313,7 +316,7 @@ func (o Object) validate() error {
 // validateSHA checks the object's SHA-256 (a checkpoint file may be
 // empty: Pebble's markers are).
 func (o Object) validateSHA() error {
-	if b, err := hex.DecodeString(o.SHA256); err != nil || len(b) != 32 || hex.EncodeToString(b) != o.SHA256 {
+	if !ValidSHA256(o.SHA256) {
 		return fmt.Errorf("piece %s: SHA-256 %q is not 64 lowercase hex digits", o.Name, o.SHA256)
 	}
 	return nil
