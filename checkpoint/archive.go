@@ -115,7 +115,7 @@ func ReadArchive(r io.Reader, dir string, want Materialization) (string, Meta, e
 		}
 	}()
 	for _, f := range files {
-		if err := receiveFile(br, filepath.Join(dir, f.Name), f); err != nil {
+		if err := ReceiveFile(br, filepath.Join(dir, f.Name), f); err != nil {
 			var ce *CorruptError
 			if errors.As(err, &ce) {
 				return "", Meta{}, err
@@ -142,9 +142,10 @@ func ReadArchive(r io.Reader, dir string, want Materialization) (string, Meta, e
 	return final, meta, nil
 }
 
-// receiveFile writes exactly f.Size bytes of r to path, checks their
-// SHA-256 and fsyncs the file.
-func receiveFile(r io.Reader, path string, f DirFile) error {
+// ReceiveFile writes exactly f.Size bytes of r to path, a file it
+// creates, checks their SHA-256 (a *CorruptError when they differ or r
+// ends early) and fsyncs the file. It reads nothing past f.Size.
+func ReceiveFile(r io.Reader, path string, f DirFile) error {
 	out, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o640)
 	if err != nil {
 		return err

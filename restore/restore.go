@@ -3,7 +3,6 @@ package restore
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -384,33 +383,28 @@ func (r *rebuilder) writePartition(ctx context.Context, p *snapshot.Partition) (
 // checked against its size and SHA-256, and returns the bytes read.
 func (r *rebuilder) placeFiles(ctx context.Context, b *snapshot.Base, dir string) (int64, error) {
 	var read int64
-	for _, f := range b.Files {
-		if !checkpoint.ValidFileName(f.File) {
-			return read, fmt.Errorf("%w: base %s names the file %q", snapshot.ErrInvalid, b.Name, f.File)
-		}
+	for _, f := range b.Files { // names and sizes checked by the manifest's Validate
 		rc, err := r.st.OpenPiece(ctx, f.Name)
 		if err != nil {
 			return read, err
 		}
-		path := filepath.Join(dir, f.File)
-		out, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o640)
-		if err != nil {
+		sum, err := hex.DecodeString(f.SHA256)
+		if err != nil || len(sum) != 32 {
 			rc.Close()
-			return read, err
+			return read, fmt.Errorf("%w: base %s: file %s: SHA-256 %q", snapshot.ErrInvalid, b.Name, f.File, f.SHA256)
 		}
-		h := sha256.New()
-		n, err := io.Copy(io.MultiWriter(out, h), io.LimitReader(rc, f.Size+1))
+		cr := &countingReader{r: rc}
+		err = checkpoint.ReceiveFile(cr, filepath.Join(dir, f.File), checkpoint.DirFile{Name: f.File, Size: f.Size, SHA256: [32]byte(sum)})
+		if err == nil {
+			// The object must end there too.
+			if n, _ := rc.Read(make([]byte, 1)); n > 0 {
+				err = fmt.Errorf("%w: base %s: file %s (object %s) is longer than the %d bytes the manifest says", snapshot.ErrCorrupt, b.Name, f.File, f.Name, f.Size)
+			}
+		}
 		rc.Close()
-		read += n
-		if cerr := out.Close(); err == nil {
-			err = cerr
-		}
+		read += cr.n
 		if err != nil {
-			return read, fmt.Errorf("restore: base %s: file %s: %w", b.Name, f.File, err)
-		}
-		if sum := hex.EncodeToString(h.Sum(nil)); n != f.Size || sum != f.SHA256 {
-			return read, fmt.Errorf("%w: base %s: file %s (object %s) has %d bytes with SHA-256 %s, the manifest says %d bytes with %s",
-				snapshot.ErrCorrupt, b.Name, f.File, f.Name, n, sum, f.Size, f.SHA256)
+			return read, fmt.Errorf("restore: base %s: file %s (object %s): %w", b.Name, f.File, f.Name, err)
 		}
 	}
 	return read, nil
@@ -633,4 +627,16 @@ func syncDir(dir string) error {
 		return fmt.Errorf("restore: fsync dir %s: %w", dir, err)
 	}
 	return nil
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
