@@ -3,6 +3,7 @@ package partition
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/cutkv/cutkv/engine"
 )
@@ -65,6 +66,30 @@ func OpenCheckpoint(env *engine.Env, ckpt, scratch string, id uint64) (*Partitio
 		_ = env.Config().FS.RemoveAll(scratch)
 		return nil, fmt.Errorf("partition %d: checkpoint %s: %w", id, ckpt, err)
 	}
+	return q, nil
+}
+
+// scratchCacheSize is the block cache of a scratch partition's own Env
+// (OpenCheckpointScratch): room for its memtables, not a working set.
+const scratchCacheSize = 16 << 20
+
+// OpenCheckpointScratch opens the checkpoint directory ckpt of partition
+// id as a partition of its own, on an Env of its own (a small cache, the
+// default file system, Pebble's messages to logger), through a hard-link
+// clone made in scratch (a directory that must not exist, on ckpt's file
+// system, so that the SSTs are links, not copies): a past state that
+// entries can be replayed onto while the checkpoint itself is never
+// opened. Closing the partition closes its Env and removes scratch.
+func OpenCheckpointScratch(ckpt, scratch string, id uint64, logger *slog.Logger) (*Partition, error) {
+	env, err := engine.NewEnv(engine.EnvConfig{CacheSize: scratchCacheSize, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	q, err := OpenCheckpoint(env, ckpt, scratch, id)
+	if err != nil {
+		return nil, errors.Join(err, env.Close())
+	}
+	q.release = func() error { return errors.Join(env.Close(), env.Config().FS.RemoveAll(scratch)) }
 	return q, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/cutkv/cutkv/internal/dirstate"
 	"github.com/cutkv/cutkv/proto/internalpb"
 )
 
@@ -127,4 +128,70 @@ func TestResolveAtCutOnPebble(t *testing.T) {
 	q := openDisk(t, env, dir)
 	defer q.Close()
 	sameImagePartition(t, m, q)
+}
+
+// TestOpenCheckpointScratch: a checkpoint opened as a scratch partition
+// holds the state at its index on Pebble, takes the entries replayed onto
+// it without changing the checkpoint (its files' bytes and times stay),
+// and closing it, twice, removes the clone and nothing else.
+func TestOpenCheckpointScratch(t *testing.T) {
+	env := diskEnv(t)
+	root := t.TempDir()
+	p := openDisk(t, env, filepath.Join(root, "p1"))
+	defer p.Close()
+	es := imgScriptedEntries(t)
+	half := len(es) / 2
+	imgApplyAll(t, p, es[:half])
+	ckpt := filepath.Join(root, "ckpt")
+	at, err := p.Checkpoint(ckpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := describe(t, ckpt)
+	parent := filepath.Join(root, "scratch")
+	if err := os.Mkdir(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	q, err := OpenCheckpointScratch(ckpt, filepath.Join(parent, "p"), 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !q.Checkpoints() || q.Applied() != at {
+		t.Fatalf("scratch partition: on Pebble %v, applied %d, want true and %d", q.Checkpoints(), q.Applied(), at)
+	}
+	if left, _ := os.ReadDir(parent); len(left) != 1 {
+		t.Fatalf("scratch parent holds %d entries, want the clone", len(left))
+	}
+	imgApplyAll(t, q, es[half:])
+	sameImagePartition(t, memAt(t, es, es[len(es)-1].index), q)
+	if err := q.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Close(); err != nil {
+		t.Fatalf("second close: %v", err)
+	}
+	if left, _ := os.ReadDir(parent); len(left) != 0 {
+		t.Fatalf("the clone is left after close: %v", left)
+	}
+	if after := describe(t, ckpt); after != before {
+		t.Fatalf("the checkpoint changed:\nbefore %s\nafter  %s", before, after)
+	}
+	q, err = OpenCheckpointScratch(ckpt, filepath.Join(parent, "p"), 1, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	sameImagePartition(t, memAt(t, es, at), q)
+}
+
+func describe(t *testing.T, dir string) string {
+	t.Helper()
+	s, err := dirstate.Describe(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

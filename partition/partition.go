@@ -81,6 +81,12 @@ type Partition struct {
 
 	hashes hashes
 
+	// release, when set, runs once after the store is closed (a scratch
+	// partition's own Env and directory, OpenCheckpointScratch); closed
+	// makes Close idempotent. Guarded by mu.
+	release func() error
+	closed  bool
+
 	// changed wakes the waiters at the next apply (Changed). Guarded by
 	// mu.
 	changed notify.Signal
@@ -125,11 +131,19 @@ func newWith(id uint64, s kvStore) *Partition {
 var newKVs = func(uint64) kvStore { return newMemKVs() }
 
 // Close releases the partition's store (a Pebble's files); the partition
-// is not used after it.
+// is not used after it. Closing it again does nothing.
 func (p *Partition) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.kvs.close()
+	if p.closed {
+		return nil
+	}
+	p.closed = true
+	err := p.kvs.close()
+	if p.release != nil {
+		err = errors.Join(err, p.release())
+	}
+	return err
 }
 
 // Flush makes what the partition applied durable in its store (a Pebble

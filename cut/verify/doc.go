@@ -94,11 +94,15 @@
 //
 // A Source yields Replicas: one node's copy of one group's log as a base
 // state plus the entries after it. WALSource reads the node WALs of a
-// stopped cluster, where every base is empty (index 0) and the entries are
-// the whole log. The snapshot store will supply bases from
-// materializations (DESIGN.md, "Checkpoints"): a partition written at an
-// applied index m, with its intent table and cut progress, and the
-// changelog pieces after m. The verifier then replays only what follows m.
+// stopped cluster: a group whose WAL still starts at entry 1 has an empty
+// base and its whole log; one whose WAL front was truncated behind a
+// materialization starts from the oldest intact materialization the log
+// continues (a partition at an applied index m, with its intent table,
+// records and cut progress) and replays only what follows m. A partition's
+// materialization is a Pebble checkpoint directory, which the verifier
+// never opens: each rebuild replays onto a hard-link clone of it made
+// beside the node's data directory (a scratch Pebble,
+// partition.OpenCheckpointScratch), removed when the rebuild is done.
 // With a base, a transaction that finished inside the base is invisible in
 // the entries; the atomicity checks count such a participant as unknown
 // and skip it (never as "not included"), and the decisions recorded inside
@@ -113,7 +117,8 @@
 // cut are rebuilt in parallel (Options.Parallel); Options.Cuts narrows
 // the cuts verified.
 //
-// Everything here is pure computation over the logs handed in, besides
-// WALSource's reading of the WAL directories. Verify does not modify the
-// Replicas; it may read them from several goroutines.
+// Everything here is computation over the logs handed in, besides
+// WALSource's reading of the WAL directories and the scratch clones its
+// bases are replayed on. Verify does not modify the Replicas; it may read
+// them from several goroutines.
 package verify

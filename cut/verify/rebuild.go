@@ -182,7 +182,8 @@ func Rebuild(r *Replica, v uint64, cp *kvpb.CutPartition) (*PartitionState, erro
 // is gone, so a cluster restored from it starts its cuts as a new one
 // does: the first CutStart of a later version (group 0 allocates from
 // v+1 on) starts a cut, whose CutFinish closes it. The caller owns the
-// partition; it has no SetCutReady function. Errors are Rebuild's.
+// partition and closes it (a base opened from files lives in a scratch
+// Pebble); it has no SetCutReady function. Errors are Rebuild's.
 func RebuildPartition(r *Replica, v uint64, cp *kvpb.CutPartition) (*partition.Partition, error) {
 	l, err := decode(r)
 	if err != nil {
@@ -198,6 +199,7 @@ func (l *replicaLog) rebuild(v uint64, cp *kvpb.CutPartition) (*PartitionState, 
 	if err != nil {
 		return nil, err
 	}
+	defer p.Close()
 	st.KVs = make(map[string][]byte, p.Len())
 	if err := p.Each(func(kv *partition.KV) bool {
 		st.KVs[string(kv.Key)] = kv.Value
@@ -205,14 +207,15 @@ func (l *replicaLog) rebuild(v uint64, cp *kvpb.CutPartition) (*PartitionState, 
 	}); err != nil {
 		return nil, err
 	}
-	return st, nil
+	return st, p.Close()
 }
 
 // resolve checks the cut's bookkeeping in l, replays the entries before
 // pos on the base and resolves the before set: the package doc's steps
 // 1-3. With st not nil it also fills in everything of st but KVs: where
 // the cut fell, the before set and which transactions the state includes.
-func (l *replicaLog) resolve(v uint64, cp *kvpb.CutPartition, st *PartitionState) (*partition.Partition, error) {
+// The caller closes the partition; on an error it is closed here.
+func (l *replicaLog) resolve(v uint64, cp *kvpb.CutPartition, st *PartitionState) (_ *partition.Partition, err error) {
 	r := l.r
 	pid, pos, fi := cp.GetPartition(), cp.GetPos(), cp.GetFinishIndex()
 	op, term, ok := l.closeAt(v, pos, fi)
@@ -240,6 +243,11 @@ func (l *replicaLog) resolve(v uint64, cp *kvpb.CutPartition, st *PartitionState
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			p.Close()
+		}
+	}()
 	if st != nil {
 		*st = PartitionState{
 			Partition: pid, Version: v, Node: r.Node,
@@ -348,6 +356,9 @@ type history struct {
 	first map[string]*internalpb.TxnDecideOp
 }
 
+// close releases the final state (a scratch Pebble's files).
+func (h *history) close() error { return h.final.Close() }
+
 // record returns transaction id's decision as first recorded here. A
 // record still STAGING at the end of the replayed log (in the base or
 // written after it) is undecided: not found.
@@ -378,13 +389,19 @@ func decisionIDs(cmd *internalpb.Command) []string {
 }
 
 // replay applies l's entries up to its commit index (every entry when
-// the commit index is unknown).
-func replay(l *replicaLog) (*history, error) {
+// the commit index is unknown). The history's final partition is the
+// caller's to close (history.close).
+func replay(l *replicaLog) (_ *history, err error) {
 	r := l.r
 	p, err := r.first()
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			p.Close()
+		}
+	}()
 	upto := l.last()
 	if r.Commit != 0 {
 		upto = min(upto, r.Commit)

@@ -13,7 +13,6 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/cutkv/cutkv/checkpoint"
-	"github.com/cutkv/cutkv/engine"
 	"github.com/cutkv/cutkv/meta"
 	"github.com/cutkv/cutkv/partition"
 	"github.com/cutkv/cutkv/raftstore"
@@ -32,8 +31,9 @@ type Replica struct {
 	// Start returns a new partition holding the base state: Applied() ==
 	// BaseIndex, with the committed key-values, the intent table, the
 	// transaction records and the cut progress at that index
-	// (a materialization). The caller owns and changes it; every call
-	// returns a fresh one. nil means BaseIndex is 0 and the base is
+	// (a materialization). The caller owns and changes it, and closes it
+	// (a base read from a checkpoint directory is a scratch Pebble); every
+	// call returns a fresh one. nil means BaseIndex is 0 and the base is
 	// partition.New(Group).
 	Start func() (*partition.Partition, error)
 	// StartMeta is Start for group 0 (the metadata state); nil means
@@ -61,6 +61,7 @@ func (r *Replica) first() (*partition.Partition, error) {
 		return nil, fmt.Errorf("%w: %s group %d: base at %d: %v", ErrLog, r.Node, r.Group, r.BaseIndex, err)
 	}
 	if p.Applied() != r.BaseIndex {
+		p.Close()
 		return nil, fmt.Errorf("%w: %s group %d: base applied at %d, said %d", ErrLog, r.Node, r.Group, p.Applied(), r.BaseIndex)
 	}
 	return p, nil
@@ -200,7 +201,7 @@ func withBase(r *Replica, dir string, mats []checkpoint.Materialization, first u
 		} else {
 			r.Start = func() (*partition.Partition, error) {
 				if m.Dir {
-					return decodeCheckpoint(g, path)
+					return openCheckpoint(g, path)
 				}
 				f, err := checkpoint.Open(path)
 				if err != nil {
@@ -215,37 +216,23 @@ func withBase(r *Replica, dir string, mats []checkpoint.Materialization, first u
 	return fmt.Errorf("%w: the WAL holds the log from entry %d and no intact materialization covers what is before", ErrLog, first)
 }
 
-// decodeCheckpoint reads partition g's state from the checkpoint
-// directory path into memory, through a hard-link clone made beside the
-// node's data directory and removed after: the checkpoint itself is never
+// openCheckpoint opens partition g's checkpoint directory path as a
+// scratch Pebble: a hard-link clone made beside the node's data directory
+// (partition.OpenCheckpointScratch), which closing the partition removes.
+// Entries are replayed onto the clone; the checkpoint itself is never
 // opened.
-func decodeCheckpoint(g uint64, path string) (*partition.Partition, error) {
-	env, err := engine.NewEnv(engine.EnvConfig{CacheSize: 8 << 20})
+func openCheckpoint(g uint64, path string) (*partition.Partition, error) {
+	// A fresh name beside the data directory: made, then removed for the
+	// clone to make.
+	scratch, err := os.MkdirTemp(filepath.Dir(filepath.Dir(filepath.Dir(path))), fmt.Sprintf("scratch-p%04d-", g))
 	if err != nil {
 		return nil, err
 	}
-	defer env.Close()
-	// Beside the data directory: the same file system, so the clone's
-	// SSTs are links, not copies.
-	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Dir(filepath.Dir(path))), "verify-clone-")
-	if err != nil {
+	if err := os.Remove(scratch); err != nil {
 		return nil, err
 	}
-	defer os.RemoveAll(tmp)
-	q, err := partition.OpenCheckpoint(env, path, filepath.Join(tmp, "p"), g)
-	if err != nil {
-		return nil, err
-	}
-	im := q.Image()
-	pr, pw := io.Pipe()
-	go func() {
-		pw.CloseWithError(im.Encode(pw))
-	}()
-	p, err := partition.Decode(g, pr)
-	pr.Close()
-	im.Close()
-	if cerr := q.Close(); err == nil {
-		err = cerr
-	}
-	return p, err
+	return partition.OpenCheckpointScratch(path, scratch, g, discard)
 }
+
+// discard drops Pebble's messages about the verifier's scratch states.
+var discard = slog.New(slog.DiscardHandler)

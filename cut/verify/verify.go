@@ -250,6 +250,7 @@ func Verify(src Source, opts Options) (*Report, error) {
 		}
 	}
 	v := &verifier{opts: opts, logs: logs, hist: map[uint64]*history{}}
+	defer v.close()
 	for _, ls := range logs {
 		h, err := replay(ls[0])
 		if err != nil {
@@ -403,6 +404,16 @@ func (v *verifier) describeLogs(p uint64) string {
 		return "none"
 	}
 	return strings.Join(parts, ", ")
+}
+
+// close releases the replayed histories' states.
+func (v *verifier) close() {
+	for _, h := range v.hist {
+		h.close()
+	}
+	for _, h := range v.others {
+		h.close()
+	}
 }
 
 // histOf returns the history of replica l (replayed once).

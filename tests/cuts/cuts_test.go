@@ -16,6 +16,7 @@ import (
 	"github.com/cutkv/cutkv/cut/verify"
 	"github.com/cutkv/cutkv/datadir"
 	"github.com/cutkv/cutkv/internal/clustertest"
+	"github.com/cutkv/cutkv/internal/dirstate"
 	"github.com/cutkv/cutkv/proto/kvpb"
 	"github.com/cutkv/cutkv/proto/kvrpc"
 	"github.com/cutkv/cutkv/server"
@@ -254,11 +255,31 @@ func runCutsUnderLoad(t *testing.T, kill, checkpoints bool) {
 			t.Errorf("only %d completed cuts after the checkpoints", len(vopts.Cuts))
 		}
 	}
+	var mats map[string]string // node's materializations dir -> its files
+	if checkpoints {
+		mats = map[string]string{}
+		for i := 0; i < nodes; i++ {
+			dir := filepath.Join(c.Config(i).DataDir, datadir.MaterializeDir)
+			mats[dir] = describeDir(t, dir)
+		}
+		startsOnPebble(t, dirs)
+	}
 	rep, err := verify.Verify(verify.WALSource{Dirs: dirs}, vopts)
 	if rep == nil {
 		t.Fatalf("verify: %v", err)
 	}
 	t.Logf("verifier took %v: %v", time.Since(vbegan).Round(time.Millisecond), rep)
+	for dir, before := range mats {
+		// The verifier replays onto clones; a materialization is never
+		// opened read-write, and the clones are gone.
+		if after := describeDir(t, dir); after != before {
+			t.Errorf("the verifier changed the materializations in %s:\nbefore:\n%s\nafter:\n%s", dir, before, after)
+		}
+		left, _ := filepath.Glob(filepath.Join(filepath.Dir(filepath.Dir(dir)), "scratch-*"))
+		if len(left) > 0 {
+			t.Errorf("the verifier left its scratch states: %v", left)
+		}
+	}
 	if err != nil {
 		shown := 0
 		for _, cr := range rep.Cuts {
@@ -439,6 +460,46 @@ func (c *cutter) summary() string {
 }
 
 // walFirstFile returns the first index of a stopped node's WAL.
+// startsOnPebble checks that every partition replica the verifier reads
+// from a materialization starts from a scratch Pebble (a clone of the
+// checkpoint), not from a copy of the state decoded into memory.
+func startsOnPebble(t *testing.T, dirs map[string]string) {
+	t.Helper()
+	reps, err := verify.WALSource{Dirs: dirs}.Replicas()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var based int
+	for _, r := range reps {
+		if r.Group == 0 || r.Start == nil {
+			continue
+		}
+		p, err := r.Start()
+		if err != nil {
+			t.Fatalf("%s group %d: base at %d: %v", r.Node, r.Group, r.BaseIndex, err)
+		}
+		if !p.Checkpoints() {
+			t.Errorf("%s group %d: the base at %d is in memory, not a scratch Pebble", r.Node, r.Group, r.BaseIndex)
+		}
+		if err := p.Close(); err != nil {
+			t.Error(err)
+		}
+		based++
+	}
+	if based == 0 {
+		t.Error("no replica starts from a materialization")
+	}
+}
+
+func describeDir(t *testing.T, dir string) string {
+	t.Helper()
+	s, err := dirstate.Describe(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 func walFirstFile(t *testing.T, dir string) uint64 {
 	t.Helper()
 	w, err := wal.Open(dir, wal.Options{})
