@@ -12,6 +12,7 @@ import (
 
 	"github.com/cutkv/cutkv/rpc"
 	"github.com/cutkv/cutkv/topology"
+	"github.com/cutkv/cutkv/wal"
 )
 
 // ErrConfig is returned for an invalid configuration.
@@ -61,7 +62,8 @@ type Config struct {
 	TickInterval time.Duration
 	// ElectionTicks is raft's election timeout in ticks; default 10.
 	ElectionTicks int
-	// WALSegmentSize is the WAL segment file size; default 64 MiB.
+	// WALSegmentSize is the WAL segment file size; default
+	// wal.DefaultSegmentSize (16 MiB).
 	WALSegmentSize int
 	// MaterializeInterval materializes each group at least this often
 	// (when it changed); default 1m.
@@ -253,7 +255,7 @@ func (c *Config) Validate() error {
 		c.ElectionTicks = 10
 	}
 	if c.WALSegmentSize <= 0 {
-		c.WALSegmentSize = 64 << 20
+		c.WALSegmentSize = wal.DefaultSegmentSize
 	}
 	return nil
 }

@@ -7,8 +7,13 @@ import (
 	"time"
 )
 
-// DefaultSegmentSize is the segment size Options.Validate fills in.
-const DefaultSegmentSize = 64 << 20
+// DefaultSegmentSize is the segment size Options.Validate fills in. The
+// segment layer (tidwall/wal) holds the tail segment's bytes in memory and
+// the last segment it closed or read, so this bounds about two segments of
+// heap (three while the tail's buffer grows); at 64 MiB that was most of a
+// node's heap under write load (docs/benchmarks.md, "WAL segments and the
+// heap").
+const DefaultSegmentSize = 16 << 20
 
 // Options configure a WAL. The zero value is valid: Validate fills defaults.
 type Options struct {

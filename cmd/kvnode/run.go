@@ -16,6 +16,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/cutkv/cutkv/server"
+	"github.com/cutkv/cutkv/wal"
 )
 
 const usageHead = `kvnode runs one node of a cutkv cluster.
@@ -104,7 +105,7 @@ func newFlags(stderr io.Writer) *flags {
 	fs.DurationVar(&f.cfg.ShutdownTimeout, "shutdown-timeout", 10*time.Second, "graceful shutdown bound: drain requests, hand off leadership, leave gossip")
 	fs.DurationVar(&f.cfg.TickInterval, "raft-tick", 100*time.Millisecond, "raft tick interval")
 	fs.IntVar(&f.cfg.ElectionTicks, "election-ticks", 10, "raft election timeout in ticks")
-	fs.IntVar(&f.cfg.WALSegmentSize, "wal-segment-size", 64<<20, "WAL segment file size, bytes")
+	fs.IntVar(&f.cfg.WALSegmentSize, "wal-segment-size", wal.DefaultSegmentSize, "WAL segment file size, bytes (about two segments are held in memory)")
 	fs.DurationVar(&f.cfg.MaterializeInterval, "materialize-interval", time.Minute, "materialize each partition's state at least this often; the WAL is truncated behind materializations")
 	fs.Int64Var(&f.cfg.MaterializeBytes, "materialize-bytes", 64<<20, "materialize a partition whose WAL tail (log after its last materialization) passed this many bytes")
 	fs.StringVar(&f.cfg.Storage, "storage", "pebble", "where partition state lives: pebble (on disk under <data-dir>/state) or memory (rebuilt from materializations and the WAL at each start)")
