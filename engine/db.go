@@ -46,7 +46,19 @@ type DB struct {
 
 	viewsMu sync.Mutex
 	views   map[*ReadView]struct{}
+
+	// compacted holds the SSTs this DB's compactions wrote since it opened
+	// (by file name), for the snapshot upload's report of the bytes that
+	// compactions, not new writes, made it send (CompactionOutput).
+	// Bounded: the oldest names go first.
+	compactedMu sync.Mutex
+	compacted   map[string]struct{}
+	compactOrd  []string
 }
+
+// maxCompactedNames bounds DB.compacted: far more SSTs than a DB holds at
+// once, so a file of a kept checkpoint is still known.
+const maxCompactedNames = 1 << 16
 
 func (e *Env) pebbleOptions(log *slog.Logger) *pebble.Options {
 	return &pebble.Options{
@@ -97,6 +109,11 @@ func (d *DB) open() (*pebble.DB, error) {
 		DataCorruption: func(info pebble.DataCorruptionInfo) {
 			d.setErr("data corruption", fmt.Errorf("%s: %w", info.Path, info.Details))
 		},
+		TableCreated: func(info pebble.TableCreateInfo) {
+			if info.Reason == "compacting" {
+				d.noteCompacted(d.env.cfg.FS.PathBase(info.Path))
+			}
+		},
 	}
 	pdb, err := pebble.Open(d.dir, opts)
 	if err != nil {
@@ -113,6 +130,34 @@ func (d *DB) open() (*pebble.DB, error) {
 	}
 	d.applied.Store(applied)
 	return pdb, nil
+}
+
+func (d *DB) noteCompacted(name string) {
+	d.compactedMu.Lock()
+	defer d.compactedMu.Unlock()
+	if d.compacted == nil {
+		d.compacted = map[string]struct{}{}
+	}
+	if _, ok := d.compacted[name]; ok {
+		return
+	}
+	d.compacted[name] = struct{}{}
+	d.compactOrd = append(d.compactOrd, name)
+	if len(d.compactOrd) > maxCompactedNames {
+		delete(d.compacted, d.compactOrd[0])
+		d.compactOrd = d.compactOrd[1:]
+	}
+}
+
+// CompactionOutput says whether the SST named name (a file of this DB or
+// of a checkpoint of it) was written by one of its compactions since it
+// opened; false for a flush's output, and for a file written before the
+// DB opened (unknown).
+func (d *DB) CompactionOutput(name string) bool {
+	d.compactedMu.Lock()
+	defer d.compactedMu.Unlock()
+	_, ok := d.compacted[name]
+	return ok
 }
 
 // ID returns the partition id given to Open.

@@ -3,8 +3,10 @@ package engine
 import (
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -154,5 +156,60 @@ func TestMaterializeLinksFiles(t *testing.T) {
 	}
 	if err := Clone(vfs.Default, m1.Dir, clone); err == nil {
 		t.Error("a clone onto an existing directory was not refused")
+	}
+}
+
+// TestCompactionOutputNamed: the SSTs a compaction wrote are known as
+// compaction outputs, a flush's are not, and so are the files of a
+// materialization taken after the compaction (hard links: the same names).
+func TestCompactionOutputNamed(t *testing.T) {
+	root := t.TempDir()
+	env := newEnv(t, vfs.Default)
+	defer env.Close()
+	d := openDB(t, env, filepath.Join(root, "live"), 3)
+	defer d.Close()
+	m := model{}
+	flushed := map[string]bool{}
+	for i := uint64(1); i <= 3; i++ {
+		write(t, d, m, i, 200)
+		m1, err := d.Materialize(filepath.Join(root, fmt.Sprintf("f%d", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range m1.Files {
+			if strings.HasSuffix(f.Name, ".sst") && !d.CompactionOutput(f.Name) {
+				flushed[f.Name] = true
+			}
+		}
+	}
+	if len(flushed) == 0 {
+		t.Fatal("no flushed SST")
+	}
+	for name := range flushed {
+		if d.CompactionOutput(name) {
+			t.Errorf("flushed %s said to be a compaction's output", name)
+		}
+	}
+	if err := d.pdb.Compact(context.Background(), []byte{0}, []byte{0xff, 0xff}, false); err != nil {
+		t.Fatal(err)
+	}
+	mc, err := d.Materialize(filepath.Join(root, "after"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var compacted int
+	for _, f := range mc.Files {
+		if !strings.HasSuffix(f.Name, ".sst") {
+			continue
+		}
+		if flushed[f.Name] {
+			t.Errorf("%s survived a full compaction", f.Name)
+		}
+		if d.CompactionOutput(f.Name) {
+			compacted++
+		}
+	}
+	if compacted == 0 {
+		t.Errorf("no SST of the materialization after a full compaction is a compaction's output: %+v", mc.Files)
 	}
 }

@@ -69,6 +69,15 @@ func OpenCheckpoint(env *engine.Env, ckpt, scratch string, id uint64) (*Partitio
 	return q, nil
 }
 
+// CompactionOutput says whether the SST named name, a file of this
+// partition's Pebble or of a checkpoint of it, was written by one of its
+// compactions since it opened (engine.DB.CompactionOutput); false in
+// memory.
+func (p *Partition) CompactionOutput(name string) bool {
+	s, err := p.pebbleStore()
+	return err == nil && s.db.CompactionOutput(name)
+}
+
 // scratchCacheSize is the block cache of a scratch partition's own Env
 // (OpenCheckpointScratch): room for its memtables, not a working set.
 const scratchCacheSize = 16 << 20

@@ -57,9 +57,11 @@ type SnapshotResult struct {
 	BaseFilesReused int
 	BaseBytesReused uint64
 	// BaseFileBytes is the part of BytesUploaded that is checkpoint
-	// files (new SSTs: flushes, and the files compactions rewrote).
-	BaseFileBytes uint64
-	Duration      time.Duration
+	// files (new SSTs: flushes, and the files compactions rewrote);
+	// BaseCompactedBytes the part of it that compactions wrote.
+	BaseFileBytes      uint64
+	BaseCompactedBytes uint64
+	Duration           time.Duration
 }
 
 // partPlan is one partition's part of a snapshot being made: the replica
@@ -204,6 +206,7 @@ func CreateSnapshot(ctx context.Context, n *Node, req *kvpb.CreateSnapshotReques
 		res.BytesUploaded += up.bytes
 		res.PiecesUploaded += up.objects
 		res.BaseFileBytes += up.fileBytes
+		res.BaseCompactedBytes += up.compactedBytes
 		res.BaseFilesReused += up.filesStored
 		res.BaseBytesReused += up.bytesStored
 		progress(&kvpb.SnapshotProgress{Phase: "upload", PartitionsDone: done, PartitionsTotal: total, BytesUploaded: res.BytesUploaded, CutVersion: v})
@@ -240,7 +243,7 @@ func CreateSnapshot(ctx context.Context, n *Node, req *kvpb.CreateSnapshotReques
 	res.Manifest = m
 	res.Duration = time.Since(start)
 	sn.Log.Info("snapshot created", "id", id, "cut", v, "store", st.URL(), "bytes_uploaded", res.BytesUploaded,
-		"pieces_uploaded", res.PiecesUploaded, "pieces_reused", res.PiecesReused, "base_file_bytes", res.BaseFileBytes,
+		"pieces_uploaded", res.PiecesUploaded, "pieces_reused", res.PiecesReused, "base_file_bytes", res.BaseFileBytes, "base_compacted_bytes", res.BaseCompactedBytes,
 		"base_files_reused", res.BaseFilesReused, "base_bytes_reused", res.BaseBytesReused, "took", res.Duration)
 	return res, nil
 }
@@ -358,11 +361,13 @@ func baseFiles(in []*internalpb.BaseFile) ([]snapshot.BaseFile, error) {
 
 // uploaded is what one partition's upload did.
 type uploaded struct {
-	bytes       uint64 // written to the store
-	objects     int
-	fileBytes   uint64 // of bytes, checkpoint files
-	filesStored int    // checkpoint files the store held already
-	bytesStored uint64
+	bytes     uint64 // written to the store
+	objects   int
+	fileBytes uint64 // of bytes, checkpoint files
+	// of fileBytes, those compactions wrote (bounded by fileBytes)
+	compactedBytes uint64
+	filesStored    int // checkpoint files the store held already
+	bytesStored    uint64
 }
 
 // uploadSnapshot has p's node store its missing objects; it returns the
@@ -398,6 +403,10 @@ func (n *Node) uploadSnapshot(ctx context.Context, p *partPlan, store string) (u
 			up.fileBytes += uint64(f.Size)
 		}
 	}
+	if c := resp.GetBaseCompactedBytes(); c < 0 || uint64(c) > up.fileBytes {
+		return uploaded{}, fmt.Errorf("partition %d: %s reported %d bytes of compacted files among %d bytes of files uploaded", p.cp.GetPartition(), p.member, c, up.fileBytes)
+	}
+	up.compactedBytes = uint64(resp.GetBaseCompactedBytes())
 	obj := func(name string) (snapshot.Object, error) {
 		o := got[name]
 		if o == nil {
@@ -498,6 +507,7 @@ func (s *ClusterServer) CreateSnapshot(req *kvpb.CreateSnapshotRequest, stream k
 		PiecesUploaded: uint32(res.PiecesUploaded), PiecesReused: uint32(res.PiecesReused),
 		DurationMs: res.Duration.Milliseconds(), Store: res.Store,
 		BaseFileBytes: res.BaseFileBytes, BaseFilesReused: uint32(res.BaseFilesReused), BaseBytesReused: res.BaseBytesReused,
+		BaseCompactedBytes: res.BaseCompactedBytes,
 	}})
 }
 

@@ -611,6 +611,9 @@ func (s *SnapshotPartitionsServer) uploadBase(ctx context.Context, st *snapshot.
 				checkpoint.ErrCorrupt, g, f.Name, dir, size, sha, f.Size, f.Hex())
 		}
 		out.Objects = append(out.Objects, &internalpb.UploadedObject{Name: name, Size: size, Sha256: sha})
+		if part := n.Partitions[g]; part != nil && part.CompactionOutput(f.Name) {
+			out.BaseCompactedBytes += size
+		}
 	}
 	o, err := putObject(ctx, st, rate, m.Name(), func() (io.ReadCloser, error) { return os.Open(filepath.Join(dir, checkpoint.ManifestName)) })
 	if err != nil {

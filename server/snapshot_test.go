@@ -171,6 +171,31 @@ func TestSnapshotsIncrementalFullAndPrune(t *testing.T) {
 	t.Logf("checkpoint bases: first %d file bytes uploaded; second %d uploaded, %d files (%d bytes) reused",
 		s3.GetBaseFileBytes(), s4.GetBaseFileBytes(), s4.GetBaseFilesReused(), s4.GetBaseBytesReused())
 
+	// Checkpoints back to back pile up level-0 files until a compaction
+	// rewrites them; the next bases upload its output, which the result
+	// counts apart (never more than the files uploaded).
+	var compacted *kvpb.CreateSnapshotResult
+	var rounds []*kvpb.CreateSnapshotResult
+	for round := 0; round < 12 && compacted == nil; round++ {
+		writeMany(t, c, fmt.Sprintf("e%d-", round), 20)
+		checkpointAll(t, c, 0)
+		s := mustSnapshot(t, c, 0, &kvpb.CreateSnapshotRequest{Store: store})
+		rounds = append(rounds, s)
+		if s.GetBaseCompactedBytes() > s.GetBaseFileBytes() {
+			t.Fatalf("round %d: %d compacted bytes among %d file bytes uploaded", round, s.GetBaseCompactedBytes(), s.GetBaseFileBytes())
+		}
+		if s.GetBaseCompactedBytes() > 0 {
+			compacted = s
+		}
+	}
+	if compacted == nil {
+		t.Fatal("12 checkpoints in a row: no snapshot uploaded a file a compaction wrote")
+	}
+	t.Logf("after compactions: %d of %d file bytes uploaded were compaction outputs", compacted.GetBaseCompactedBytes(), compacted.GetBaseFileBytes())
+	if s3.GetBaseCompactedBytes() > s3.GetBaseFileBytes() || s4.GetBaseCompactedBytes() > s4.GetBaseFileBytes() {
+		t.Fatalf("compacted bytes above the file bytes: %v, %v", s3, s4)
+	}
+
 	// Full: a base exactly before each partition's position.
 	full := mustSnapshot(t, c, 0, &kvpb.CreateSnapshotRequest{Store: store, Full: true})
 	finfo := getSnapshot(t, c, store, full.GetSnapshot().GetId())
@@ -193,7 +218,7 @@ func TestSnapshotsIncrementalFullAndPrune(t *testing.T) {
 	}
 	t.Logf("incremental after full: %d bytes uploaded for %d bytes written (%.2fx)", inc.GetBytesUploaded(), x, float64(inc.GetBytesUploaded())/float64(x))
 
-	all := []*kvpb.CreateSnapshotResult{s1, s2, s3, s4, full, inc}
+	all := append(append([]*kvpb.CreateSnapshotResult{s1, s2, s3, s4}, rounds...), full, inc)
 	for _, s := range all {
 		if r := checkSnapshot(t, c, store, s.GetSnapshot().GetId()); !r.GetOk() {
 			t.Fatalf("check %s: %v", s.GetSnapshot().GetId(), r)
@@ -211,11 +236,11 @@ func TestSnapshotsIncrementalFullAndPrune(t *testing.T) {
 	// Prune to the newest two: they still check, and every piece left is
 	// referenced by one of them.
 	gc, err := kvrpc.NewClusterClient(c.Conn(0)).PruneSnapshots(ctxT(t, 30*time.Second), &kvpb.PruneSnapshotsRequest{Store: store, KeepLast: 2})
-	if err != nil || len(gc.GetDeletedSnapshots()) != 4 || len(gc.GetDeletedPieces()) == 0 {
+	if err != nil || len(gc.GetDeletedSnapshots()) != len(all)-2 || len(gc.GetDeletedPieces()) == 0 {
 		t.Fatalf("prune: %v, %v", gc, err)
 	}
 	var refs []string
-	for _, s := range all[4:] {
+	for _, s := range all[len(all)-2:] {
 		if r := checkSnapshot(t, c, store, s.GetSnapshot().GetId()); !r.GetOk() {
 			t.Fatalf("check %s after prune: %v", s.GetSnapshot().GetId(), r)
 		}

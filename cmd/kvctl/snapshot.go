@@ -603,7 +603,7 @@ func writeSnapshotResultText(w io.Writer, r *kvpb.CreateSnapshotResult) error {
 	fmt.Fprintf(tw, "pieces uploaded\t%d\n", r.GetPiecesUploaded())
 	fmt.Fprintf(tw, "pieces reused\t%d\n", r.GetPiecesReused())
 	if r.GetBaseFileBytes() > 0 || r.GetBaseFilesReused() > 0 {
-		fmt.Fprintf(tw, "base files uploaded\t%s\n", humanBytes(r.GetBaseFileBytes()))
+		fmt.Fprintf(tw, "base files uploaded\t%s (%s rewritten by compactions)\n", humanBytes(r.GetBaseFileBytes()), humanBytes(r.GetBaseCompactedBytes()))
 		fmt.Fprintf(tw, "base files reused\t%d (%s)\n", r.GetBaseFilesReused(), humanBytes(r.GetBaseBytesReused()))
 	}
 	fmt.Fprintf(tw, "duration\t%s\n", durationMs(r.GetDurationMs()))
@@ -754,6 +754,8 @@ type jsonSnapshotResult struct {
 	BaseFileBytes   uint64 `json:"base_file_bytes"`
 	BaseFilesReused uint32 `json:"base_files_reused"`
 	BaseBytesReused uint64 `json:"base_bytes_reused"`
+	// Of base_file_bytes, SSTs that compactions rewrote.
+	BaseCompactedBytes uint64 `json:"base_compacted_bytes"`
 }
 
 type jsonSnapshotCreateResponse struct {
@@ -808,7 +810,8 @@ func toJSONSnapshot(s *kvpb.SnapshotInfo) jsonSnapshot {
 func toJSONSnapshotResult(r *kvpb.CreateSnapshotResult) jsonSnapshotResult {
 	return jsonSnapshotResult{Snapshot: toJSONSnapshot(r.GetSnapshot()), BytesUploaded: r.GetBytesUploaded(), PiecesUploaded: r.GetPiecesUploaded(),
 		PiecesReused: r.GetPiecesReused(), DurationMs: r.GetDurationMs(), Store: r.GetStore(),
-		BaseFileBytes: r.GetBaseFileBytes(), BaseFilesReused: r.GetBaseFilesReused(), BaseBytesReused: r.GetBaseBytesReused()}
+		BaseFileBytes: r.GetBaseFileBytes(), BaseFilesReused: r.GetBaseFilesReused(), BaseBytesReused: r.GetBaseBytesReused(),
+		BaseCompactedBytes: r.GetBaseCompactedBytes()}
 }
 
 func toJSONSnapshotCheck(r *kvpb.CheckSnapshotResponse) jsonSnapshotCheck {

@@ -190,7 +190,7 @@ var (
 		Snapshot: &kvpb.SnapshotInfo{Id: snap42.Id, CutVersion: 42, TimeUnixMs: snap42.TimeUnixMs, PartitionCount: 2,
 			KeyHash: "fnv1a64", Cluster: "0000000000000c07", TotalBytes: snap42.TotalBytes, Objects: 4},
 		BytesUploaded: 13107200, PiecesUploaded: 2, PiecesReused: 2, DurationMs: 4250, Store: "s3://backups/cutkv",
-		BaseFileBytes: 8 << 20, BaseFilesReused: 5, BaseBytesReused: 3 << 20,
+		BaseFileBytes: 8 << 20, BaseFilesReused: 5, BaseBytesReused: 3 << 20, BaseCompactedBytes: 2 << 20,
 	}
 )
 
@@ -228,7 +228,7 @@ partitions           2
 bytes uploaded       12.5 MiB
 pieces uploaded      2
 pieces reused        2
-base files uploaded  8.0 MiB
+base files uploaded  8.0 MiB (2.0 MiB rewritten by compactions)
 base files reused    5 (3.0 MiB)
 duration             4.25s
 store                s3://backups/cutkv

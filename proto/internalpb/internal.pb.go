@@ -672,8 +672,12 @@ type UploadSnapshotResponse struct {
 	// Files of a checkpoint base that were already stored, and their bytes.
 	BaseFilesStored uint32 `protobuf:"varint,2,opt,name=base_files_stored,json=baseFilesStored,proto3" json:"base_files_stored,omitempty"`
 	BaseBytesStored int64  `protobuf:"varint,3,opt,name=base_bytes_stored,json=baseBytesStored,proto3" json:"base_bytes_stored,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Of the base files written, the bytes of SSTs that the partition's own
+	// compactions wrote since the node started (the rest came from flushes
+	// of new writes, or predate the start).
+	BaseCompactedBytes int64 `protobuf:"varint,4,opt,name=base_compacted_bytes,json=baseCompactedBytes,proto3" json:"base_compacted_bytes,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *UploadSnapshotResponse) Reset() {
@@ -723,6 +727,13 @@ func (x *UploadSnapshotResponse) GetBaseFilesStored() uint32 {
 func (x *UploadSnapshotResponse) GetBaseBytesStored() int64 {
 	if x != nil {
 		return x.BaseBytesStored
+	}
+	return 0
+}
+
+func (x *UploadSnapshotResponse) GetBaseCompactedBytes() int64 {
+	if x != nil {
+		return x.BaseCompactedBytes
 	}
 	return 0
 }
@@ -4188,11 +4199,12 @@ const file_internalpb_internal_proto_rawDesc = "" +
 	"\x0eUploadedObject\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04size\x18\x02 \x01(\x03R\x04size\x12\x16\n" +
-	"\x06sha256\x18\x03 \x01(\tR\x06sha256\"\xad\x01\n" +
+	"\x06sha256\x18\x03 \x01(\tR\x06sha256\"\xdf\x01\n" +
 	"\x16UploadSnapshotResponse\x12;\n" +
 	"\aobjects\x18\x01 \x03(\v2!.cutkv.internal.v1.UploadedObjectR\aobjects\x12*\n" +
 	"\x11base_files_stored\x18\x02 \x01(\rR\x0fbaseFilesStored\x12*\n" +
-	"\x11base_bytes_stored\x18\x03 \x01(\x03R\x0fbaseBytesStored\"I\n" +
+	"\x11base_bytes_stored\x18\x03 \x01(\x03R\x0fbaseBytesStored\x120\n" +
+	"\x14base_compacted_bytes\x18\x04 \x01(\x03R\x12baseCompactedBytes\"I\n" +
 	"\x16ReleaseSnapshotRequest\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\x04R\tclusterId\x12\x10\n" +

@@ -2355,8 +2355,11 @@ type CreateSnapshotResult struct {
 	// referenced, not uploaded.
 	BaseFilesReused uint32 `protobuf:"varint,8,opt,name=base_files_reused,json=baseFilesReused,proto3" json:"base_files_reused,omitempty"`
 	BaseBytesReused uint64 `protobuf:"varint,9,opt,name=base_bytes_reused,json=baseBytesReused,proto3" json:"base_bytes_reused,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Of base_file_bytes, the SSTs that compactions rewrote (not new
+	// writes): the upload cost of the LSM's write amplification.
+	BaseCompactedBytes uint64 `protobuf:"varint,10,opt,name=base_compacted_bytes,json=baseCompactedBytes,proto3" json:"base_compacted_bytes,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *CreateSnapshotResult) Reset() {
@@ -2448,6 +2451,13 @@ func (x *CreateSnapshotResult) GetBaseFilesReused() uint32 {
 func (x *CreateSnapshotResult) GetBaseBytesReused() uint64 {
 	if x != nil {
 		return x.BaseBytesReused
+	}
+	return 0
+}
+
+func (x *CreateSnapshotResult) GetBaseCompactedBytes() uint64 {
+	if x != nil {
+		return x.BaseCompactedBytes
 	}
 	return 0
 }
@@ -4487,7 +4497,7 @@ const file_kvpb_kv_proto_rawDesc = "" +
 	"\x16CreateSnapshotResponse\x123\n" +
 	"\x06header\x18\x01 \x01(\v2\x1b.cutkv.kv.v1.ResponseHeaderR\x06header\x129\n" +
 	"\bprogress\x18\x02 \x01(\v2\x1d.cutkv.kv.v1.SnapshotProgressR\bprogress\x129\n" +
-	"\x06result\x18\x03 \x01(\v2!.cutkv.kv.v1.CreateSnapshotResultR\x06result\"\xf9\x02\n" +
+	"\x06result\x18\x03 \x01(\v2!.cutkv.kv.v1.CreateSnapshotResultR\x06result\"\xab\x03\n" +
 	"\x14CreateSnapshotResult\x125\n" +
 	"\bsnapshot\x18\x01 \x01(\v2\x19.cutkv.kv.v1.SnapshotInfoR\bsnapshot\x12%\n" +
 	"\x0ebytes_uploaded\x18\x02 \x01(\x04R\rbytesUploaded\x12'\n" +
@@ -4498,7 +4508,9 @@ const file_kvpb_kv_proto_rawDesc = "" +
 	"\x05store\x18\x06 \x01(\tR\x05store\x12&\n" +
 	"\x0fbase_file_bytes\x18\a \x01(\x04R\rbaseFileBytes\x12*\n" +
 	"\x11base_files_reused\x18\b \x01(\rR\x0fbaseFilesReused\x12*\n" +
-	"\x11base_bytes_reused\x18\t \x01(\x04R\x0fbaseBytesReused\"\x83\x01\n" +
+	"\x11base_bytes_reused\x18\t \x01(\x04R\x0fbaseBytesReused\x120\n" +
+	"\x14base_compacted_bytes\x18\n" +
+	" \x01(\x04R\x12baseCompactedBytes\"\x83\x01\n" +
 	"\rSnapshotPiece\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x0e\n" +
 	"\x02lo\x18\x02 \x01(\x04R\x02lo\x12\x0e\n" +
