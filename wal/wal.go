@@ -147,7 +147,7 @@ func open(dir string, df *os.File, opts Options, e env) (*WAL, error) {
 		NoSync:           true, // the committer fsyncs once per batch
 		SegmentSize:      limit,
 		LogFormat:        tidwall.Binary,
-		SegmentCacheSize: 1, // reads are rare: restart, snapshot pieces, slow followers
+		SegmentCacheSize: 1,    // reads are rare: restart, snapshot pieces, slow followers
 		AllowEmpty:       true, // TruncateFront(LastIndex()+1) empties the log
 		DirPerms:         0o750,
 		FilePerms:        0o640,
