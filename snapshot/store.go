@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
@@ -285,6 +286,13 @@ func (s *Store) PutPiece(ctx context.Context, name string, r io.Reader) (sha str
 		return "", 0, err
 	}
 	key := s.pieceKey(name)
+	// One writer per piece in this process: the same file (a Pebble
+	// OPTIONS file is alike in every partition's checkpoint) is often
+	// offered by several partitions of one snapshot at once, and the
+	// file:// driver's create-if-absent does not exclude a second writer
+	// (it rewrites the attributes file under the first one's read-back).
+	unlock := lockPiece(s.url + "\x00" + key)
+	defer unlock()
 	if ok, err := s.bucket.Exists(ctx, key); err != nil {
 		return "", 0, s.wrap("looking up piece "+name, err)
 	} else if ok {
@@ -295,6 +303,13 @@ func (s *Store) PutPiece(ctx context.Context, name string, r io.Reader) (sha str
 		return "", 0, fmt.Errorf("uploading piece %s: %w", name, err)
 	}
 	got, gotSize, err := s.hashObject(ctx, key)
+	for try := 1; err != nil && !notFound(err) && try < readBackTries && ctx.Err() == nil; try++ {
+		// A read that fails (not one that reads other bytes) may have met
+		// another process writing the same piece, whose bytes are the
+		// same (the name is their hash): read again.
+		time.Sleep(readBackPause)
+		got, gotSize, err = s.hashObject(ctx, key)
+	}
 	if err != nil {
 		return "", 0, s.wrap("reading back piece "+name, err)
 	}
@@ -308,6 +323,46 @@ func (s *Store) PutPiece(ctx context.Context, name string, r io.Reader) (sha str
 		return "", 0, err
 	}
 	return sha, size, nil
+}
+
+// readBackTries and readBackPause bound PutPiece's read-back of a piece
+// whose read fails.
+const (
+	readBackTries = 4
+	readBackPause = 50 * time.Millisecond
+)
+
+// pieceLocks holds a mutex per piece being written by this process.
+var pieceLocks = struct {
+	sync.Mutex
+	m map[string]*pieceLock
+}{m: map[string]*pieceLock{}}
+
+type pieceLock struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// lockPiece takes the process-wide lock of one piece and returns its
+// release; locks of pieces nobody writes are dropped.
+func lockPiece(k string) func() {
+	pieceLocks.Lock()
+	l := pieceLocks.m[k]
+	if l == nil {
+		l = &pieceLock{}
+		pieceLocks.m[k] = l
+	}
+	l.refs++
+	pieceLocks.Unlock()
+	l.mu.Lock()
+	return func() {
+		l.mu.Unlock()
+		pieceLocks.Lock()
+		if l.refs--; l.refs == 0 {
+			delete(pieceLocks.m, k)
+		}
+		pieceLocks.Unlock()
+	}
 }
 
 // write stores r's bytes under key and returns their SHA-256 and size.

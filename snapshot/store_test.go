@@ -913,3 +913,58 @@ func TestListDuringUploads(t *testing.T) {
 	close(stop)
 	wg.Wait()
 }
+
+// TestPutPieceSameFileAtOnce: many writers (stores of their own, as the
+// partitions of one snapshot upload the same OPTIONS file) putting one
+// piece at the same moment into a file:// store each get either success
+// or ErrExists, never a failed read-back, and the piece holds the bytes.
+func TestPutPieceSameFileAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	const writers, rounds = 16, 40
+	stores := make([]*Store, writers)
+	for i := range stores {
+		s, err := OpenStore(context.Background(), "file://"+filepath.ToSlash(dir), 0xc1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		stores[i] = s
+	}
+	for r := range rounds {
+		data := bytes.Repeat([]byte{byte(r)}, 4096+r)
+		sum := sha256.Sum256(data)
+		name := FileObjectName(hex.EncodeToString(sum[:]))
+		var wg sync.WaitGroup
+		errs := make([]error, writers)
+		for i, s := range stores {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _, errs[i] = s.PutPiece(context.Background(), name, bytes.NewReader(data))
+			}()
+		}
+		wg.Wait()
+		stored := 0
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				stored++
+			case errors.Is(err, ErrExists):
+			default:
+				t.Fatalf("round %d writer %d: %v", r, i, err)
+			}
+		}
+		if stored == 0 {
+			t.Fatalf("round %d: no writer stored the piece", r)
+		}
+		rd, err := stores[0].OpenPiece(context.Background(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(rd)
+		rd.Close()
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("round %d: piece reads %d bytes, %v", r, len(got), err)
+		}
+	}
+}
