@@ -45,7 +45,7 @@
 # With the defaults it needs about 10 GB of disk (3 replicas, WAL,
 # materializations, the store, restored data dirs) and took 25 minutes on
 # a busy 2-core machine (run 8 in docs/benchmarks.md). Needs the ports
-# 7001-7003, 7101-7103 and 7201-7203 free; installs jq with apt-get if it
+# 7001-7003, 7101-7103, 7201-7203 and 7301-7303 free; installs jq with apt-get if it
 # is missing. Data and logs go to a
 # temporary directory, removed at the end unless KEEP=1 or a step failed.
 set -euo pipefail
@@ -67,7 +67,8 @@ PARTS=${PARTS:-1234}
 RESTORE=${RESTORE:-full changed last}
 [[ $PARTS == *2* && $PARTS != *1* ]] && PARTS="1$PARTS"
 EP=127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003
-IC=n1=127.0.0.1:7001,n2=127.0.0.1:7002,n3=127.0.0.1:7003
+# kvnode restore --initial-cluster: the peer addresses benchckpt cluster gives the nodes.
+IC=n1=127.0.0.1:7301,n2=127.0.0.1:7302,n3=127.0.0.1:7303
 METRICS=127.0.0.1:7201,127.0.0.1:7202,127.0.0.1:7203
 NOMAT=(--materialize-interval 24h --materialize-bytes 1000000000000)
 BANK=(--endpoints "$EP" --clients 16 --conns 4 --accounts 1000 --warmup 2s --progress 0)
