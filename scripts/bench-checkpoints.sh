@@ -16,14 +16,17 @@
 #     64 clients) with the default materialization interval and
 #     --materialize-bytes 16777216; every 10 s the nodes' WAL bytes and the
 #     materialization files' bytes, summed over the three nodes.
-#  3. Put throughput with checkpoints taken back to back vs none: four
-#     pairs of RUN (default 15s) kvbench put runs, A (none) then B.
+#  3. Put throughput with checkpoints taken back to back (or every
+#     CKPT_EVERY, a Go duration such as 10s) vs none: four pairs of RUN
+#     (default 15s) kvbench put runs, A (none) then B; with the nodes' CPU
+#     time per operation (kvbench --metrics-url).
 #
-# Usage: [FULL=0] [DURATION=5m] [RUN=15s] [KEEP=1] scripts/bench-checkpoints.sh
+# Usage: [FULL=0] [DURATION=5m] [RUN=15s] [CKPT_EVERY=0] [PARTS=123] [KEEP=1]
+#        scripts/bench-checkpoints.sh
 # (WRITES="20000 50000" replaces the history lengths of part 1, for a
 # quick try.)
 # Takes about 20 minutes with the defaults on a 2-core machine. Needs the
-# ports 7001-7003, 7101-7103 and 7201-7203 free. Data and logs go to a
+# ports 7001-7003, 7101-7103, 7201-7203 and 7301-7303 free, and jq. Data and logs go to a
 # temporary directory, removed at the end unless KEEP=1 or a step failed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -121,16 +124,18 @@ D=$WORK/throughput
 start_cluster "$D" "$D/start.events" "" -- "${NOMAT[@]}"
 # kvbench get writes every key once first: the runs all start from a full keyspace.
 bin/kvbench get "${PUT[@]}" --total 1000 --out "$D/preload.json" >"$D/preload.txt" 2>&1
-echo "### Put throughput, checkpoints back to back (B) vs none (A)"
+BLABEL="back to back"
+[ "$CKPT_EVERY" != 0 ] && BLABEL="every $CKPT_EVERY"
+echo "### Put throughput, checkpoints $BLABEL (B) vs none (A)"
 echo
 echo "Automatic materialization off; each run $RUN after 2 s warm-up, 64 clients, keyspace of 100000 keys all written first. WAL write+fsync: mean over the 3 nodes' group commits during the run (kvbench --metrics-url). Checkpoint times: one Cluster.Checkpoint call each (all groups on all nodes)."
 echo
-echo "| run | checkpoints | ops/s | p50 ms | p99 ms | errors | WAL write+fsync mean ms | checkpoints completed (failed), p50 / max s |"
-echo "|---|---|--:|--:|--:|--:|--:|---|"
+echo "| run | checkpoints | ops/s | p50 ms | p99 ms | errors | WAL write+fsync mean ms | node CPU µs/op | checkpoints completed (failed), p50 / max s |"
+echo "|---|---|--:|--:|--:|--:|--:|--:|---|"
 SUM_A=0
 SUM_B=0
-BLABEL="back to back"
-[ "$CKPT_EVERY" != 0 ] && BLABEL="every $CKPT_EVERY"
+CPU_A=""
+CPU_B=""
 for i in 1 2 3 4; do
 	for mode in A B; do
 		out=$D/r$i-$mode.json
@@ -151,12 +156,16 @@ for i in 1 2 3 4; do
 		row=$("$B" row "$i" "$out" "$ck")
 		echo "$row" | sed "s/^| $i |/| $i | $([ "$mode" = A ] && echo none || echo "$BLABEL") |/"
 		ops=$(echo "$row" | cut -d'|' -f3 | tr -d ' ')
-		if [ "$mode" = A ]; then SUM_A=$((SUM_A + ops)); else SUM_B=$((SUM_B + ops)); fi
+		cpu=$(jq -r '.wal.cpu_us_per_op // 0' "$out")
+		if [ "$mode" = A ]; then SUM_A=$((SUM_A + ops)); CPU_A="$CPU_A $cpu"; else SUM_B=$((SUM_B + ops)); CPU_B="$CPU_B $cpu"; fi
 	done
 done
 stop_cluster
 echo
 echo "B / A (sums of ops/s over the 4 pairs): $SUM_B / $SUM_A = $(awk -v a="$SUM_A" -v b="$SUM_B" 'BEGIN { printf "%.2f", b / a }')"
+echo
+# Node CPU per operation, mean of the 4 runs of each side.
+echo "$CPU_A" "|" "$CPU_B" | awk '{ s = 0; for (i = 1; i <= NF; i++) { if ($i == "|") { s = 1; continue } v[s] += $i; n[s]++ } if (v[0] > 0 && v[1] > 0) printf "Node CPU per operation, mean of the runs: A %.0f µs, B %.0f µs; B / A = %.2f\n", v[0] / n[0], v[1] / n[1], (v[1] / n[1]) / (v[0] / n[0]) }'
 echo
 echo "load average at the end: $(loadavg)"
 fi

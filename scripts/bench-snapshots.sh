@@ -13,7 +13,9 @@
 #     of 1 KiB to random existing keys, an incremental one, then a
 #     checkpoint and an incremental one (new local bases: a "rebase",
 #     what a snapshot costs after a node's periodic materialization).
-#     Duration, bytes and objects uploaded and reused for each.
+#     Duration, bytes and objects uploaded and reused for each. A failed
+#     CreateSnapshot is listed under the table and asked for again, up to
+#     SNAP_TRIES attempts.
 #  2. Restore: source cluster stopped; each of the snapshots of part 1
 #     named in RESTORE (full, changed: the incremental after the change,
 #     last: the rebase) restored into 3 fresh data dirs, one node after
@@ -36,16 +38,37 @@
 #     snapshots' cut times, each snapshot's duration and bytes (the
 #     leader's "snapshot created" log lines) are reported; the same run
 #     after a restart without automatic snapshots, AUTO_PAIRS times.
+#  5. Bytes uploaded per minute of automatic snapshots under a slow,
+#     uniform change rate: for each --materialize-interval in P5_MAT, the
+#     cluster restarted with it (--materialize-bytes at its default) and
+#     --snapshot-interval 1s (no pruning); once the first automatic
+#     snapshot is stored, kvbench put --rate P5_RATE (1 KiB values to
+#     random existing keys; 171 puts/s is about 10 MiB a minute) for
+#     P5_RUN (or RUN where P5_MAT says INTERVAL:RUN). Reported: bytes
+#     changed (puts x 1 KiB), the snapshots of the window and what they
+#     uploaded, in all and per minute (the nodes' "snapshot created" lines:
+#     checkpoint files vs changelog pieces and base manifests; files: new
+#     f-* objects in the store vs files the snapshots referenced already
+#     stored), uploaded / changed, and what the nodes wrote to disk: WAL
+#     (cutkv_wal_bytes_total), new SST files in the Pebble state dirs
+#     (flush and compaction outputs, listed every second by benchsnap
+#     sstwatch), Pebble flushes and compactions (cutkv_state_*), and each
+#     process's /proc write_bytes (everything, the store's files
+#     included). Then the cluster is stopped and n1 is restored from the
+#     window's newest snapshot (kvnode restore, timed) unless
+#     P5_RESTORE=0.
 #
 # Usage: [KEYS=1000000] [CHANGE=10240] [RUN=20s] [PAIRS=3] [AUTO_RUN=60s]
 #        [AUTO_PAIRS=2] [PARTS=1234] [RESTORE="full changed last"] [KEEP=1]
 #        [NODE_FLAGS="--snapshot-upload-rate 16777216"]
+#        [P5_MAT="1m 5m:10m"] [P5_RUN=4m] [P5_RATE=171] [P5_RESTORE=1] [SNAP_TRIES=3]
 #        scripts/bench-snapshots.sh
+# (Part 5 runs only when PARTS names it, e.g. PARTS=1235.)
 # A quick try: KEYS=50000 CHANGE=512 RUN=10s PAIRS=1 AUTO_RUN=20s AUTO_PAIRS=1.
 # With the defaults it needs about 10 GB of disk (3 replicas, WAL,
 # materializations, the store, restored data dirs) and took 25 minutes on
 # a busy 2-core machine (run 8 in docs/benchmarks.md). Needs the ports
-# 7001-7003, 7101-7103 and 7201-7203 free; installs jq with apt-get if it
+# 7001-7003, 7101-7103, 7201-7203 and 7301-7303 free; installs jq with apt-get if it
 # is missing. Data and logs go to a
 # temporary directory, removed at the end unless KEEP=1 or a step failed.
 set -euo pipefail
@@ -65,9 +88,14 @@ AUTO_RUN=${AUTO_RUN:-60s}
 AUTO_PAIRS=${AUTO_PAIRS:-2}
 PARTS=${PARTS:-1234}
 RESTORE=${RESTORE:-full changed last}
+P5_MAT=${P5_MAT:-1m}
+P5_RUN=${P5_RUN:-4m}
+P5_RATE=${P5_RATE:-171}
+P5_RESTORE=${P5_RESTORE:-1}
 [[ $PARTS == *2* && $PARTS != *1* ]] && PARTS="1$PARTS"
 EP=127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003
-IC=n1=127.0.0.1:7001,n2=127.0.0.1:7002,n3=127.0.0.1:7003
+# kvnode restore --initial-cluster: the peer addresses benchckpt cluster gives the nodes.
+IC=n1=127.0.0.1:7301,n2=127.0.0.1:7302,n3=127.0.0.1:7303
 METRICS=127.0.0.1:7201,127.0.0.1:7202,127.0.0.1:7203
 NOMAT=(--materialize-interval 24h --materialize-bytes 1000000000000)
 BANK=(--endpoints "$EP" --clients 16 --conns 4 --accounts 1000 --warmup 2s --progress 0)
@@ -99,16 +127,25 @@ bg_stop() {
 	BG_PID=""
 }
 
-# snap LABEL FILE [FLAGS]: one snapshot; its JSON line goes to FILE; a
-# failure stops the script.
+# snap LABEL FILE [FLAGS]: one snapshot; its JSON line goes to FILE. A
+# failed attempt is recorded in SNAP_FAILS (printed under part 1's table)
+# and the snapshot is asked for again, up to SNAP_TRIES attempts in all;
+# then the script stops.
+SNAP_TRIES=${SNAP_TRIES:-3}
+SNAP_FAILS=()
 snap() {
-	local label=$1 file=$2
+	local label=$1 file=$2 try
 	shift 2
-	if ! "$S" create -endpoints "$EP" "$@" >"$file"; then
-		echo "snapshot \"$label\" failed: $(cat "$file")" >&2
-		exit 1
-	fi
-	log "snapshot $label: $(cat "$file")"
+	for try in $(seq "$SNAP_TRIES"); do
+		if "$S" create -endpoints "$EP" "$@" >"$file"; then
+			log "snapshot $label: $(cat "$file")"
+			return
+		fi
+		echo "snapshot \"$label\" failed (attempt $try of $SNAP_TRIES): $(cat "$file")" >&2
+		SNAP_FAILS+=("$label, attempt $try: $(jq -r .error "$file" 2>/dev/null || cat "$file")")
+		sleep 1
+	done
+	exit 1
 }
 
 # snap_row LABEL FILE: a row of part 1's table.
@@ -175,6 +212,12 @@ snap_row "incremental, right after" "$P1/incr.json"
 snap_row "incremental, after $CHANGE puts" "$P1/changed.json"
 snap_row "incremental, after a checkpoint ($CK2)" "$P1/last.json"
 echo
+if [ "${#SNAP_FAILS[@]}" -gt 0 ]; then
+	echo "Failed attempts, each followed by a new CreateSnapshot call:"
+	echo
+	printf -- '- %s\n' "${SNAP_FAILS[@]}"
+	echo
+fi
 echo "Store after part 1: $(mib "$(bytes "$WORK/store")") MiB in $(find "$WORK/store" -type f | wc -l) files."
 echo
 fi
@@ -333,6 +376,118 @@ echo "Each snapshot of run 1:"
 echo
 cat "$P4/detail-1.md"
 echo
+fi
+
+if [[ $PARTS == *5* ]]; then
+# --- 5. Bytes uploaded per minute: snapshots every second, slow uniform changes ---
+P5=$WORK/p5
+mkdir -p "$P5"
+[ -n "$CL_PID" ] && stop_cluster
+STATE=(cutkv_wal_bytes_total cutkv_state_flushes_total cutkv_state_compactions_total cutkv_state_disk_bytes cutkv_state_sst_bytes)
+# scrape_sum FILE NAME: NAME summed over the nodes and its labels.
+scrape_sum() { jq --arg n "$2" '[.nodes[].samples | to_entries[] | select(.key == $n or (.key | startswith($n + "{"))) | .value] | add // 0' "$1"; }
+# writes EVENTS: the kvnode processes' /proc write_bytes, summed.
+writes() {
+	local t=0 pid
+	for pid in $(sed -n 's/^started n[0-9]* pid=\([0-9]*\).*/\1/p' "$1"); do
+		t=$((t + $(awk '$1 == "write_bytes:" { print $2 }' "/proc/$pid/io")))
+	done
+	echo "$t"
+}
+# fobjs: the checkpoint file objects in the store (not the file://
+# driver's .attrs sidecars), count and bytes (%.0f: mawk's %d stops at 2^31).
+fobjs() { find "$WORK/store" -name 'f-*' ! -name '*.attrs' -type f -printf '%s\n' | awk '{ n++; b += $1 } END { printf "%d %.0f\n", n, b }'; }
+P5ROWS=()
+P5MIN=()
+P5WA=()
+P5RES=()
+for spec in $P5_MAT; do
+	mat=${spec%%:*}
+	run=$P5_RUN
+	[[ $spec == *:* ]] && run=${spec#*:}
+	ev=$P5/start-$mat.events
+	start_cluster "$SRC" "$ev" "" -- "${SRCFLAGS[@]}" --materialize-interval "$mat" --snapshot-interval 1s
+	t0=$(now_ms)
+	for _ in $(seq 1200); do
+		[ "$("$S" uploads -data "$SRC" -from "$t0" -to "$(now_ms)" | jq .snapshots)" -gt 0 ] && break
+		sleep 0.5
+	done
+	read -r f0 fb0 < <(fobjs)
+	"$S" scrape -urls "$METRICS" -names "$(IFS=,; echo "${STATE[*]}")" >"$P5/m0-$mat.json"
+	w0=$(writes "$ev")
+	bg "$S" sstwatch -data "$SRC" -every 1s >"$P5/sst-$mat.json"
+	from=$(now_ms)
+	log "part 5, --materialize-interval $mat: kvbench put --rate $P5_RATE for $run"
+	bin/kvbench put --endpoints "$EP" --clients 16 --conns 4 --keyspace "$KEYS" --value-size 1024 --rate "$P5_RATE" \
+		--duration "$run" --progress 0 --seed 5 --out "$P5/put-$mat.json" >"$P5/put-$mat.txt" 2>&1 || {
+		echo "kvbench put (part 5, $mat) failed:" >&2
+		tail -n 20 "$P5/put-$mat.txt" >&2
+		exit 1
+	}
+	to=$(now_ms)
+	bg_stop
+	w1=$(writes "$ev")
+	"$S" scrape -urls "$METRICS" -names "$(IFS=,; echo "${STATE[*]}")" >"$P5/m1-$mat.json"
+	read -r f1 fb1 < <(fobjs)
+	"$S" uploads -data "$SRC" -from "$from" -to "$to" -bucket 1m >"$P5/up-$mat.json"
+	log "part 5 $mat: $(cat "$P5/up-$mat.json"); SSTs $(cat "$P5/sst-$mat.json"); load average $(loadavg)"
+	secs=$(awk -v a="$from" -v b="$to" 'BEGIN { printf "%.1f", (b - a) / 1000 }')
+	ops=$(jq .ops "$P5/put-$mat.json")
+	changed=$((ops * 1024))
+	d() { awk -v a="$(scrape_sum "$P5/m0-$mat.json" "$1")" -v b="$(scrape_sum "$P5/m1-$mat.json" "$1")" 'BEGIN { printf "%.0f", b - a }'; }
+	wal=$(d cutkv_wal_bytes_total)
+	sst=$(jq .bytes "$P5/sst-$mat.json")
+	U=$P5/up-$mat.json
+	P5ROWS+=("$(jq -r --arg m "$mat" --arg s "$secs" --argjson ops "$ops" --argjson ch "$changed" --argjson nf "$((f1 - f0))" --argjson nb "$((fb1 - fb0))" \
+		'"| \($m) | \($s) | \($ops) (\($ch / 1048576 * 10 | round / 10)) | \(.snapshots) | \(.bytes_uploaded / 1048576 * 10 | round / 10) | \(.other_bytes / 1048576 * 10 | round / 10) | \(.base_file_bytes / 1048576 * 10 | round / 10) (\(.with_files) snapshots) | \($nf) (\($nb / 1048576 * 10 | round / 10) MiB) / \(.base_files_reused) (\(.base_bytes_reused / 1048576 * 10 | round / 10) MiB) | \(.bytes_uploaded / ($s | tonumber) * 60 / 1048576 * 10 | round / 10) | **\(.bytes_uploaded / $ch * 100 | round / 100)** | \(.took_p50_s * 100 | round / 100) / \(.took_max_s * 100 | round / 100) |"' "$U")")
+	P5MIN+=("- --materialize-interval $mat: $(jq -r '[.per_bucket[] / 1048576 * 10 | round / 10 | tostring] | join(" / ")' "$U") MiB")
+	P5WA+=("| $mat | $(mib "$wal") | $(mib "$sst") ($(jq .files "$P5/sst-$mat.json") files) | $(d cutkv_state_flushes_total) / $(d cutkv_state_compactions_total) | $(mib $((w1 - w0))) | $(awk -v w="$wal" -v s="$sst" -v c="$changed" 'BEGIN { printf "%.1f / %.1f", w / (3 * c), (w + s) / (3 * c) }') | $(mib "$(scrape_sum "$P5/m1-$mat.json" cutkv_state_disk_bytes)") |")
+	stop_cluster
+	if [ "$P5_RESTORE" = 1 ]; then
+		id=$(jq -r .newest "$U")
+		R=$P5/restore-$mat
+		mkdir -p "$R"
+		log "part 5 $mat: restore $id on n1"
+		t1=$(date +%s%N)
+		if ! bin/kvnode restore --store "$STORE" --snapshot "$id" --data-dir "$R/n1" --id n1 --initial-cluster "$IC" \
+			>"$R/restore.txt" 2>"$R/restore.log"; then
+			echo "kvnode restore of $id on n1 failed:" >&2
+			tail -n 20 "$R/restore.log" >&2
+			exit 1
+		fi
+		took=$((($(date +%s%N) - t1) / 1000000))
+		checked=$(sed -n 's/.*msg="checking every piece of the snapshot".* bytes=\([0-9]*\).*/\1/p' "$R/restore.log")
+		rbytes=$(sed -n 's/.*msg="restore done".* bytes_read=\([0-9]*\).*/\1/p' "$R/restore.log")
+		P5RES+=("| $mat | $id | $(awk -v t="$took" 'BEGIN { printf "%.2f", t / 1000 }') | $(mib "${checked:-0}") / $(mib "${rbytes:-0}") |")
+		rm -rf "$R/n1"
+	fi
+done
+echo "### Bytes uploaded per minute: snapshots every second, $P5_RATE puts/s of 1 KiB"
+echo
+echo "The cluster holding the $KEYS keys restarted with --snapshot-interval 1s (no pruning) and each --materialize-interval below (--materialize-bytes at its default, 64 MiB); once the first automatic snapshot was stored, kvbench put --rate $P5_RATE (16 clients, 1 KiB values, random existing keys) for the window. Changed: puts x 1 KiB. Snapshots: the \"snapshot created\" lines logged in the window; uploaded: all they wrote to the store, split into changelog pieces plus the bases' manifests, and checkpoint (SST) files; files: f-* objects new in the store in the window (their bytes) / files the window's snapshots found already stored (summed over snapshots)."
+echo
+echo "| --materialize-interval | window s | puts (MiB changed) | snapshots | MiB uploaded | changelog + base manifests MiB | SST files MiB (snapshots with files) | files uploaded / reused | MiB uploaded per minute | uploaded / changed | took p50 / max s |"
+echo "|---|--:|--:|--:|--:|--:|--:|---|--:|--:|---|"
+printf '%s\n' "${P5ROWS[@]}"
+echo
+echo "MiB uploaded in each minute of the window (the last one may be shorter):"
+echo
+printf '%s\n' "${P5MIN[@]}"
+echo
+echo "What the 3 nodes wrote to their disks in the window: WAL bytes (cutkv_wal_bytes_total), new SST files in the Pebble state dirs (flush and compaction outputs, last size seen), Pebble flushes / compactions (cutkv_state_*), every byte the processes wrote (/proc/PID/io write_bytes: WAL, Pebble, materializations and the snapshot store's files together). Amplification: per replica, WAL / changed and (WAL + SSTs) / changed. State on disk: cutkv_state_disk_bytes at the end, 3 nodes."
+echo
+echo "| --materialize-interval | WAL MiB | Pebble SSTs written MiB | flushes / compactions | process writes MiB | WAL / changed, (WAL + SSTs) / changed | state on disk MiB |"
+echo "|---|--:|--:|--:|--:|---|--:|"
+printf '%s\n' "${P5WA[@]}"
+echo
+if [ "${#P5RES[@]}" -gt 0 ]; then
+	echo "Restore of n1 from the window's newest snapshot, cluster stopped (kvnode restore, whole process):"
+	echo
+	echo "| --materialize-interval | snapshot | restore s (n1) | MiB checked / read |"
+	echo "|---|---|--:|--:|"
+	printf '%s\n' "${P5RES[@]}"
+	echo
+fi
 fi
 
 [ -n "$CL_PID" ] && stop_cluster

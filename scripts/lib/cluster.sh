@@ -32,12 +32,15 @@ mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
 bytes() { du -scb "$@" 2>/dev/null | tail -n 1 | cut -f1; }
 
 # start_cluster DATA EVENTS [TARGETS] -- KVNODE FLAGS: starts the nodes in
-# the background and waits until the supervisor prints all-ready.
+# the background and waits until the supervisor prints all-ready. With
+# KVNODE set, the supervisor runs that binary instead of bin/kvnode (a
+# copy under another name survives a `pkill kvnode` meant for another
+# cluster on a shared machine).
 start_cluster() {
 	local data=$1 events=$2 targets=$3
 	shift 4
 	mkdir -p "$data"
-	"$B" cluster -data "$data" -bin bin ${targets:+-targets "$targets"} -- "$@" >"$events" 2>>"$data/cluster.err" &
+	"$B" cluster -data "$data" -bin bin ${KVNODE:+-node "$KVNODE"} ${targets:+-targets "$targets"} -- "$@" >"$events" 2>>"$data/cluster.err" &
 	CL_PID=$!
 	until grep -qs '^all-ready' "$events"; do
 		if ! kill -0 "$CL_PID" 2>/dev/null; then

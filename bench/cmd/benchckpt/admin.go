@@ -280,6 +280,9 @@ type kvbenchResult struct {
 			Fsyncs      float64 `json:"fsyncs"`
 			FsyncMeanMs float64 `json:"fsync_mean_ms"`
 		} `json:"nodes"`
+		// CPUUsPerOp is the nodes' CPU time per operation measured (0:
+		// the nodes export no process CPU).
+		CPUUsPerOp float64 `json:"cpu_us_per_op"`
 	} `json:"wal"`
 }
 
@@ -327,8 +330,17 @@ func readResult(path string) (*kvbenchResult, error) {
 	return r, nil
 }
 
+// cpuPerOp is the nodes' CPU time per operation in µs ("-" without
+// --metrics-url or process CPU).
+func (r *kvbenchResult) cpuPerOp() string {
+	if r.WAL == nil || r.WAL.CPUUsPerOp == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f", r.WAL.CPUUsPerOp)
+}
+
 // runRow prints "| LABEL | ops/s | p50 | p99 | errors | WAL fsync ms |
-// EXTRA |" from a kvbench JSON result.
+// node CPU µs/op | EXTRA |" from a kvbench JSON result.
 func runRow(args []string) error {
 	if len(args) < 2 || len(args) > 3 {
 		return errors.New("usage: benchckpt row LABEL RESULT.json [EXTRA]")
@@ -345,6 +357,6 @@ func runRow(args []string) error {
 	if r.StoppedEarly != "" {
 		errs += " (stopped early: " + r.StoppedEarly + ")"
 	}
-	fmt.Printf("| %s | %.0f | %.1f | %.1f | %s | %s |%s\n", args[0], r.OpsPerSec, r.Latency.P50, r.Latency.P99, errs, r.fsyncMean(), extra)
+	fmt.Printf("| %s | %.0f | %.1f | %.1f | %s | %s | %s |%s\n", args[0], r.OpsPerSec, r.Latency.P50, r.Latency.P99, errs, r.fsyncMean(), r.cpuPerOp(), extra)
 	return nil
 }

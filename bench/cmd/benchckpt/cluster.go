@@ -57,6 +57,7 @@ func runCluster(args []string) error {
 	fs := flag.NewFlagSet("cluster", flag.ContinueOnError)
 	data := fs.String("data", "", "data dir; node i uses DATA/ni (required)")
 	bin := fs.String("bin", "bin", "directory holding kvnode")
+	nodeBin := fs.String("node", "", "the kvnode binary to run (default: BIN/kvnode); a copy under another name keeps the nodes out of a `pkill kvnode` meant for other clusters on the machine")
 	targets := fs.String("targets", "", "JSON from `benchckpt applied` taken before the stop: also report when each node applied as much again")
 	readyTimeout := fs.Duration("ready-timeout", 15*time.Minute, "give up when a node is not ready (and applied) within this time")
 	stopTimeout := fs.Duration("stop-timeout", 60*time.Second, "SIGKILL a node still running this long after SIGTERM")
@@ -105,7 +106,11 @@ func runCluster(args []string) error {
 			"--grpc-addr", n.grpc, "--peer-addr", fmt.Sprintf("127.0.0.1:730%d", i), "--gossip-addr", fmt.Sprintf("127.0.0.1:710%d", i),
 			"--http-addr", fmt.Sprintf("127.0.0.1:720%d", i),
 			"--join", strings.Join(join, ","), "--initial-cluster", initial}, fs.Args()...)
-		if err := n.startProcess(filepath.Join(*bin, "kvnode"), argv, out, ready); err != nil {
+		exe := *nodeBin
+		if exe == "" {
+			exe = filepath.Join(*bin, "kvnode")
+		}
+		if err := n.startProcess(exe, argv, out, ready); err != nil {
 			stopAll(nodes, out, *stopTimeout)
 			return err
 		}

@@ -17,6 +17,8 @@
 //	benchsnap cuts [-endpoints EPS] -n N -every D                  N cuts one after the other, their completion times
 //	benchsnap scrape [-urls HOST:PORT,...] [-gc] [-names A,B]      the nodes' metric samples (after a forced GC), JSON
 //	benchsnap fill [-endpoints EPS] -from I -to J [-value-size B]  put every key of [I, J) once, one JSON line
+//	benchsnap uploads -data DIR -from T -to T                     the "snapshot created" lines of a window, summed, JSON
+//	benchsnap sstwatch -data DIR [-every D]                       SST bytes Pebble wrote until SIGTERM, JSON
 //
 // scripts/bench-compare.sh uses cuts, scrape and fill (COSTS), and create.
 // Only the bench scripts use it; its output formats are those scripts'
@@ -30,5 +32,6 @@ func main() {
 		"create": runCreate, "loop": runLoop, "loopcell": runLoopCell, "watch": runWatch,
 		"autostats": runAutoStats, "metric": runMetric, "check": runCheck, "digest": runDigest,
 		"cuts": runCuts, "scrape": runScrape, "fill": runFill,
+		"uploads": runUploads, "sstwatch": runSSTWatch,
 	})
 }
