@@ -147,7 +147,7 @@ func TestOpenCheckpointScratch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := describe(t, ckpt)
+	before := dirstate.Must(t, ckpt)
 	parent := filepath.Join(root, "scratch")
 	if err := os.Mkdir(parent, 0o755); err != nil {
 		t.Fatal(err)
@@ -176,7 +176,7 @@ func TestOpenCheckpointScratch(t *testing.T) {
 	if left, _ := os.ReadDir(parent); len(left) != 0 {
 		t.Fatalf("the clone is left after close: %v", left)
 	}
-	if after := describe(t, ckpt); after != before {
+	if after := dirstate.Must(t, ckpt); after != before {
 		t.Fatalf("the checkpoint changed:\nbefore %s\nafter  %s", before, after)
 	}
 	q, err = OpenCheckpointScratch(ckpt, filepath.Join(parent, "p"), 1, nil)
@@ -185,13 +185,4 @@ func TestOpenCheckpointScratch(t *testing.T) {
 	}
 	defer q.Close()
 	sameImagePartition(t, memAt(t, es, at), q)
-}
-
-func describe(t *testing.T, dir string) string {
-	t.Helper()
-	s, err := dirstate.Describe(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }

@@ -3,7 +3,6 @@ package verify
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -114,7 +113,7 @@ func (s WALSource) Replicas() ([]*Replica, error) {
 // WAL's repair warnings.
 func ReadWAL(node, dir string, logger *slog.Logger) ([]*Replica, error) {
 	if logger == nil {
-		logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		logger = discard
 	}
 	w, err := wal.Open(dir, wal.Options{Logger: logger})
 	if err != nil {
@@ -234,5 +233,6 @@ func openCheckpoint(g uint64, path string) (*partition.Partition, error) {
 	return partition.OpenCheckpointScratch(path, scratch, g, discard)
 }
 
-// discard drops Pebble's messages about the verifier's scratch states.
+// discard drops log messages: a WAL's repair warnings nobody asked for,
+// and Pebble's about the verifier's scratch states.
 var discard = slog.New(slog.DiscardHandler)

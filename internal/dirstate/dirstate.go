@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"testing"
 )
 
 // Describe returns one line per regular file under dir, in lexical order:
@@ -44,4 +45,14 @@ func Describe(dir string) (string, error) {
 		return "", fmt.Errorf("dirstate: %w", err)
 	}
 	return b.String(), nil
+}
+
+// Must is Describe for tests: a failure to read the tree fails tb.
+func Must(tb testing.TB, dir string) string {
+	tb.Helper()
+	s, err := Describe(dir)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return s
 }

@@ -260,7 +260,7 @@ func runCutsUnderLoad(t *testing.T, kill, checkpoints bool) {
 		mats = map[string]string{}
 		for i := 0; i < nodes; i++ {
 			dir := filepath.Join(c.Config(i).DataDir, datadir.MaterializeDir)
-			mats[dir] = describeDir(t, dir)
+			mats[dir] = dirstate.Must(t, dir)
 		}
 		startsOnPebble(t, dirs)
 	}
@@ -272,7 +272,7 @@ func runCutsUnderLoad(t *testing.T, kill, checkpoints bool) {
 	for dir, before := range mats {
 		// The verifier replays onto clones; a materialization is never
 		// opened read-write, and the clones are gone.
-		if after := describeDir(t, dir); after != before {
+		if after := dirstate.Must(t, dir); after != before {
 			t.Errorf("the verifier changed the materializations in %s:\nbefore:\n%s\nafter:\n%s", dir, before, after)
 		}
 		left, _ := filepath.Glob(filepath.Join(filepath.Dir(filepath.Dir(dir)), "scratch-*"))
@@ -489,15 +489,6 @@ func startsOnPebble(t *testing.T, dirs map[string]string) {
 	if based == 0 {
 		t.Error("no replica starts from a materialization")
 	}
-}
-
-func describeDir(t *testing.T, dir string) string {
-	t.Helper()
-	s, err := dirstate.Describe(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
 }
 
 func walFirstFile(t *testing.T, dir string) uint64 {
