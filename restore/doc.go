@@ -12,8 +12,10 @@
 // (verify.RebuildPartition): the base, the entries before pos_p(v), the
 // before set's writes, every other intent, lock and record dropped. The
 // result is a partition at applied index pos_p(v)-1, which restore writes
-// as a materialization file, the same file a running node writes now and
-// then. A node whose data dir holds a materialization and no WAL starts
+// as a materialization, the same form a running node writes now and then:
+// a checkpoint directory when it was rebuilt on Pebble (a checkpoint base,
+// or no base), an image file when the base is one (a snapshot of the
+// in-memory version). A node whose data dir holds a materialization and no WAL starts
 // from it (raftstore's restoreBase): the raft group's log begins right
 // after it and the new cluster's writes follow. So a restored data dir is
 // just a data dir whose WAL was truncated behind its materializations.
@@ -22,7 +24,8 @@
 // the snapshot's (the key-hash maps keys to that many partitions). Every
 // node of the new cluster computes the same layout from --initial-cluster,
 // the partition count and a token, and rebuilds the groups the layout
-// places on it. Every replica of a partition writes the same file.
+// places on it. Every replica of a partition writes the same state (the
+// same bytes for a file; a checkpoint's SSTs may differ).
 //
 // # Invariants
 //
@@ -56,5 +59,6 @@
 //
 // Restore reads the whole snapshot once to check it, then, for every
 // partition the node holds, the base and the pieces again; it holds one
-// partition in memory at a time (its state and its entries m+1 … End).
+// partition's entries m+1 … End in memory at a time, its state in a scratch
+// Pebble beside the data dir (only an image base is held in memory).
 package restore

@@ -313,29 +313,35 @@ func (r *rebuilder) writePartition(ctx context.Context, p *snapshot.Partition) (
 			opened.Close()
 		}
 	}()
-	if b := p.Base; b != nil && len(b.Files) > 0 {
+	if b := p.Base; b == nil || len(b.Files) > 0 {
 		// A checkpoint base: its files placed in a scratch directory (not
 		// ingested: Pebble's ingest refuses SSTs with sequence numbers),
-		// opened as the partition the log is replayed onto.
+		// opened as the partition the log is replayed onto. No base: the
+		// log is replayed onto an empty Pebble there.
 		scratch, err := os.MkdirTemp(filepath.Dir(r.dir), fmt.Sprintf("restore-p%04d-", g))
 		if err != nil {
 			return 0, read, fmt.Errorf("restore: partition %d: %w", g, err)
 		}
 		defer os.RemoveAll(scratch)
 		rep.Start = func() (*partition.Partition, error) {
-			n, err := r.placeFiles(ctx, b, scratch)
-			read += n
-			if err != nil {
-				return nil, err
+			if b != nil {
+				n, err := r.placeFiles(ctx, b, scratch)
+				read += n
+				if err != nil {
+					return nil, err
+				}
 			}
 			part, err := partition.Open(r.env, scratch, g)
 			if err != nil {
+				if b == nil {
+					return nil, fmt.Errorf("restore: partition %d: an empty Pebble in %s: %w", g, scratch, err)
+				}
 				return nil, fmt.Errorf("%w: base %s: %w", snapshot.ErrCorrupt, b.Name, err)
 			}
 			opened = part
 			return part, nil
 		}
-	} else if b != nil {
+	} else {
 		rep.Start = func() (*partition.Partition, error) {
 			mr, err := r.st.OpenMaterialization(ctx, b.Name)
 			if err != nil {
@@ -369,14 +375,55 @@ func (r *rebuilder) writePartition(ctx context.Context, p *snapshot.Partition) (
 		r.log.Info("group written", "group", g, "index", 0, "keys", 0, "bytes_read", read, "note", "empty before the cut: no materialization needed")
 		return keys, read, nil
 	}
+	meta := checkpoint.Meta{Partition: g, Index: idx, Term: restoredTerm}
+	if part.Checkpoints() {
+		// Rebuilt on Pebble (a checkpoint base): its state is kept as the
+		// node keeps its own materializations, a checkpoint directory of
+		// hard links to the placed and replayed SSTs, which the node
+		// clones at its first start: no image to encode here and to load
+		// there.
+		files, size, err := r.writeCheckpoint(part, meta)
+		if err != nil {
+			return 0, read, err
+		}
+		r.log.Info("group written", "group", g, "index", idx, "keys", keys, "bytes_read", read, "checkpoint_files", files, "file_bytes", size, "took", time.Since(start))
+		return keys, read, nil
+	}
 	img := part.Image()
-	_, _, size, err := checkpoint.Files{}.Write(r.dir, checkpoint.Meta{Partition: g, Index: idx, Term: restoredTerm}, img.Encode)
+	_, _, size, err := checkpoint.Files{}.Write(r.dir, meta, img.Encode)
 	img.Close()
 	if err != nil {
 		return 0, read, fmt.Errorf("restore: partition %d: %w", g, err)
 	}
 	r.log.Info("group written", "group", g, "index", idx, "keys", keys, "bytes_read", read, "file_bytes", size, "took", time.Since(start))
 	return keys, read, nil
+}
+
+// writeCheckpoint checkpoints part, rebuilt at meta.Index on Pebble, into
+// a sealed checkpoint directory of the data dir's materializations, and
+// returns its file count and bytes.
+func (r *rebuilder) writeCheckpoint(part *partition.Partition, meta checkpoint.Meta) (int, int64, error) {
+	if err := os.MkdirAll(r.dir, 0o750); err != nil {
+		return 0, 0, fmt.Errorf("restore: partition %d: %w", meta.Partition, err)
+	}
+	tmp := checkpoint.TempDir(r.dir, meta)
+	idx, err := part.Checkpoint(tmp)
+	if err == nil && idx != meta.Index {
+		err = fmt.Errorf("the checkpoint holds index %d, the rebuilt state is at %d", idx, meta.Index)
+	}
+	var files []checkpoint.DirFile
+	if err == nil {
+		_, files, err = checkpoint.Seal(tmp, meta, "")
+	}
+	if err != nil {
+		_ = os.RemoveAll(tmp)
+		return 0, 0, fmt.Errorf("restore: partition %d: checkpoint: %w", meta.Partition, err)
+	}
+	var size int64
+	for _, f := range files {
+		size += f.Size
+	}
+	return len(files), size, nil
 }
 
 // placeFiles downloads the files of checkpoint base b into dir, each

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cutkv/cutkv/checkpoint"
 	"github.com/cutkv/cutkv/cut/verify"
 	"github.com/cutkv/cutkv/datadir"
 	"github.com/cutkv/cutkv/internal/clustertest"
@@ -222,10 +223,25 @@ func cutState(t *testing.T, replicas []*verify.Replica, ci *kvpb.CutInfo) map[st
 func restoreAndCompare(t *testing.T, store, id string, v uint64, n int, want map[string][]byte, b *bank.Bank) {
 	began := time.Now()
 	c := clustertest.Start(t, n, clustertest.Options{Partitions: partitions, Prepare: func(i int, cfg server.Config) error {
-		_, err := restore.Run(context.Background(), restore.Options{
+		if _, err := restore.Run(context.Background(), restore.Options{
 			StoreURL: store, Snapshot: id, DataDir: cfg.DataDir, NodeID: cfg.ID, InitialCluster: cfg.InitialCluster,
-		})
-		return err
+		}); err != nil {
+			return err
+		}
+		// Partitions rebuilt on Pebble are kept as checkpoint
+		// directories, which the node clones: no image is encoded.
+		mats, err := checkpoint.List(filepath.Join(cfg.DataDir, datadir.MaterializeDir))
+		if err != nil {
+			return err
+		}
+		for g, ms := range mats {
+			for _, m := range ms {
+				if g != 0 && !m.Dir {
+					return fmt.Errorf("%s: partition %d restored as the image file %s, not as a checkpoint directory", cfg.ID, g, m.Name())
+				}
+			}
+		}
+		return nil
 	}})
 	t.Logf("restored %s (cut %d, %d keys) onto %d nodes and started them in %v", id, v, len(want), n, time.Since(began).Round(time.Millisecond))
 	got := scanAll(t, c, 0)
