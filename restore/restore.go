@@ -308,13 +308,18 @@ func (r *rebuilder) writePartition(ctx context.Context, p *snapshot.Partition) (
 	}
 	rep := &verify.Replica{Node: "snapshot " + r.m.ID, Group: g, BaseIndex: p.BaseIndex(), Entries: ents}
 	var opened *partition.Partition
+	var scratch string              // the Pebble directory of a partition rebuilt on Pebble
+	var placed []checkpoint.DirFile // the base's files placed there
 	defer func() {
+		// Closed first: its background compactions must end before the
+		// directory goes.
 		if opened != nil {
 			opened.Close()
 		}
+		if scratch != "" {
+			os.RemoveAll(scratch)
+		}
 	}()
-	var scratch string              // the Pebble directory of a partition rebuilt on Pebble
-	var placed []checkpoint.DirFile // the base's files placed there
 	if b := p.Base; b == nil || len(b.Files) > 0 {
 		// A checkpoint base: its files placed in a scratch directory (not
 		// ingested: Pebble's ingest refuses SSTs with sequence numbers),
@@ -324,7 +329,6 @@ func (r *rebuilder) writePartition(ctx context.Context, p *snapshot.Partition) (
 		if err != nil {
 			return 0, read, fmt.Errorf("restore: partition %d: %w", g, err)
 		}
-		defer os.RemoveAll(scratch)
 		rep.Start = func() (*partition.Partition, error) {
 			if b != nil {
 				files, n, err := r.placeFiles(ctx, b, scratch)
