@@ -19,7 +19,10 @@ RACE_PKGS := ./wal/... ./engine/... ./discovery/... ./raftstore/... ./partition/
 CUTKV_SOAK ?= 10s
 export CUTKV_SOAK
 
-.PHONY: all build etcd run run-secure chaos test test-unit verify fmt vet staticcheck tidy-check proto proto-check e2e bench clean bench-compare
+# IMAGE: the tag make image builds.
+IMAGE ?= cutkv:dev
+
+.PHONY: all build etcd image e2e-compose run run-secure chaos test test-unit verify fmt vet staticcheck tidy-check proto proto-check e2e bench clean bench-compare
 
 all: build
 
@@ -38,6 +41,14 @@ build:
 etcd:
 	@mkdir -p $(BIN)
 	cd bench && $(GO) build -o $(BIN)/etcd ./cmd/etcd
+
+# The kvnode/kvctl image, FROM scratch (nothing pulled): deploy/image.
+image:
+	./deploy/image/build.sh $(IMAGE)
+
+# The image and deploy/compose end to end (skips without a Docker engine).
+e2e-compose:
+	./scripts/e2e-compose.sh
 
 # A 3-node local cluster in the foreground; Ctrl-C stops it. Data under ./data.
 run: build
