@@ -15,14 +15,17 @@ if ! docker info >/dev/null 2>&1; then
 	exit 0
 fi
 COMPOSE=${COMPOSE:-docker-compose}
-if ! command -v "$COMPOSE" >/dev/null; then
-	echo "e2e-compose: $COMPOSE is missing (Debian: apt-get install docker-compose)" >&2
-	exit 1
-fi
-if ! command -v curl >/dev/null; then
-	echo "e2e-compose: installing curl with apt-get" >&2
-	apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q curl >/dev/null
-fi
+# need CMD PACKAGE: installs Debian's PACKAGE with apt-get when CMD is missing.
+need() {
+	command -v "$1" >/dev/null && return 0
+	echo "e2e-compose: $1 is missing; installing Debian's $2 with apt-get" >&2
+	if ! { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$2"; } >/dev/null 2>&1 || ! command -v "$1" >/dev/null; then
+		echo "e2e-compose: could not install $2 (needs root and apt); install it and retry" >&2
+		exit 1
+	fi
+}
+need "$COMPOSE" docker-compose
+need curl curl
 PROJECT=cutkve2e$$
 WORK=$(mktemp -d /tmp/cutkv-e2e-compose.XXXXXX)
 IMAGE=cutkv:e2e-$$
