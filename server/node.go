@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -79,6 +80,9 @@ type Node struct {
 	peerLis net.Listener
 	httpLis net.Listener
 	addrs   Addrs
+	// advertised is what other members and clients are told: the
+	// --advertise-* values, else the bound addresses.
+	advertised Addrs
 
 	ready    chan struct{}
 	draining atomic.Bool
@@ -166,6 +170,23 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	n.addrs.GRPC, n.addrs.Peer = n.grpcLis.Addr().String(), n.peerLis.Addr().String()
 	if n.httpLis != nil {
 		n.addrs.HTTP = n.httpLis.Addr().String()
+	}
+	n.advertised = Addrs{GRPC: cmp.Or(cfg.AdvertiseGRPC, n.addrs.GRPC), Peer: cmp.Or(cfg.AdvertisePeer, n.addrs.Peer), HTTP: n.addrs.HTTP}
+	if n.httpLis != nil {
+		n.advertised.HTTP = cmp.Or(cfg.AdvertiseHTTP, n.addrs.HTTP)
+	}
+	if cfg.AdvertisePeer != "" && cfg.AdvertisePeer != n.self.PeerAddr {
+		return nil, fmt.Errorf("%w: --advertise-peer %s differs from the peer address cluster %s knows for %s (%s, from --initial-cluster at bootstrap), which members dial: "+
+			"give --advertise-peer %s (membership changes are not supported)",
+			ErrConfig, cfg.AdvertisePeer, topology.FormatClusterID(n.layout.ClusterID), cfg.ID, n.self.PeerAddr, n.self.PeerAddr)
+	}
+	for _, a := range []struct{ name, listen, advertise string }{
+		{"grpc", n.addrs.GRPC, cfg.AdvertiseGRPC}, {"http", n.addrs.HTTP, cfg.AdvertiseHTTP},
+	} {
+		if a.listen != "" && a.advertise == "" && listensEverywhere(a.listen) {
+			n.log.Warn("listening on every interface without --advertise-"+a.name+": members and kvctl members are told "+a.listen+", which no other host can dial; give --advertise-"+a.name+" host:port",
+				a.name+"_addr", a.listen)
+		}
 	}
 	n.grpcLis = rpc.LimitListener(n.grpcLis, cfg.MaxConnections, connMetrics.rejected("client"))
 	n.peerLis = rpc.LimitListener(n.peerLis, cfg.MaxConnections, connMetrics.rejected("peer"))
@@ -293,23 +314,31 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 		Snapshots: node.SnapshotSchedule{Interval: cfg.SnapshotInterval, Store: cfg.SnapshotStore, Keep: cfg.SnapshotKeep,
 			Metrics: node.NewSnapshotMetrics(n.reg)},
 	})
+	gossipAdvertise := ""
+	if cfg.AdvertiseGossip != "" {
+		if gossipAdvertise, err = resolveAdvertise(cfg.AdvertiseGossip, advertiseResolveWait, n.log); err != nil {
+			return nil, err
+		}
+	}
 	n.disc, err = discovery.Start(discovery.Config{
 		OnMessage: func(msg []byte) {
 			if v, ok := cut.DecodeGossip(msg); ok {
 				rn.LearnGossip(v)
 			}
 		},
-		BindAddr: cfg.GossipAddr,
-		Meta:     discovery.Meta{ID: cfg.ID, ClusterID: n.layout.ClusterID, GRPCAddr: n.addrs.GRPC, HTTPAddr: n.addrs.HTTP},
-		Join:     cfg.Join,
-		Logger:   n.log,
-		Keys:     n.trust.gossipKeys,
+		BindAddr:      cfg.GossipAddr,
+		AdvertiseAddr: gossipAdvertise,
+		Meta:          discovery.Meta{ID: cfg.ID, ClusterID: n.layout.ClusterID, GRPCAddr: n.advertised.GRPC, HTTPAddr: n.advertised.HTTP},
+		Join:          cfg.Join,
+		Logger:        n.log,
+		Keys:          n.trust.gossipKeys,
 	})
 	if err != nil {
 		return nil, err
 	}
 	cleanup = append(cleanup, func() { n.disc.Close() })
 	n.addrs.Gossip = n.disc.Addr()
+	n.advertised.Gossip = n.disc.Addr()
 
 	rn.Snapshots = &rpc.Snapshots{
 		DefaultStore: cfg.SnapshotStore,
@@ -398,7 +427,9 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	}()
 	n.log.Info("node started", "cluster", topology.FormatClusterID(n.layout.ClusterID), "raft_id", n.self.RaftID,
 		"groups", len(groups), "new_cluster", fresh, "wal_records", n.wal.LastIndex(), "grpc", n.addrs.GRPC, "peer", n.addrs.Peer,
-		"gossip", n.addrs.Gossip, "http", n.addrs.HTTP, "peer_tls", cfg.peerTLS(), "client_tls", cfg.clientTLS(),
+		"gossip", n.addrs.Gossip, "http", n.addrs.HTTP,
+		"advertised", fmt.Sprintf("grpc=%s peer=%s gossip=%s http=%s", n.advertised.GRPC, n.advertised.Peer, n.advertised.Gossip, n.advertised.HTTP),
+		"peer_tls", cfg.peerTLS(), "client_tls", cfg.clientTLS(),
 		"client_certs", cfg.TrustedCAFile != "", "gossip_encrypted", len(n.trust.gossipKeys) > 0)
 	return n, nil
 }
@@ -416,6 +447,11 @@ func listen(what, addr string) (net.Listener, error) {
 
 // Addrs returns the bound addresses.
 func (n *Node) Addrs() Addrs { return n.addrs }
+
+// Advertised returns the addresses this node announces to members and
+// clients: the --advertise-* values, else the bound addresses (Gossip:
+// the IP address an --advertise-gossip host resolved to).
+func (n *Node) Advertised() Addrs { return n.advertised }
 
 // ClusterID returns the node's cluster id.
 func (n *Node) ClusterID() uint64 { return n.layout.ClusterID }
@@ -525,10 +561,11 @@ func (n *Node) resolveRaftAddr(raftID uint64) (string, string, bool) {
 }
 
 // peerAddr is a member's peer address: the one --initial-cluster named
-// (this node's own as bound, so that ":0" works in tests).
+// (this node's own as advertised, else as bound, so that ":0" works in
+// tests).
 func (n *Node) peerAddr(id string) string {
 	if id == n.self.ID {
-		return n.addrs.Peer
+		return n.advertised.Peer
 	}
 	m, _ := n.layout.Member(id)
 	return m.PeerAddr
@@ -539,7 +576,7 @@ func (n *Node) members() []*kvpb.Member {
 	for _, lm := range n.layout.Members {
 		pm := &kvpb.Member{Id: lm.ID, RaftId: lm.RaftID, PeerAddr: lm.PeerAddr, State: kvpb.MemberState_MEMBER_STATE_UNKNOWN}
 		if lm.ID == n.self.ID {
-			pm.GrpcAddr = n.addrs.GRPC
+			pm.GrpcAddr = n.advertised.GRPC
 		}
 		if m, ok := n.disc.Member(lm.ID); ok {
 			pm.GrpcAddr, pm.GossipAddr, pm.HttpAddr = m.GRPCAddr, m.GossipAddr, m.HTTPAddr
