@@ -55,7 +55,7 @@ test-unit: build
 	$(GO) test -count=1 -race -timeout 20m $(RACE_PKGS)
 	CUTKV_PARTITION_STORE=pebble $(GO) test -count=1 -race ./partition/
 	$(GO) test -count=1 -tags failpoints ./internal/failpoint/
-	$(GO) test -count=1 -race -tags failpoints -run '^(TestCut|TestTxnRecovery)' ./server/
+	$(GO) test -count=1 -race -tags failpoints -run '^(TestCut|TestTxnRecovery|TestProbes)' ./server/
 	cd bench && $(GO) test -count=1 -timeout 20m ./...
 
 verify: fmt vet staticcheck tidy-check proto-check

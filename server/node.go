@@ -3,6 +3,7 @@ package server
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -83,6 +84,9 @@ type Node struct {
 	// advertised is what other members and clients are told: the
 	// --advertise-* values, else the bound addresses.
 	advertised Addrs
+
+	caughtUp atomic.Bool            // applied up to the commit index seen at start (readyz)
+	lagging  atomic.Pointer[string] // while not caught up: which groups lag
 
 	ready    chan struct{}
 	draining atomic.Bool
@@ -296,6 +300,9 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 		return nil, fmt.Errorf("server: open raft groups from %s: %w", n.wal.Dir(), err)
 	}
 	n.transport.SetReceiver(n.store)
+	// The commit indexes of the log at start, before the loop runs: what
+	// /readyz waits for this node to apply.
+	catchUp := newCatchUp(n.groupStatuses())
 
 	bg, cancel := context.WithCancel(context.Background())
 	n.bgCancel = cancel
@@ -406,28 +413,34 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{}))
 		mux.HandleFunc("/healthz", n.serveHealthz)
+		mux.HandleFunc("/readyz", n.serveReadyz)
+		mux.Handle("/livez", livezHandler(n.liveness))
 		if cfg.Pprof {
 			mux.HandleFunc("/debug/pprof/", pprof.Index)
 			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		}
-		n.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = n.httpSrv.Serve(n.httpLis) }()
+		n.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: slog.NewLogLogger(n.log.With("component", "http").Handler(), slog.LevelDebug)}
+		lis := n.httpLis
+		if tc := n.trust.httpTLS(); tc != nil {
+			lis = tls.NewListener(lis, tc) // the client listener's certificate; no client certificate asked
+		}
+		go func() { _ = n.httpSrv.Serve(lis) }()
 	}
 	n.bgWG.Add(3)
 	go func() {
 		defer n.bgWG.Done()
 		n.store.RunMaterializer(bg)
 	}()
-	go n.watchReady(bg)
+	go n.watchReady(bg, catchUp)
 	go func() {
 		defer n.bgWG.Done()
 		loops.Run(bg)
 	}()
 	n.log.Info("node started", "cluster", topology.FormatClusterID(n.layout.ClusterID), "raft_id", n.self.RaftID,
 		"groups", len(groups), "new_cluster", fresh, "wal_records", n.wal.LastIndex(), "grpc", n.addrs.GRPC, "peer", n.addrs.Peer,
-		"gossip", n.addrs.Gossip, "http", n.addrs.HTTP,
+		"gossip", n.addrs.Gossip, "http", n.addrs.HTTP, "http_tls", n.trust.client != nil && n.httpLis != nil,
 		"advertised", fmt.Sprintf("grpc=%s peer=%s gossip=%s http=%s", n.advertised.GRPC, n.advertised.Peer, n.advertised.Gossip, n.advertised.HTTP),
 		"peer_tls", cfg.peerTLS(), "client_tls", cfg.clientTLS(),
 		"client_certs", cfg.TrustedCAFile != "", "gossip_encrypted", len(n.trust.gossipKeys) > 0)
@@ -488,12 +501,13 @@ func (n *Node) FinishedTxnIDs() int {
 
 // watchReady waits until every group held knows a leader, then reports
 // SERVING; it also proposes the layout into group 0 once, from group 0's
-// leader.
-func (n *Node) watchReady(ctx context.Context) {
+// leader, and follows the groups until they applied what was committed
+// when the node started (catch-up: /readyz).
+func (n *Node) watchReady(ctx context.Context, c *catchUp) {
 	defer n.bgWG.Done()
 	t := time.NewTicker(n.cfg.TickInterval)
 	defer t.Stop()
-	isReady := false
+	isReady, caughtUp, started := false, false, time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -518,7 +532,10 @@ func (n *Node) watchReady(ctx context.Context) {
 				n.log.Debug("recording layout in group 0", "err", err)
 			}
 		}
-		if isReady && n.meta.Layout() != nil {
+		if !caughtUp {
+			caughtUp = n.watchCatchUp(c, started)
+		}
+		if isReady && caughtUp && n.meta.Layout() != nil {
 			return
 		}
 	}

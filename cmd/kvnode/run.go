@@ -94,7 +94,7 @@ func newFlags(stderr io.Writer) *flags {
 	fs.DurationVar(&f.cfg.IdleTimeout, "idle-timeout", 5*time.Minute, "close a connection with no call in flight for this long")
 	fs.BoolVar(&f.cfg.Pprof, "pprof", false, "serve /debug/pprof on --http-addr")
 	fs.StringVar(&f.cfg.GossipAddr, "gossip-addr", "127.0.0.1:7101", "memberlist gossip listen address host:port, TCP and UDP (port 0 picks one)")
-	fs.StringVar(&f.cfg.HTTPAddr, "http-addr", "127.0.0.1:7201", "HTTP address for /metrics, /healthz (and /debug/pprof with --pprof); empty disables")
+	fs.StringVar(&f.cfg.HTTPAddr, "http-addr", "127.0.0.1:7201", "HTTP address for /metrics, /healthz, /readyz, /livez (and /debug/pprof with --pprof); HTTPS with --cert-file's certificate when client TLS is on; empty disables")
 	fs.StringVar(&f.cfg.AdvertiseGRPC, "advertise-grpc", "", "client address host:port announced to members and clients instead of --grpc-addr (for a node listening on 0.0.0.0, behind NAT or in a container)")
 	fs.StringVar(&f.cfg.AdvertisePeer, "advertise-peer", "", "peer address host:port this node announces instead of --peer-addr; must be its address in --initial-cluster")
 	fs.StringVar(&f.cfg.AdvertiseGossip, "advertise-gossip", "", "gossip address host:port announced instead of --gossip-addr; a host name is resolved to its IP at start")
