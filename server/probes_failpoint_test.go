@@ -21,9 +21,12 @@ func TestProbesAfterWALFailure(t *testing.T) {
 	c := clustertest.Start(t, 1, clustertest.Options{Partitions: 2, Configure: withHTTP})
 	n := c.Node(0)
 	put(t, c, 0, "before", "ok")
-	if code, body := probe(t, nil, "http", n, "/readyz"); code != 200 {
-		t.Fatalf("/readyz before the failure: %d %q", code, body)
-	}
+	clustertest.Eventually(t, 10*time.Second, func() error {
+		if code, body := probe(t, nil, "http", n, "/readyz"); code != 200 {
+			return fmt.Errorf("/readyz before the failure: %d %q", code, body)
+		}
+		return nil
+	})
 	if err := failpoint.Arm(failpoint.WALBeforeSync + "=error"); err != nil {
 		t.Fatal(err)
 	}
