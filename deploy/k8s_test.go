@@ -388,6 +388,14 @@ func TestStatefulSet(t *testing.T) {
 			where, flags["snapshot-interval"], flags["snapshot-store"])
 	}
 
+	// kvnode itself accepts these flags, as the pod kvnode-1 would run
+	// them (Kubernetes expands $(VAR) from the container's env).
+	expanded := make([]string, len(c.Args))
+	for i, a := range c.Args {
+		expanded[i] = strings.NewReplacer("$(POD_NAME)", s.Name+"-1", "$(POD_NAMESPACE)", "deploytest").Replace(a)
+	}
+	kvnodeRefusesOnlyTLS(t, where, expanded, strings.ReplaceAll(flags["peer-cert-file"], "$(POD_NAME)", s.Name+"-1"))
+
 	// Isolation.
 	psc := pod.SecurityContext
 	if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser == 0 {

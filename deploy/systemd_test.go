@@ -102,7 +102,7 @@ func TestSystemdUnit(t *testing.T) {
 	// The config file the unit names: every key a kvnode flag.
 	cfgPath := flags["config"]
 	if cfgPath == "" {
-		return
+		t.Fatalf("%s: ExecStart gives no --config: the node's own settings need a file", path)
 	}
 	example := filepath.Join("systemd", filepath.Base(cfgPath))
 	var keys map[string]any
@@ -117,6 +117,24 @@ func TestSystemdUnit(t *testing.T) {
 			t.Errorf("%s: key %q is also on the unit's command line, which wins: drop one", example, k)
 		}
 	}
+}
+
+// TestSystemdUnitStartsKvnode: kvnode accepts the unit's command line with
+// the example config (addresses, --initial-cluster, limits), up to loading
+// the certificates the example names, which this machine lacks.
+func TestSystemdUnitStartsKvnode(t *testing.T) {
+	path := filepath.Join("systemd", "kvnode.service")
+	argv := strings.Fields(unit(t, path)["ExecStart"][0])
+	example, err := filepath.Abs(filepath.Join("systemd", "kvnode.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys map[string]any
+	if err := yaml.Unmarshal(readFile(t, example), &keys); err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := keys["peer-cert-file"].(string)
+	kvnodeRefusesOnlyTLS(t, path, setFlag(argv[1:], "config", example), cert)
 }
 
 func prefixAll(prefix string, values []string) []string {
