@@ -47,7 +47,8 @@ type Config struct {
 	// bound address. AdvertisePeer must be this node's address in
 	// --initial-cluster, which is what members dial; AdvertiseGossip may
 	// name a host, resolved to an IP address at start (memberlist
-	// announces IPs), e.g. a Kubernetes pod's stable DNS name.
+	// announces IPs; one of this machine's preferred, see
+	// resolveAdvertise), e.g. a Kubernetes pod's stable DNS name.
 	AdvertiseGRPC, AdvertisePeer, AdvertiseGossip, AdvertiseHTTP string
 	// Join lists gossip addresses of other nodes to join.
 	Join []string

@@ -323,7 +323,7 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	})
 	gossipAdvertise := ""
 	if cfg.AdvertiseGossip != "" {
-		if gossipAdvertise, err = resolveAdvertise(cfg.AdvertiseGossip, advertiseResolveWait, n.log); err != nil {
+		if gossipAdvertise, err = systemResolver().resolveAdvertise(cfg.AdvertiseGossip, advertiseResolveWait, advertiseStaleWait, n.log); err != nil {
 			return nil, err
 		}
 	}
