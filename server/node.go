@@ -91,7 +91,8 @@ type Node struct {
 	ready    chan struct{}
 	draining atomic.Bool
 	inflight inflight
-	fatal    chan error // receives the first fatal error
+	fatal    chan error             // receives the first fatal error
+	fatalMsg atomic.Pointer[string] // that error's text, for /readyz
 	fatalOne sync.Once
 	bgCancel context.CancelFunc
 	bgWG     sync.WaitGroup
@@ -552,6 +553,8 @@ func (n *Node) allLeadersKnown() bool {
 
 func (n *Node) onFatal(err error) {
 	n.fatalOne.Do(func() {
+		msg := err.Error()
+		n.fatalMsg.Store(&msg)
 		n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 		n.log.Error("fatal: node stops serving", "err", err)
 		n.fatal <- err

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -105,26 +106,46 @@ func (n *Node) groupStatuses() []raftstore.GroupStatus {
 	return sts
 }
 
-// readiness says whether the node should take traffic, and if not, why.
-func (n *Node) readiness(ctx context.Context) (bool, string) {
-	if err := n.wal.Err(); err != nil {
-		return false, "WAL failed (sticky; restart the node once the disk is fixed): " + err.Error()
+// readyState is what /readyz decides from, read from the node at once.
+type readyState struct {
+	walErr, storeErr error
+	fatal            string // the error that stopped the node; "": none
+	draining         bool
+	serving          bool   // gRPC health SERVING
+	caughtUp         bool   // catchUp done
+	lagging          string // while not caught up: what lags
+}
+
+// readiness reads the node's readyState.
+func (n *Node) readiness(ctx context.Context) readyState {
+	st := readyState{walErr: n.wal.Err(), storeErr: n.store.Err(), draining: n.draining.Load(), caughtUp: n.caughtUp.Load()}
+	if p := n.fatalMsg.Load(); p != nil {
+		st.fatal = *p
 	}
-	if err := n.store.Err(); err != nil {
-		return false, "raft stopped: " + err.Error()
+	res, err := n.health.Check(ctx, &healthpb.HealthCheckRequest{})
+	st.serving = err == nil && res.GetStatus() == healthpb.HealthCheckResponse_SERVING
+	if p := n.lagging.Load(); p != nil {
+		st.lagging = *p
 	}
-	if n.draining.Load() {
+	return st
+}
+
+// decide says whether a node in state st should take traffic, and if
+// not, why: the first of the reasons that applies, the most lasting first.
+func (st readyState) decide() (bool, string) {
+	switch {
+	case st.walErr != nil:
+		return false, "WAL failed (sticky; restart the node once the disk is fixed): " + st.walErr.Error()
+	case st.storeErr != nil:
+		return false, "raft stopped: " + st.storeErr.Error()
+	case st.fatal != "":
+		return false, "stopped serving: " + st.fatal
+	case st.draining:
 		return false, "shutting down"
-	}
-	if res, err := n.health.Check(ctx, &healthpb.HealthCheckRequest{}); err != nil || res.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+	case !st.serving:
 		return false, "health is NOT_SERVING: waiting for every group's leader"
-	}
-	if !n.caughtUp.Load() {
-		why := "starting"
-		if p := n.lagging.Load(); p != nil {
-			why = *p
-		}
-		return false, "catching up to the commit index seen at start: " + why
+	case !st.caughtUp:
+		return false, "catching up to the commit index seen at start: " + cmp.Or(st.lagging, "starting")
 	}
 	return true, "ok"
 }
@@ -148,7 +169,7 @@ func (n *Node) liveness(ctx context.Context) error {
 
 // serveReadyz answers /readyz.
 func (n *Node) serveReadyz(w http.ResponseWriter, r *http.Request) {
-	ok, why := n.readiness(r.Context())
+	ok, why := n.readiness(r.Context()).decide()
 	writeProbe(w, ok, why)
 }
 

@@ -77,3 +77,34 @@ func TestLivezHandler(t *testing.T) {
 		t.Errorf("wedged: %d %q", code, body)
 	}
 }
+
+// TestReadyDecision: /readyz is 200 only when nothing is wrong, and
+// otherwise names the most lasting problem first: a failed WAL before a
+// stopped raft loop before another fatal error, then shutdown, unknown
+// leaders, catching up.
+func TestReadyDecision(t *testing.T) {
+	ok := readyState{serving: true, caughtUp: true}
+	for _, tc := range []struct {
+		name string
+		st   func(s *readyState)
+		says string // "": ready
+	}{
+		{"ready", func(*readyState) {}, ""},
+		{"WAL failed", func(s *readyState) {
+			s.walErr, s.storeErr, s.fatal, s.serving = errors.New("wal: write failed: fsync"), errors.New("raftstore: failed"), "wal", false
+		}, "WAL failed (sticky; restart the node once the disk is fixed): wal: write failed: fsync"},
+		{"raft stopped", func(s *readyState) { s.storeErr, s.serving = errors.New("raftstore: failed"), false }, "raft stopped: raftstore: failed"},
+		{"fatal", func(s *readyState) { s.fatal, s.serving = "group 0 refused this node's layout", false }, "stopped serving: group 0 refused this node's layout"},
+		{"draining", func(s *readyState) { s.draining, s.serving = true, false }, "shutting down"},
+		{"no leaders", func(s *readyState) { s.serving, s.caughtUp, s.lagging = false, false, "group 1: no leader yet" }, "health is NOT_SERVING: waiting for every group's leader"},
+		{"catching up", func(s *readyState) { s.caughtUp, s.lagging = false, "group 2 applied 5 of 9" }, "catching up to the commit index seen at start: group 2 applied 5 of 9"},
+		{"catching up, nothing seen yet", func(s *readyState) { s.caughtUp = false }, "catching up to the commit index seen at start: starting"},
+	} {
+		st := ok
+		tc.st(&st)
+		ready, why := st.decide()
+		if ready != (tc.says == "") || (tc.says != "" && why != tc.says) || (tc.says == "" && why != "ok") {
+			t.Errorf("%s: %v %q, want %q", tc.name, ready, why, tc.says)
+		}
+	}
+}
