@@ -28,7 +28,8 @@ all: build
 
 # The benchmark tools (kvbench, benchplot and the scripts' helpers) are
 # a module of their own, bench/, so that etcd's client and server are
-# dependencies of the benchmarks only.
+# dependencies of the benchmarks only. So are deploy/'s checks of the
+# Kubernetes manifests and the systemd unit (the Kubernetes API types).
 BENCH_TOOLS := ./cmd/kvbench ./cmd/benchplot ./cmd/benchckpt ./cmd/benchsnap ./cmd/benchtrust ./cmd/benchrow
 
 build:
@@ -66,8 +67,9 @@ test-unit: build
 	$(GO) test -count=1 -race -timeout 20m $(RACE_PKGS)
 	CUTKV_PARTITION_STORE=pebble $(GO) test -count=1 -race ./partition/
 	$(GO) test -count=1 -tags failpoints ./internal/failpoint/
-	$(GO) test -count=1 -race -tags failpoints -run '^(TestCut|TestTxnRecovery)' ./server/
+	$(GO) test -count=1 -race -tags failpoints -run '^(TestCut|TestTxnRecovery|TestProbes)' ./server/
 	cd bench && $(GO) test -count=1 -timeout 20m ./...
+	cd deploy && $(GO) test -count=1 -timeout 5m ./...
 
 verify: fmt vet staticcheck tidy-check proto-check
 
@@ -78,13 +80,15 @@ fmt:
 vet:
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
+	cd deploy && $(GO) vet ./...
 
 staticcheck:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	cd bench && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	cd deploy && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
 tidy-check:
-	@for m in . bench; do \
+	@for m in . bench deploy; do \
 	  cp $$m/go.mod /tmp/cutkv.go.mod.bak; cp $$m/go.sum /tmp/cutkv.go.sum.bak; \
 	  (cd $$m && $(GO) mod tidy) || exit 1; \
 	  if ! git diff --quiet -- $$m/go.mod $$m/go.sum; then echo "go mod tidy changed $$m/go.mod or $$m/go.sum"; git diff -- $$m/go.mod $$m/go.sum | head -40; \

@@ -687,6 +687,12 @@ func tlsConn(t *testing.T, addr string, f pki.Files, peer bool) *grpc.ClientConn
 // peers, client certificates required, encrypted gossip.
 func secureCluster(t *testing.T, n int, p *testPKI) *clustertest.Cluster {
 	t.Helper()
+	return secureClusterWith(t, n, p, nil)
+}
+
+// secureClusterWith is secureCluster with more configuration (nil: none).
+func secureClusterWith(t *testing.T, n int, p *testPKI, more func(int, *server.Config)) *clustertest.Cluster {
+	t.Helper()
 	keyFile := filepath.Join(p.dir, "gossip.key")
 	if err := os.WriteFile(keyFile, []byte("MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -700,6 +706,9 @@ func secureCluster(t *testing.T, n int, p *testPKI) *clustertest.Cluster {
 		cfg.PeerCertFile, cfg.PeerKeyFile, cfg.PeerTrustedCAFile = f.Cert, f.Key, p.ca()
 		cfg.CertFile, cfg.KeyFile, cfg.TrustedCAFile = f.Cert, f.Key, p.ca()
 		cfg.GossipKeyFile = keyFile
+		if more != nil {
+			more(i, cfg)
+		}
 	}})
 }
 
