@@ -12,6 +12,15 @@ STATICCHECK_VERSION    := v0.8.2
 
 MODULE := github.com/cutkv/cutkv
 
+# What kvnode --version and kvctl version print. GOFLAGS above turns off
+# Go's own VCS stamping (builds outside a checkout must work), so the
+# commit is stamped here; outside a git checkout these are empty and the
+# binaries fall back to their build information.
+GIT_VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+GIT_COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null)
+GIT_MODIFIED ?= $(shell if [ -n "$$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then echo true; elif git rev-parse HEAD >/dev/null 2>&1; then echo false; fi)
+LDFLAGS := -X $(MODULE)/internal/version.Version=$(GIT_VERSION) -X $(MODULE)/internal/version.Commit=$(GIT_COMMIT) -X $(MODULE)/internal/version.Modified=$(GIT_MODIFIED)
+
 # Packages with goroutines and locks: their tests run with -race.
 RACE_PKGS := ./wal/... ./engine/... ./discovery/... ./raftstore/... ./partition/... ./rpc/... ./node/... ./client/... ./server/... ./snapshot/... ./chaos/...
 
@@ -30,7 +39,7 @@ BENCH_TOOLS := ./cmd/kvbench ./cmd/benchplot ./cmd/benchckpt ./cmd/benchsnap ./c
 
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 	cd bench && $(GO) build -o $(BIN)/ $(BENCH_TOOLS)
 
 # etcd's server at the version bench/go.mod requires (v3.7.x), built from

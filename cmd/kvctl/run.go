@@ -9,8 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cutkv/cutkv/client"
 	"github.com/spf13/cobra"
+
+	"github.com/cutkv/cutkv/client"
+	"github.com/cutkv/cutkv/internal/version"
 )
 
 // Exit codes (docs/cli.md).
@@ -111,7 +113,9 @@ Exit codes: 0 ok, 1 not found (or other error), 2 usage, 3 cluster unavailable, 
 			return usagef("missing command")
 		},
 	}
-	root.CompletionOptions.DisableDefaultCmd = true
+	// --version prints what `kvctl version` prints in text.
+	root.Version = version.Get().String("kvctl")
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
 	f := root.PersistentFlags()
 	f.StringVar(&g.endpoints, "endpoints", defaultEndpoints, "comma-separated gRPC addresses of cluster nodes; $"+envEndpoints+" overrides the default")
@@ -122,7 +126,7 @@ Exit codes: 0 ok, 1 not found (or other error), 2 usage, 3 cluster unavailable, 
 	f.StringVar(&g.cert, "cert", "", "client certificate, whose role the cluster checks ($"+envCert+")")
 	f.StringVar(&g.key, "key", "", "key of --cert ($"+envKey+")")
 	root.AddCommand(newPutCmd(g), newGetCmd(g), newDelCmd(g), newScanCmd(g), newTxnCmd(g), newMembersCmd(g), newStatusCmd(g),
-		newCutCmd(g), newCheckCmd(g), newCheckpointCmd(g), newSnapshotCmd(g), newCertCmd(g))
+		newCutCmd(g), newCheckCmd(g), newCheckpointCmd(g), newSnapshotCmd(g), newCertCmd(g), newVersionCmd(g))
 	return root
 }
 
