@@ -65,6 +65,7 @@ func runEnv(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv fun
 type globals struct {
 	endpoints   string
 	output      string
+	writeOut    string // etcdctl's -w, mapped onto output
 	timeout     time.Duration
 	dialTimeout time.Duration
 	maxTxnOps   int // txn --max-ops; 0: the client's default
@@ -112,6 +113,7 @@ Exit codes: 0 ok, 1 not found (or other error), 2 usage, 3 cluster unavailable, 
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return usagef("missing command")
 		},
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error { return g.applyWriteOut(cmd) },
 	}
 	// --version prints what `kvctl version` prints in text.
 	root.Version = version.Get().String("kvctl")
@@ -120,13 +122,15 @@ Exit codes: 0 ok, 1 not found (or other error), 2 usage, 3 cluster unavailable, 
 	f := root.PersistentFlags()
 	f.StringVar(&g.endpoints, "endpoints", defaultEndpoints, "comma-separated gRPC addresses of cluster nodes; $"+envEndpoints+" overrides the default")
 	f.StringVarP(&g.output, "output", "o", "text", "output format: text or json")
+	f.StringVarP(&g.writeOut, "write-out", "w", "", "etcdctl's name for --output: table or simple (text), json")
 	f.DurationVar(&g.timeout, "timeout", 5*time.Second, "time limit for the whole command, retries included")
 	f.DurationVar(&g.dialTimeout, "dial-timeout", 2*time.Second, "time limit for reaching a first node, and for connecting to any node")
 	f.StringVar(&g.cacert, "cacert", "", "CA certificate the servers' certificates chain to: connect with TLS ($"+envCACert+")")
 	f.StringVar(&g.cert, "cert", "", "client certificate, whose role the cluster checks ($"+envCert+")")
 	f.StringVar(&g.key, "key", "", "key of --cert ($"+envKey+")")
 	root.AddCommand(newPutCmd(g), newGetCmd(g), newDelCmd(g), newScanCmd(g), newTxnCmd(g), newMembersCmd(g), newStatusCmd(g),
-		newCutCmd(g), newCheckCmd(g), newCheckpointCmd(g), newSnapshotCmd(g), newCertCmd(g), newVersionCmd(g))
+		newCutCmd(g), newCheckCmd(g), newCheckpointCmd(g), newSnapshotCmd(g), newCertCmd(g), newVersionCmd(g),
+		newMemberCmd(g), newEndpointCmd(g))
 	return root
 }
 
@@ -234,12 +238,15 @@ func describe(err error, cmd *cobra.Command, g *globals) (int, string) {
 		return code, msg
 	}
 	var (
+		unhealthy   *unhealthyError
 		cutFailed   *cutFailedError
 		cutNotFound *cutNotFoundError
 		checkFailed *checkFailedError
 		ckptFailed  *checkpointFailedError
 	)
 	switch {
+	case errors.As(err, &unhealthy):
+		return exitUnavailable, fmt.Sprintf("%v\nCheck that those nodes run ('make run' logs: data/nN/kvnode.log) and that --endpoints names their client (gRPC) addresses.", err)
 	case errors.As(err, &cutFailed):
 		return exitCutFailed, fmt.Sprintf("%v\nNo consistent cut was taken: check that every partition has a leader ('kvctl status'), then run 'kvctl cut create' again.", err)
 	case errors.As(err, &cutNotFound):

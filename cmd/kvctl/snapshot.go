@@ -66,6 +66,7 @@ more than one node give every command the same shared --store.`,
 	}
 	cmd.AddCommand(newSnapshotCreateCmd(g), newSnapshotListCmd(g), newSnapshotShowCmd(g), newSnapshotCheckCmd(g),
 		newSnapshotDeleteCmd(g), newSnapshotPruneCmd(g))
+	cmd.AddCommand(etcdctlSnapshotPointers()...)
 	return cmd
 }
 
