@@ -231,6 +231,9 @@ func describe(err error, cmd *cobra.Command, g *globals) (int, string) {
 	if !errors.As(err, &re) {
 		return exitUsage, fmt.Sprintf("%v\nRun '%s --help' for usage.", err, path)
 	}
+	if hasReason(err, reasonStoreAccess) {
+		return exitDenied, fmt.Sprintf("%v\nThe nodes need the store's credentials in their own environment (for s3://: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE), then a restart; kvctl's own certificate is not the problem.", err)
+	}
 	if errors.Is(err, client.ErrPermissionDenied) {
 		return exitDenied, fmt.Sprintf("%v\nUse a client certificate whose role allows this command (--cert/--key or $%s/$%s; kvctl cert create-client NAME --role admin|write|read makes one).", err, envCert, envKey)
 	}

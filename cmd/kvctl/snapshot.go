@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -435,7 +436,7 @@ type snapshotNotFoundError struct {
 // snapshotNotFound turns a NotFound answer to a call about snapshot id
 // into a *snapshotNotFoundError; other errors are returned as they are.
 func snapshotNotFound(id string, err error) error {
-	if status.Code(err) == codes.NotFound {
+	if status.Code(err) == codes.NotFound && !hasReason(err, reasonNoStore) {
 		return &snapshotNotFoundError{id: id, err: err}
 	}
 	return err
@@ -488,6 +489,28 @@ func (e *snapshotDamagedError) hint() string {
 		"Delete the damaged one with 'kvctl snapshot delete %s', and take a new one with 'kvctl snapshot create --full', which stores fresh pieces.", e.id)
 }
 
+// reasonNoStore is the ErrorInfo reason of a store that does not exist
+// (rpc.ReasonNoStore).
+const reasonNoStore = "SNAPSHOT_STORE_NOT_FOUND"
+
+// reasonStoreAccess is the ErrorInfo reason of a store that refused the
+// node's credentials (rpc.ReasonStoreAccess).
+const reasonStoreAccess = "SNAPSHOT_STORE_ACCESS"
+
+// hasReason says whether err carries a cutkv ErrorInfo with reason.
+func hasReason(err error, reason string) bool {
+	st, ok := status.FromError(err)
+	if !ok {
+		return false
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == notAppliedDomain && info.GetReason() == reason {
+			return true
+		}
+	}
+	return false
+}
+
 // isSnapshot says whether cmd is one of the snapshot commands.
 func isSnapshot(cmd *cobra.Command) bool {
 	return cmd != nil && cmd.HasParent() && cmd.Parent().Name() == "snapshot"
@@ -507,6 +530,9 @@ func describeSnapshot(err error, cmd *cobra.Command) (code int, msg string, ok b
 		return exitNotFound, fmt.Sprintf("%v\nList the snapshots in the store with 'kvctl snapshot list' (with the same --store).", err), true
 	case !isSnapshot(cmd):
 		return 0, "", false
+	case hasReason(err, reasonNoStore):
+		return exitNotFound, fmt.Sprintf("%v\nThe store does not exist where the node looked: create it (for file://, the directory, the same on every node; for s3://, the bucket), "+
+			"or give --store the URL of an existing store (without --store the nodes use their --snapshot-store, by default file:// + the data dir + /snapshots).", err), true
 	case status.Code(err) == codes.NotFound:
 		return exitNotFound, fmt.Sprintf("%v\nList the snapshots with 'kvctl snapshot list' (with the same --store), and the completed cuts with 'kvctl cut list'.", err), true
 	case errors.Is(err, client.ErrOutcomeUnknown) && cmd.Name() == "create":

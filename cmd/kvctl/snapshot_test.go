@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -677,5 +678,21 @@ func TestSnapshotNamesAgreeWithRestore(t *testing.T) {
 		if got, want := resolveSnapshotID(in), snapshot.ResolveID(in); got != want {
 			t.Errorf("resolveSnapshotID(%q) = %q, snapshot.ResolveID %q", in, got, want)
 		}
+	}
+}
+
+// TestSnapshotStoreAccessHint: a store that refused the node's
+// credentials is not blamed on kvctl's certificate.
+func TestSnapshotStoreAccessHint(t *testing.T) {
+	f := startSnapshotFake(t)
+	st, err := status.New(codes.PermissionDenied, "snapshot: access refused: snapshot store s3://b: no AWS credentials (none found within 2s)").
+		WithDetails(&errdetails.ErrorInfo{Reason: reasonStoreAccess, Domain: notAppliedDomain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.set(func(f *snapshotFake) { f.snapshots, f.checkErr = []*kvpb.SnapshotInfo{snap42}, st.Err() })
+	r := snapCtl(t, f, "snapshot", "check", "42")
+	if r.code != exitDenied || !strings.Contains(r.stderr, "AWS_ACCESS_KEY_ID") || strings.Contains(r.stderr, "--cert") {
+		t.Errorf("store access refused: exit %d, stderr %q", r.code, r.stderr)
 	}
 }

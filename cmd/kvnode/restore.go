@@ -165,7 +165,7 @@ func runRestore(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	if f.list {
 		if err := listSnapshots(ctx, stdout, opts.StoreURL, opts.SourceCluster); err != nil {
-			fmt.Fprintf(stderr, "kvnode restore: %v\n", err)
+			fmt.Fprintf(stderr, "kvnode restore: %v%s\n", err, restoreHint(err, opts.StoreURL))
 			return 1
 		}
 		return 0
@@ -183,6 +183,8 @@ func runRestore(args []string, stdout, stderr io.Writer) int {
 // does not say it already.
 func restoreHint(err error, store string) string {
 	switch {
+	case errors.Is(err, snapshot.ErrNoStore):
+		return "\n  --store must name the store the cluster's nodes wrote their snapshots to (their --snapshot-store; by default file:// + each node's data dir + /snapshots)"
 	case errors.Is(err, restore.ErrNoSnapshot), errors.Is(err, restore.ErrDamaged):
 		return fmt.Sprintf("\n  see the snapshots with: kvnode restore --store %s --list", store)
 	case errors.Is(err, restore.ErrOptions) && strings.Contains(err.Error(), "clusters"):
