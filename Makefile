@@ -28,7 +28,7 @@ RACE_PKGS := ./wal/... ./engine/... ./discovery/... ./raftstore/... ./partition/
 CUTKV_SOAK ?= 10s
 export CUTKV_SOAK
 
-.PHONY: all build etcd run run-secure chaos test test-unit verify fmt vet staticcheck tidy-check proto proto-check e2e bench clean bench-compare
+.PHONY: all build etcd run node-stop node-start run-secure chaos test test-unit verify fmt vet staticcheck tidy-check proto proto-check e2e bench clean bench-compare
 
 all: build
 
@@ -49,8 +49,17 @@ etcd:
 	cd bench && $(GO) build -o $(BIN)/etcd ./cmd/etcd
 
 # A 3-node local cluster in the foreground; Ctrl-C stops it. Data under ./data.
+# A node that exits is reported and the others keep running; from another
+# terminal, make node-stop N=2 and make node-start N=2 stop and start one
+# (scripts/run-local.sh stop|start|status).
 run: build
 	@./scripts/run-local.sh
+
+node-stop:
+	@./scripts/run-local.sh stop $(if $(N),n$(N),$(error give the node: make node-stop N=1|2|3))
+
+node-start:
+	@./scripts/run-local.sh start $(if $(N),n$(N),$(error give the node: make node-start N=1|2|3))
 
 # The same cluster with TLS everywhere (certificates made once under
 # ./data-secure/certs); prints the kvctl flags to use.
