@@ -160,13 +160,14 @@ report_exit() {
 	tail -n 5 "$DATA/n$i/kvnode.log" 2>/dev/null | sed 's/^/  /' >&2
 }
 
-# stop_nodes SIGNAL I...: signals the nodes that run and waits up to
-# STOP_WAIT seconds for them to exit; fails if some did not.
+# stop_nodes SIGNAL I...: signals the nodes that run (SIGNAL none: only
+# waits) and waits up to STOP_WAIT seconds for them to exit; fails if some
+# did not.
 stop_nodes() {
 	local sig=$1 i p left
 	shift
 	for i in "$@"; do
-		if p=$(pid_of "$i"); then kill "-$sig" "$p" 2>/dev/null; fi
+		if [ "$sig" != none ] && p=$(pid_of "$i"); then kill "-$sig" "$p" 2>/dev/null; fi
 	done
 	for _ in $(seq $((STOP_WAIT * 10))); do
 		left=""
@@ -297,7 +298,9 @@ stop_all() {
 	trap - INT TERM
 	echo "stopping cluster..."
 	trap 'echo "second signal: killing nodes"; stop_nodes KILL $NODES; exit 1' INT TERM
-	stop_nodes TERM $NODES
+	# As long as they take: a second SIGTERM would make a node exit at
+	# once, so it is sent only on a second Ctrl-C (the trap above).
+	stop_nodes TERM $NODES || until stop_nodes none $NODES 2>/dev/null; do :; done
 	report_exits quiet
 	echo "cluster stopped"
 	exit 0
