@@ -12,6 +12,15 @@ STATICCHECK_VERSION    := v0.8.2
 
 MODULE := github.com/cutkv/cutkv
 
+# What kvnode --version and kvctl version print. GOFLAGS above turns off
+# Go's own VCS stamping (builds outside a checkout must work), so the
+# commit is stamped here; outside a git checkout these are empty and the
+# binaries fall back to their build information.
+GIT_VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+GIT_COMMIT   ?= $(shell git rev-parse HEAD 2>/dev/null)
+GIT_MODIFIED ?= $(shell if [ -n "$$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then echo true; elif git rev-parse HEAD >/dev/null 2>&1; then echo false; fi)
+LDFLAGS := -X $(MODULE)/internal/version.Version=$(GIT_VERSION) -X $(MODULE)/internal/version.Commit=$(GIT_COMMIT) -X $(MODULE)/internal/version.Modified=$(GIT_MODIFIED)
+
 # Packages with goroutines and locks: their tests run with -race.
 RACE_PKGS := ./wal/... ./engine/... ./discovery/... ./raftstore/... ./partition/... ./rpc/... ./node/... ./client/... ./server/... ./snapshot/... ./chaos/...
 
@@ -22,7 +31,7 @@ export CUTKV_SOAK
 # IMAGE: the tag make image builds.
 IMAGE ?= cutkv:dev
 
-.PHONY: all build etcd image e2e-compose run run-secure chaos test test-unit verify fmt vet staticcheck tidy-check proto proto-check e2e bench clean bench-compare
+.PHONY: all build etcd image e2e-compose run node-stop node-start run-secure chaos test test-unit verify fmt vet staticcheck tidy-check proto proto-check e2e bench clean bench-compare
 
 all: build
 
@@ -34,7 +43,7 @@ BENCH_TOOLS := ./cmd/kvbench ./cmd/benchplot ./cmd/benchckpt ./cmd/benchsnap ./c
 
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 	cd bench && $(GO) build -o $(BIN)/ $(BENCH_TOOLS)
 
 # etcd's server at the version bench/go.mod requires (v3.7.x), built from
@@ -52,8 +61,17 @@ e2e-compose:
 	./scripts/e2e-compose.sh
 
 # A 3-node local cluster in the foreground; Ctrl-C stops it. Data under ./data.
+# A node that exits is reported and the others keep running; from another
+# terminal, make node-stop N=2 and make node-start N=2 stop and start one
+# (scripts/run-local.sh stop|start|status).
 run: build
 	@./scripts/run-local.sh
+
+node-stop:
+	@./scripts/run-local.sh stop $(if $(N),n$(N),$(error give the node: make node-stop N=1|2|3))
+
+node-start:
+	@./scripts/run-local.sh start $(if $(N),n$(N),$(error give the node: make node-start N=1|2|3))
 
 # The same cluster with TLS everywhere (certificates made once under
 # ./data-secure/certs); prints the kvctl flags to use.

@@ -108,7 +108,7 @@ func (d *Discovery) admit(n *memberlist.Node) error {
 		err = fmt.Errorf("%w: metadata id %q differs from node name %q", ErrBadMeta, meta.ID, n.Name)
 	}
 	if err == nil && meta.ClusterID != d.cfg.Meta.ClusterID {
-		err = fmt.Errorf("%w: %q (%s) is in cluster %d, this is cluster %d",
+		err = fmt.Errorf("%w: %q (%s) is in cluster %016x, this is cluster %016x",
 			ErrForeignCluster, n.Name, n.Address(), meta.ClusterID, d.cfg.Meta.ClusterID)
 	}
 	if err != nil {
@@ -141,7 +141,7 @@ func (d *Discovery) receive(buf []byte, fromState bool) {
 	}
 	if cluster != d.cfg.Meta.ClusterID {
 		d.refused.Add(1)
-		d.log.Debug("discovery: dropping message of another cluster", "cluster", cluster)
+		d.log.Debug("discovery: dropping message of another cluster", "cluster", fmt.Sprintf("%016x", cluster))
 		return
 	}
 	switch {

@@ -308,6 +308,14 @@ func TestAdmitRefusesForeignAndMalformed(t *testing.T) {
 	if got := d.refused.Load(); got != 6 {
 		t.Fatalf("refused = %d, want 6", got)
 	}
+	// Cluster ids are printed as 16 hex digits, as everywhere else: a
+	// decimal above 2^53 is not the id kvctl and the logs show.
+	big := uint64(0xfedcba9876543210)
+	err := h.NotifyAlive(node("n2", Meta{ID: "n2", ClusterID: big}))
+	want := fmt.Sprintf("is in cluster fedcba9876543210, this is cluster %016x", cluster)
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("foreign cluster: %v, want it to say %q", err, want)
+	}
 }
 
 func TestMessagesOfAnotherClusterAreDropped(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/cutkv/cutkv/snapshot"
 	"github.com/cutkv/cutkv/topology"
 )
 
@@ -41,11 +42,14 @@ type Options struct {
 	// 0: the only cluster that has snapshots in the store; when there
 	// are several, Run fails with ErrOptions and lists them.
 	SourceCluster uint64
-	// Snapshot is the id of the snapshot to restore. Exactly one of
-	// Snapshot and At is set.
+	// Snapshot is the id of the snapshot to restore, or the number of
+	// its cut ("7" for cut-00000000000000000007; Validate replaces it by
+	// the id, snapshot.ResolveID). Exactly one of Snapshot and At is set.
 	Snapshot string
 	// At picks the newest snapshot (the greatest Time, then cut version)
-	// whose Time is at or before At.
+	// whose Time, at the millisecond precision TimeFormat prints, is at
+	// or before At: a time copied from a listing selects that snapshot.
+	// ParseAt reads it from a command line.
 	At time.Time
 	// DataDir is the node's data dir to build. It must not exist, or be
 	// an empty directory; it is created with its parents.
@@ -84,7 +88,7 @@ func (o *Options) Validate() error {
 	case o.Snapshot == "" && o.At.IsZero():
 		return bad("no snapshot: name one, or a time to restore the newest snapshot at or before it")
 	case o.Snapshot != "" && !o.At.IsZero():
-		return bad("both a snapshot (%s) and a time (%s): give one", o.Snapshot, o.At.Format(time.RFC3339))
+		return bad("both a snapshot (%s) and a time (%s): give one", o.Snapshot, o.At.UTC().Format(TimeFormat))
 	case o.DataDir == "":
 		return bad("no data dir")
 	case o.NodeID == "":
@@ -108,7 +112,31 @@ func (o *Options) Validate() error {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
+	o.Snapshot = snapshot.ResolveID(o.Snapshot)
 	return nil
+}
+
+// TimeFormat is how snapshot times are printed wherever ParseAt reads
+// them back: RFC 3339 in UTC with milliseconds, the precision At is
+// compared at.
+const TimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// ParseAt reads a restore time: an RFC 3339 time, with or without a
+// fraction of a second (2026-03-01T12:00:00.250Z, as TimeFormat prints
+// it), or a negative Go duration counted back from now ("-5m", "-1h30m").
+func ParseAt(s string, now time.Time) (time.Time, error) {
+	if d, err := time.ParseDuration(s); err == nil {
+		if d >= 0 {
+			return time.Time{}, fmt.Errorf("%w: time %q: a relative time is a duration before now, with a minus sign (e.g. -5m)", ErrOptions, s)
+		}
+		return now.Add(d), nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%w: time %q: want an RFC 3339 time such as 2026-03-01T12:00:00.250Z (as --list prints it) or a duration before now such as -5m",
+			ErrOptions, s)
+	}
+	return t, nil
 }
 
 // DefaultToken is the token of a cluster restored from snapshot id of

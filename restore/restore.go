@@ -217,7 +217,9 @@ func pickSnapshot(ctx context.Context, st *snapshot.Store, opts *Options) (*snap
 	var best *snapshot.Manifest
 	for i := range all {
 		m := &all[i]
-		if m.Time.After(opts.At) {
+		// Compared at the precision TimeFormat prints, so that a time
+		// copied from a listing selects the snapshot listed with it.
+		if m.Time.Truncate(time.Millisecond).After(opts.At) {
 			continue
 		}
 		if best == nil || m.Time.After(best.Time) || m.Time.Equal(best.Time) && m.CutVersion > best.CutVersion {
@@ -233,10 +235,10 @@ func pickSnapshot(ctx context.Context, st *snapshot.Store, opts *Options) (*snap
 					t = m.Time
 				}
 			}
-			oldest = t.Format(time.RFC3339)
+			oldest = t.UTC().Format(TimeFormat)
 		}
 		return nil, fmt.Errorf("%w: cluster %016x has %d snapshots in %s, none taken at or before %s (the oldest: %s)",
-			ErrNoSnapshot, st.ClusterID(), len(all), st.URL(), opts.At.Format(time.RFC3339), oldest)
+			ErrNoSnapshot, st.ClusterID(), len(all), st.URL(), opts.At.UTC().Format(TimeFormat), oldest)
 	}
 	return best, nil
 }

@@ -353,7 +353,7 @@ func TestRestoreAt(t *testing.T) {
 	opts := options(f, "n1", 1, filepath.Join(t.TempDir(), "d"))
 	opts.Snapshot, opts.At = "", t0.Add(-time.Second)
 	_, err := Run(context.Background(), opts)
-	if !errors.Is(err, ErrNoSnapshot) || !strings.Contains(err.Error(), t0.Format(time.RFC3339)) {
+	if !errors.Is(err, ErrNoSnapshot) || !strings.Contains(err.Error(), t0.Format(TimeFormat)) {
 		t.Fatalf("restore before the oldest snapshot: %v, want ErrNoSnapshot naming the oldest", err)
 	}
 	assertAbsent(t, opts.DataDir)
@@ -600,5 +600,61 @@ func TestRestoreSourceCluster(t *testing.T) {
 	empty.StoreURL = "file://" + t.TempDir()
 	if _, err := Run(context.Background(), empty); !errors.Is(err, ErrNoSnapshot) {
 		t.Fatalf("restore from an empty store: %v, want ErrNoSnapshot", err)
+	}
+}
+
+// TestRestoreAtMillisecond: a snapshot whose time has more digits than
+// TimeFormat prints is picked by the printed time, and not by a time a
+// millisecond before it.
+func TestRestoreAtMillisecond(t *testing.T) {
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.UTC)
+	f := restoretest.Build(t, restoretest.Options{Time: t0})
+	printed, err := time.Parse(time.RFC3339Nano, t0.Format(TimeFormat))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := options(f, "n1", 1, filepath.Join(t.TempDir(), "d"))
+	opts.Snapshot, opts.At = "", printed
+	res, err := Run(context.Background(), opts)
+	if err != nil || res.SnapshotID != f.Snapshots[0].ID {
+		t.Fatalf("at the printed time %s: %v, %+v; want %s", t0.Format(TimeFormat), err, res, f.Snapshots[0].ID)
+	}
+	opts = options(f, "n1", 1, filepath.Join(t.TempDir(), "d"))
+	opts.Snapshot, opts.At = "", printed.Add(-time.Millisecond)
+	if _, err := Run(context.Background(), opts); !errors.Is(err, ErrNoSnapshot) {
+		t.Fatalf("a millisecond before the oldest snapshot: %v, want ErrNoSnapshot", err)
+	}
+}
+
+func TestParseAt(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	for in, want := range map[string]time.Time{
+		"2026-03-01T11:00:00Z":           now.Add(-time.Hour),
+		"2026-03-01T11:00:00.250Z":       now.Add(-time.Hour + 250*time.Millisecond),
+		"2026-03-01T12:00:00.25+01:00":   now.Add(-time.Hour + 250*time.Millisecond),
+		"-5m":                            now.Add(-5 * time.Minute),
+		"-1h30m":                         now.Add(-90 * time.Minute),
+		"2026-03-01T11:59:59.999999999Z": now.Add(-time.Nanosecond),
+	} {
+		got, err := ParseAt(in, now)
+		if err != nil || !got.Equal(want) {
+			t.Errorf("ParseAt(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"5m", "0s", "yesterday", "2026-03-01", ""} {
+		if _, err := ParseAt(in, now); !errors.Is(err, ErrOptions) {
+			t.Errorf("ParseAt(%q): %v, want ErrOptions", in, err)
+		}
+	}
+}
+
+// TestRestoreByCutNumber: Snapshot may be the cut number alone.
+func TestRestoreByCutNumber(t *testing.T) {
+	f := restoretest.Build(t, restoretest.Options{})
+	opts := options(f, "n1", 1, filepath.Join(t.TempDir(), "d"))
+	opts.Snapshot = fmt.Sprint(f.Snapshots[1].CutVersion)
+	res, err := Run(context.Background(), opts)
+	if err != nil || res.SnapshotID != f.Snapshots[1].ID {
+		t.Fatalf("restore of snapshot %q: %v; want %s", opts.Snapshot, err, f.Snapshots[1].ID)
 	}
 }

@@ -27,6 +27,13 @@ const (
 	// ReasonUnconfirmed: the request named a cut version above this
 	// node's and group 0 could not be asked whether it was allocated.
 	ReasonUnconfirmed = "CUT_VERSION_UNCONFIRMED"
+	// ReasonNoStore (with NotFound): the snapshot store itself does not
+	// exist (snapshot.ErrNoStore), as opposed to a snapshot in it.
+	ReasonNoStore = "SNAPSHOT_STORE_NOT_FOUND"
+	// ReasonStoreAccess (with PermissionDenied): the snapshot store
+	// refused the node's credentials, or the node has none
+	// (snapshot.ErrAccess), as opposed to the client's role.
+	ReasonStoreAccess = "SNAPSHOT_STORE_ACCESS"
 )
 
 // Sentinel errors of this package.
@@ -67,6 +74,16 @@ func notApplied(reason, msg string, meta map[string]string) error {
 	return st.Err()
 }
 
+// withReason builds a status of code with a cutkv ErrorInfo reason, so
+// that clients tell cases of one code apart without reading the message.
+func withReason(code codes.Code, reason, msg string) error {
+	st := status.New(code, msg)
+	if d, err := st.WithDetails(&errdetails.ErrorInfo{Reason: reason, Domain: ErrorDomain}); err == nil {
+		st = d
+	}
+	return st.Err()
+}
+
 // toStatus maps an internal error to the gRPC status clients see. It is
 // the only place that picks codes (for the node's own errors, the
 // snapshot store's and the listeners' authentication alike); clients
@@ -83,12 +100,16 @@ func toStatus(err error, leaderID string) error {
 	switch {
 	case errors.Is(err, ErrInvalidArgument), errors.Is(err, snapshot.ErrInvalid):
 		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, ErrPermissionDenied), errors.Is(err, snapshot.ErrAccess):
+	case errors.Is(err, snapshot.ErrAccess):
+		return withReason(codes.PermissionDenied, ReasonStoreAccess, err.Error())
+	case errors.Is(err, ErrPermissionDenied):
 		return status.Error(codes.PermissionDenied, err.Error())
 	case errors.Is(err, ErrUnauthenticated):
 		return status.Error(codes.Unauthenticated, err.Error())
 	case errors.Is(err, ErrUnimplemented):
 		return status.Error(codes.Unimplemented, err.Error())
+	case errors.Is(err, snapshot.ErrNoStore):
+		return withReason(codes.NotFound, ReasonNoStore, err.Error())
 	case errors.Is(err, snapshot.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, snapshot.ErrExists):

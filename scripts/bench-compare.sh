@@ -440,7 +440,12 @@ cmds="$knobs make bench-compare"
 [ -n "$WORKLOADS" ] && cmds+="; each run: bin/kvbench WORKLOAD --target cutkv|etcd --metrics-url NODES ${COMMON[*]} --value-size 256 --seed N (txn on cutkv: --txn-keys cross)"
 etcd_version=""
 [ -n "$WORKLOADS" ] && etcd_version=$("$ETCD" --version | sed -n 's/^etcd Version: //p')
-plot=(--results "$OUT" --doc "$DOC" --imgdir "$IMGDIR" --etcd-version "$etcd_version" --etcd-build "$ETCD_BUILD" --commands "$cmds" --took "${took}s" --run "$RUN")
+# The commit measured, and whether the work tree differed from it.
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo "unknown (not a git checkout)")
+if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+	commit+=" with uncommitted changes in $(git status --porcelain --untracked-files=no | awk '{print $2}' | paste -sd, -)"
+fi
+plot=(--results "$OUT" --doc "$DOC" --imgdir "$IMGDIR" --etcd-version "$etcd_version" --etcd-build "$ETCD_BUILD" --commands "$cmds" --took "${took}s" --run "$RUN" --commit "$commit")
 [ -n "$COSTS" ] && plot+=(--costs "$C" --costs-took "$costs_took")
 bin/benchplot "${plot[@]}" || fail "benchplot could not write the section (results in $OUT)"
 echo "bench-compare: section in $DOC, charts in $IMGDIR (measured runs took ${took}s${costs_took:+, cost parts $costs_took})"

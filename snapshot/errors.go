@@ -26,6 +26,9 @@ var (
 	ErrMissing = errors.New("snapshot: missing piece")
 	// ErrNotFound means no snapshot or piece of that name exists.
 	ErrNotFound = errors.New("snapshot: not found")
+	// ErrNoStore means the store itself does not exist: a file:// URL's
+	// directory or an s3:// URL's bucket. It matches ErrNotFound too.
+	ErrNoStore error = &childError{msg: "snapshot: no such store", parent: ErrNotFound}
 	// ErrExists means a piece, manifest or upload of that name exists
 	// already; stored pieces and manifests are never overwritten.
 	ErrExists = errors.New("snapshot: already exists")
@@ -41,6 +44,16 @@ var (
 	// none): HTTP 401/403, an unknown access key, a bad signature.
 	ErrAccess = errors.New("snapshot: access refused")
 )
+
+// childError is a sentinel that also matches a broader one: errors.Is(e,
+// parent) holds.
+type childError struct {
+	msg    string
+	parent error
+}
+
+func (e *childError) Error() string { return e.msg }
+func (e *childError) Unwrap() error { return e.parent }
 
 // CorruptError describes damage found in a changelog piece. It wraps
 // ErrCorrupt: match it with errors.Is(err, ErrCorrupt), and use errors.As

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -148,6 +149,22 @@ type Piece struct {
 // IDForCut returns the usual id of the snapshot at cut v:
 // "cut-" and v in decimal, twenty digits, so that ids sort like versions.
 func IDForCut(v uint64) string { return fmt.Sprintf("cut-%020d", v) }
+
+// ResolveID returns the snapshot id a user means by arg: a cut number in
+// decimal ("7", "0042") names the snapshot of that cut, IDForCut(7);
+// anything else is taken as the id itself. Snapshots get their ids from
+// the cut they were taken at, so an id of digits alone never names
+// anything else.
+func ResolveID(arg string) string {
+	if arg == "" || strings.TrimLeft(arg, "0123456789") != "" {
+		return arg
+	}
+	v, err := strconv.ParseUint(arg, 10, 64)
+	if err != nil {
+		return arg // too large for a cut version: let the id rules say so
+	}
+	return IDForCut(v)
+}
 
 // BaseIndex returns m, the index of the base (0 without one).
 func (p *Partition) BaseIndex() uint64 {

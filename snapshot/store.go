@@ -14,12 +14,14 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
 	"github.com/aws/smithy-go"
+	gcaws "gocloud.dev/aws"
 	"gocloud.dev/blob"
 	_ "gocloud.dev/blob/fileblob" // file:// stores
 	_ "gocloud.dev/blob/s3blob"   // s3:// stores
@@ -121,8 +123,8 @@ func OpenStoreOptions(ctx context.Context, rawURL string, clusterID uint64, opts
 		q := u.Query()
 		if q.Get("create_dir") == "" && u.Host != "." {
 			if _, err := os.Stat(filepath.FromSlash(u.Path)); errors.Is(err, fs.ErrNotExist) {
-				return nil, fmt.Errorf("%w: snapshot store %s: directory %s does not exist (create it, or add create_dir=1 to the URL)",
-					ErrNotFound, shown, u.Path)
+				return nil, fmt.Errorf("%w: snapshot store %s: directory %s does not exist (create it, or add create_dir=1 to the URL; "+
+					"a store shared by several nodes must be the same directory on each)", ErrNoStore, shown, u.Path)
 			}
 		}
 		if _, set := q["no_tmp_dir"]; !set {
@@ -132,6 +134,9 @@ func OpenStoreOptions(ctx context.Context, rawURL string, clusterID uint64, opts
 	case "s3":
 		if u.Host == "" {
 			return nil, fmt.Errorf("%w: snapshot store %s: no bucket (want s3://BUCKET?region=…)", ErrInvalid, shown)
+		}
+		if err := checkS3Credentials(ctx, u.Query(), shown); err != nil {
+			return nil, err
 		}
 	default:
 		return nil, fmt.Errorf("%w: snapshot store %s: scheme %q (want file:// or s3://)", ErrInvalid, shown, u.Scheme)
@@ -155,7 +160,7 @@ func OpenStoreOptions(ctx context.Context, rawURL string, clusterID uint64, opts
 		ok, err = b.IsAccessible(ctx)
 	}
 	if err == nil && !ok {
-		err = fmt.Errorf("%w: snapshot store %s: the bucket does not exist", ErrNotFound, shown)
+		err = fmt.Errorf("%w: snapshot store %s: the bucket does not exist (create it, or check the bucket name, region and endpoint in the URL)", ErrNoStore, shown)
 	} else if err != nil {
 		err = s.wrap("listing the bucket", err)
 	}
@@ -164,6 +169,50 @@ func OpenStoreOptions(ctx context.Context, rawURL string, clusterID uint64, opts
 		return nil, err
 	}
 	return s, nil
+}
+
+// CredentialTimeout bounds the discovery of an s3:// store's credentials
+// (environment, shared files, container and instance metadata): without
+// a bound, a machine with none waits out the SDK's metadata retries
+// (about 12 s) and fails with their whole chain of errors.
+const CredentialTimeout = 2 * time.Second
+
+// credentialParams are the URL parameters that choose an s3:// store's
+// credentials (gocloud.dev/aws.V2ConfigFromURLParams reads them).
+var credentialParams = []string{"region", "endpoint", "hostname_immutable", "profile", "role", "anonymous", "dualstack", "fips"}
+
+// checkS3Credentials resolves the credentials an s3:// store at a URL
+// with query q would sign with, within CredentialTimeout, so that a
+// machine without any is told so at once, in one line, before the first
+// request. It fails with ErrAccess.
+func checkS3Credentials(ctx context.Context, q url.Values, shown string) error {
+	cq := url.Values{}
+	for _, k := range credentialParams {
+		if v, ok := q[k]; ok {
+			cq[k] = v
+		}
+	}
+	if anon, _ := strconv.ParseBool(cq.Get("anonymous")); anon {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, CredentialTimeout)
+	defer cancel()
+	cfg, err := gcaws.V2ConfigFromURLParams(ctx, cq)
+	if err != nil {
+		return fmt.Errorf("%w: snapshot store %s: reading the AWS configuration: %v", ErrInvalid, shown, err)
+	}
+	if cfg.Credentials != nil {
+		if _, err = cfg.Credentials.Retrieve(ctx); err == nil {
+			return nil
+		}
+	}
+	why := "none found"
+	if ctx.Err() != nil {
+		why = fmt.Sprintf("none found within %v", CredentialTimeout)
+	}
+	return fmt.Errorf("%w: snapshot store %s: no AWS credentials (%s): set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, "+
+		"or AWS_PROFILE (or ?profile= in the URL) naming a profile in ~/.aws/credentials, or run where an instance or container role provides them; "+
+		"?anonymous=true for a public bucket", ErrAccess, shown, why)
 }
 
 // dirExists says whether dir is there and a directory.

@@ -968,3 +968,18 @@ func TestPutPieceSameFileAtOnce(t *testing.T) {
 		}
 	}
 }
+
+func TestResolveID(t *testing.T) {
+	for in, want := range map[string]string{
+		"7":                        "cut-00000000000000000007",
+		"0042":                     "cut-00000000000000000042",
+		"cut-00000000000000000007": "cut-00000000000000000007",
+		"nightly-1":                "nightly-1",
+		"":                         "",
+		"99999999999999999999999":  "99999999999999999999999",
+	} {
+		if got := ResolveID(in); got != want {
+			t.Errorf("ResolveID(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -8,8 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cutkv/cutkv/pki"
 	"github.com/spf13/cobra"
+
+	"github.com/cutkv/cutkv/pki"
 )
 
 // Defaults of the cert commands.

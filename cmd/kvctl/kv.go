@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/cutkv/cutkv/client"
 	"github.com/spf13/cobra"
+
+	"github.com/cutkv/cutkv/client"
 )
 
 func newPutCmd(g *globals) *cobra.Command {
@@ -42,13 +43,31 @@ func newPutCmd(g *globals) *cobra.Command {
 }
 
 func newGetCmd(g *globals) *cobra.Command {
-	var printKey bool
+	var (
+		printKey bool
+		prefix   bool
+		limit    int
+		keysOnly bool
+	)
 	cmd := &cobra.Command{
 		Use:   "get KEY",
-		Short: "Print a key's value (exit 1 if absent)",
-		Args:  cobra.ExactArgs(1),
+		Short: "Print a key's value (exit 1 if absent); --prefix: every key that starts with KEY",
+		Long: `Print a key's value; exit 1 if the key does not exist.
+--prefix (etcdctl's) prints every key that starts with KEY, each followed
+by its value, as 'kvctl scan KEY END' over the prefix's range does (exit 0
+also when there is none; --limit and --keys-only as for scan).`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			key := []byte(args[0])
+			if prefix {
+				if limit < 0 {
+					return usagef("invalid --limit %d: must be 0 (no limit) or more", limit)
+				}
+				return g.printScan(cmd, key, prefixEnd(key), limit, keysOnly)
+			}
+			if cmd.Flags().Changed("limit") || keysOnly {
+				return usagef("--limit and --keys-only go with --prefix (or use 'kvctl scan')")
+			}
 			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
 				var h client.Header
 				kv, err := c.Get(ctx, key, client.WithHeader(&h))
@@ -80,6 +99,9 @@ func newGetCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&printKey, "print-key", false, "print the key on a line before the value")
+	cmd.Flags().BoolVar(&prefix, "prefix", false, "print every key that starts with KEY, with its value (a scan over the prefix)")
+	cmd.Flags().IntVar(&limit, "limit", 0, "with --prefix: print at most this many keys (0: all)")
+	cmd.Flags().BoolVar(&keysOnly, "keys-only", false, "with --prefix: print keys without values")
 	return cmd
 }
 
@@ -137,37 +159,43 @@ TO it runs to the last. --limit bounds the number of keys (0: no bound).`,
 			if len(args) > 1 {
 				to = []byte(args[1])
 			}
-			return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
-				var h client.Header
-				opts := []client.Option{client.WithHeader(&h)}
-				if keysOnly {
-					opts = append(opts, client.WithKeysOnly())
-				}
-				kvs, more, err := scan(ctx, c, from, to, limit, opts)
-				if err != nil {
-					return err
-				}
-				out := cmd.OutOrStdout()
-				if g.json() {
-					return writeJSON(out, jsonKVs{Header: toJSONHeader(h), KVs: toJSONKVs(kvs, keysOnly), Count: len(kvs), More: &more})
-				}
-				for _, kv := range kvs {
-					if err := writeLine(out, kv.Key); err != nil {
-						return err
-					}
-					if !keysOnly {
-						if err := writeLine(out, kv.Value); err != nil {
-							return err
-						}
-					}
-				}
-				return nil
-			})
+			return g.printScan(cmd, from, to, limit, keysOnly)
 		},
 	}
 	cmd.Flags().IntVar(&limit, "limit", 0, "print at most this many keys (0: all)")
 	cmd.Flags().BoolVar(&keysOnly, "keys-only", false, "print keys without values")
 	return cmd
+}
+
+// printScan prints the keys of [from, to) (to nil: to the last key), at
+// most limit of them (0: all), for scan and get --prefix.
+func (g *globals) printScan(cmd *cobra.Command, from, to []byte, limit int, keysOnly bool) error {
+	return g.withClient(cmd, func(ctx context.Context, c *client.Client) error {
+		var h client.Header
+		opts := []client.Option{client.WithHeader(&h)}
+		if keysOnly {
+			opts = append(opts, client.WithKeysOnly())
+		}
+		kvs, more, err := scan(ctx, c, from, to, limit, opts)
+		if err != nil {
+			return err
+		}
+		out := cmd.OutOrStdout()
+		if g.json() {
+			return writeJSON(out, jsonKVs{Header: toJSONHeader(h), KVs: toJSONKVs(kvs, keysOnly), Count: len(kvs), More: &more})
+		}
+		for _, kv := range kvs {
+			if err := writeLine(out, kv.Key); err != nil {
+				return err
+			}
+			if !keysOnly {
+				if err := writeLine(out, kv.Value); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
 }
 
 // scan reads up to limit (0: all) key-values of [from, to) page by page;

@@ -9,8 +9,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cutkv/cutkv/client"
 	"github.com/spf13/cobra"
+
+	"github.com/cutkv/cutkv/client"
+	"github.com/cutkv/cutkv/internal/version"
 )
 
 // Exit codes (docs/cli.md).
@@ -63,6 +65,7 @@ func runEnv(args []string, stdin io.Reader, stdout, stderr io.Writer, getenv fun
 type globals struct {
 	endpoints   string
 	output      string
+	writeOut    string // etcdctl's -w, mapped onto output
 	timeout     time.Duration
 	dialTimeout time.Duration
 	maxTxnOps   int // txn --max-ops; 0: the client's default
@@ -110,19 +113,24 @@ Exit codes: 0 ok, 1 not found (or other error), 2 usage, 3 cluster unavailable, 
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return usagef("missing command")
 		},
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error { return g.applyWriteOut(cmd) },
 	}
-	root.CompletionOptions.DisableDefaultCmd = true
+	// --version prints what `kvctl version` prints in text.
+	root.Version = version.Get().String("kvctl")
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
 	f := root.PersistentFlags()
 	f.StringVar(&g.endpoints, "endpoints", defaultEndpoints, "comma-separated gRPC addresses of cluster nodes; $"+envEndpoints+" overrides the default")
 	f.StringVarP(&g.output, "output", "o", "text", "output format: text or json")
+	f.StringVarP(&g.writeOut, "write-out", "w", "", "etcdctl's name for --output: table or simple (text), json")
 	f.DurationVar(&g.timeout, "timeout", 5*time.Second, "time limit for the whole command, retries included")
 	f.DurationVar(&g.dialTimeout, "dial-timeout", 2*time.Second, "time limit for reaching a first node, and for connecting to any node")
 	f.StringVar(&g.cacert, "cacert", "", "CA certificate the servers' certificates chain to: connect with TLS ($"+envCACert+")")
 	f.StringVar(&g.cert, "cert", "", "client certificate, whose role the cluster checks ($"+envCert+")")
 	f.StringVar(&g.key, "key", "", "key of --cert ($"+envKey+")")
 	root.AddCommand(newPutCmd(g), newGetCmd(g), newDelCmd(g), newScanCmd(g), newTxnCmd(g), newMembersCmd(g), newStatusCmd(g),
-		newCutCmd(g), newCheckCmd(g), newCheckpointCmd(g), newSnapshotCmd(g), newCertCmd(g))
+		newCutCmd(g), newCheckCmd(g), newCheckpointCmd(g), newSnapshotCmd(g), newCertCmd(g), newVersionCmd(g),
+		newMemberCmd(g), newEndpointCmd(g))
 	return root
 }
 
@@ -223,6 +231,9 @@ func describe(err error, cmd *cobra.Command, g *globals) (int, string) {
 	if !errors.As(err, &re) {
 		return exitUsage, fmt.Sprintf("%v\nRun '%s --help' for usage.", err, path)
 	}
+	if hasReason(err, reasonStoreAccess) {
+		return exitDenied, fmt.Sprintf("%v\nThe nodes need the store's credentials in their own environment (for s3://: AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE), then a restart; kvctl's own certificate is not the problem.", err)
+	}
 	if errors.Is(err, client.ErrPermissionDenied) {
 		return exitDenied, fmt.Sprintf("%v\nUse a client certificate whose role allows this command (--cert/--key or $%s/$%s; kvctl cert create-client NAME --role admin|write|read makes one).", err, envCert, envKey)
 	}
@@ -230,12 +241,15 @@ func describe(err error, cmd *cobra.Command, g *globals) (int, string) {
 		return code, msg
 	}
 	var (
+		unhealthy   *unhealthyError
 		cutFailed   *cutFailedError
 		cutNotFound *cutNotFoundError
 		checkFailed *checkFailedError
 		ckptFailed  *checkpointFailedError
 	)
 	switch {
+	case errors.As(err, &unhealthy):
+		return exitUnavailable, fmt.Sprintf("%v\nCheck that those nodes run ('make run' logs: data/nN/kvnode.log) and that --endpoints names their client (gRPC) addresses.", err)
 	case errors.As(err, &cutFailed):
 		return exitCutFailed, fmt.Sprintf("%v\nNo consistent cut was taken: check that every partition has a leader ('kvctl status'), then run 'kvctl cut create' again.", err)
 	case errors.As(err, &cutNotFound):

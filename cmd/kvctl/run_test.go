@@ -8,11 +8,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cutkv/cutkv/client/clienttest"
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/cutkv/cutkv/client/clienttest"
 )
 
 type result struct {

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -50,6 +52,9 @@ snapshot is a completed consistent cut plus, per partition, a base
 materialization and the changelog pieces up to the cut, stored in a blob
 store under the cluster's id. Pieces are shared between snapshots.
 
+ID is a snapshot's id or the number of its cut: 42 is
+cut-00000000000000000042.
+
 Every command takes --store URL (file:///dir or s3://bucket/prefix). Empty
 means the serving node's default: file:// + its data dir + /snapshots. The
 calls run on group 0's leader, so the default store is that node's
@@ -62,6 +67,7 @@ more than one node give every command the same shared --store.`,
 	}
 	cmd.AddCommand(newSnapshotCreateCmd(g), newSnapshotListCmd(g), newSnapshotShowCmd(g), newSnapshotCheckCmd(g),
 		newSnapshotDeleteCmd(g), newSnapshotPruneCmd(g))
+	cmd.AddCommand(etcdctlSnapshotPointers()...)
 	return cmd
 }
 
@@ -69,13 +75,13 @@ func addStoreFlag(cmd *cobra.Command, store *string) {
 	cmd.Flags().StringVar(store, "store", "", storeFlagHelp)
 }
 
-// snapshotID checks the ID argument; the server checks the rest of the
-// rules for ids.
+// snapshotID checks the ID argument and turns a cut number ("7") into
+// its snapshot's id; the server checks the rest of the rules for ids.
 func snapshotID(args []string) (string, error) {
 	if strings.TrimSpace(args[0]) == "" {
 		return "", usagef("empty snapshot ID: see 'kvctl snapshot list'")
 	}
-	return args[0], nil
+	return resolveSnapshotID(args[0]), nil
 }
 
 func newSnapshotCreateCmd(g *globals) *cobra.Command {
@@ -236,7 +242,7 @@ func newSnapshotShowCmd(g *globals) *cobra.Command {
 		pieces bool
 	)
 	cmd := &cobra.Command{
-		Use:   "show ID",
+		Use:   "show ID|CUT",
 		Short: "Show one snapshot: its cut and each partition's handle",
 		Long: `Show one snapshot: its id, cut version, time, cluster, partitions, key hash,
 objects and size; then per partition the cut's position (POS), the end of
@@ -278,7 +284,7 @@ has no snapshot ID. --timeout defaults to 1m here.`,
 func newSnapshotCheckCmd(g *globals) *cobra.Command {
 	var store string
 	cmd := &cobra.Command{
-		Use:   "check ID",
+		Use:   "check ID|CUT",
 		Short: "Read every object of a snapshot and verify it",
 		Long: `Read every object of a snapshot back from the store and verify it: presence,
 size and SHA-256 against the manifest, each piece's own format, and that
@@ -335,7 +341,7 @@ func newSnapshotDeleteCmd(g *globals) *cobra.Command {
 		verbose bool
 	)
 	cmd := &cobra.Command{
-		Use:   "delete ID",
+		Use:   "delete ID|CUT",
 		Short: "Delete a snapshot and the pieces no other snapshot uses",
 		Long: `Delete a snapshot's manifest, then every piece of the cluster that no
 remaining snapshot names (pieces an upload in flight reserved are kept).
@@ -430,7 +436,7 @@ type snapshotNotFoundError struct {
 // snapshotNotFound turns a NotFound answer to a call about snapshot id
 // into a *snapshotNotFoundError; other errors are returned as they are.
 func snapshotNotFound(id string, err error) error {
-	if status.Code(err) == codes.NotFound {
+	if status.Code(err) == codes.NotFound && !hasReason(err, reasonNoStore) {
 		return &snapshotNotFoundError{id: id, err: err}
 	}
 	return err
@@ -483,6 +489,28 @@ func (e *snapshotDamagedError) hint() string {
 		"Delete the damaged one with 'kvctl snapshot delete %s', and take a new one with 'kvctl snapshot create --full', which stores fresh pieces.", e.id)
 }
 
+// reasonNoStore is the ErrorInfo reason of a store that does not exist
+// (rpc.ReasonNoStore).
+const reasonNoStore = "SNAPSHOT_STORE_NOT_FOUND"
+
+// reasonStoreAccess is the ErrorInfo reason of a store that refused the
+// node's credentials (rpc.ReasonStoreAccess).
+const reasonStoreAccess = "SNAPSHOT_STORE_ACCESS"
+
+// hasReason says whether err carries a cutkv ErrorInfo with reason.
+func hasReason(err error, reason string) bool {
+	st, ok := status.FromError(err)
+	if !ok {
+		return false
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetDomain() == notAppliedDomain && info.GetReason() == reason {
+			return true
+		}
+	}
+	return false
+}
+
 // isSnapshot says whether cmd is one of the snapshot commands.
 func isSnapshot(cmd *cobra.Command) bool {
 	return cmd != nil && cmd.HasParent() && cmd.Parent().Name() == "snapshot"
@@ -502,6 +530,9 @@ func describeSnapshot(err error, cmd *cobra.Command) (code int, msg string, ok b
 		return exitNotFound, fmt.Sprintf("%v\nList the snapshots in the store with 'kvctl snapshot list' (with the same --store).", err), true
 	case !isSnapshot(cmd):
 		return 0, "", false
+	case hasReason(err, reasonNoStore):
+		return exitNotFound, fmt.Sprintf("%v\nThe store does not exist where the node looked: create it (for file://, the directory, the same on every node; for s3://, the bucket), "+
+			"or give --store the URL of an existing store (without --store the nodes use their --snapshot-store, by default file:// + the data dir + /snapshots).", err), true
 	case status.Code(err) == codes.NotFound:
 		return exitNotFound, fmt.Sprintf("%v\nList the snapshots with 'kvctl snapshot list' (with the same --store), and the completed cuts with 'kvctl cut list'.", err), true
 	case errors.Is(err, client.ErrOutcomeUnknown) && cmd.Name() == "create":
@@ -581,13 +612,33 @@ func progressLine(p *kvpb.SnapshotProgress) string {
 	return phase + ": " + strings.Join(parts, ", ")
 }
 
-// rfc3339Ms renders a Unix-millisecond time as RFC 3339 in UTC, to the
-// second; "-" for 0.
+// rfc3339Ms renders a Unix-millisecond time as RFC 3339 in UTC with its
+// milliseconds, as kvnode restore --list prints it and --at reads it
+// back; "-" for 0.
 func rfc3339Ms(ms int64) string {
 	if ms == 0 {
 		return "-"
 	}
-	return time.UnixMilli(ms).UTC().Format(time.RFC3339)
+	return time.UnixMilli(ms).UTC().Format(snapshotTimeFormat)
+}
+
+// snapshotTimeFormat is restore.TimeFormat, which kvnode restore --at
+// reads back (kvctl does not link the restore and snapshot packages,
+// which hold the storage engine; a test checks the two agree).
+const snapshotTimeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// resolveSnapshotID is snapshot.ResolveID: a cut number in decimal names
+// the snapshot of that cut, anything else is an id (a test checks the two
+// agree).
+func resolveSnapshotID(arg string) string {
+	if arg == "" || strings.TrimLeft(arg, "0123456789") != "" {
+		return arg
+	}
+	v, err := strconv.ParseUint(arg, 10, 64)
+	if err != nil {
+		return arg
+	}
+	return fmt.Sprintf("cut-%020d", v)
 }
 
 func durationMs(ms int64) string { return (time.Duration(ms) * time.Millisecond).String() }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cutkv/cutkv/internal/clustertest"
+	"github.com/cutkv/cutkv/rpc"
 	"github.com/cutkv/cutkv/server"
 )
 
@@ -17,8 +18,10 @@ import (
 func TestSnapshotsAgainstRealCluster(t *testing.T) {
 	// A store other than the nodes' own, which they allow requests to name.
 	store := (&url.URL{Scheme: "file", Path: filepath.ToSlash(t.TempDir())}).String()
+	// And one allowed that does not exist.
+	missing := (&url.URL{Scheme: "file", Path: filepath.ToSlash(filepath.Join(t.TempDir(), "missing"))}).String()
 	c := clustertest.Start(t, 3, clustertest.Options{Partitions: 2, Configure: func(i int, cfg *server.Config) {
-		cfg.SnapshotStoreAllow = []string{store}
+		cfg.SnapshotStoreAllow = []string{store, missing}
 	}})
 	ctl := func(args ...string) result {
 		t.Helper()
@@ -91,5 +94,22 @@ func TestSnapshotsAgainstRealCluster(t *testing.T) {
 	}
 	if r := ctl("snapshot", "list", "--store", store, "-o", "json"); r.code != 0 || !strings.Contains(r.stdout, `"snapshots":[]`) {
 		t.Errorf("snapshot list after delete: %+v", r)
+	}
+
+	// A store that does not exist: the hint says to create it or point
+	// --store elsewhere, not to run the command that just failed.
+	for _, args := range [][]string{{"snapshot", "list"}, {"snapshot", "show", "1"}, {"snapshot", "create"}} {
+		r := ctl(append(args, "--store", missing)...)
+		if r.code != exitNotFound || !strings.Contains(r.stderr, "does not exist") || !strings.Contains(r.stderr, "create it") ||
+			strings.Contains(r.stderr, "'kvctl snapshot list'") {
+			t.Errorf("kvctl %s on a store that does not exist: %+v", strings.Join(args, " "), r)
+		}
+		t.Logf("kvctl %s on a store that does not exist:\n%s", strings.Join(args, " "), r.stderr)
+	}
+}
+
+func TestNoStoreReasonAgreesWithServer(t *testing.T) {
+	if reasonNoStore != rpc.ReasonNoStore || reasonStoreAccess != rpc.ReasonStoreAccess {
+		t.Fatalf("kvctl looks for reasons %q and %q, the server sends %q and %q", reasonNoStore, reasonStoreAccess, rpc.ReasonNoStore, rpc.ReasonStoreAccess)
 	}
 }

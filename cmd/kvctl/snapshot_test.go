@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -18,6 +19,8 @@ import (
 	"github.com/cutkv/cutkv/client/clienttest"
 	"github.com/cutkv/cutkv/proto/kvpb"
 	"github.com/cutkv/cutkv/proto/kvrpc"
+	"github.com/cutkv/cutkv/restore"
+	"github.com/cutkv/cutkv/snapshot"
 )
 
 // snapshotFake is one node serving the snapshot calls of the Cluster
@@ -366,9 +369,9 @@ func TestSnapshotListShow(t *testing.T) {
 	})
 	want(t, snapCtl(t, f, "snapshot", "list"), 0, `store  file:///var/lib/cutkv/n1/snapshots
 
-ID                        CUT  TIME                  PARTITIONS  OBJECTS  SIZE
-cut-00000000000000000041  41   2025-01-02T10:00:00Z  2           3        1.0 MiB
-cut-00000000000000000042  42   2025-01-02T11:00:00Z  2           4        1.0 MiB
+ID                        CUT  TIME                      PARTITIONS  OBJECTS  SIZE
+cut-00000000000000000041  41   2025-01-02T10:00:00.123Z  2           3        1.0 MiB
+cut-00000000000000000042  42   2025-01-02T11:00:00.999Z  2           4        1.0 MiB
 `)
 	var list struct {
 		Header    jsonHeader     `json:"header"`
@@ -390,7 +393,7 @@ cut-00000000000000000042  42   2025-01-02T11:00:00Z  2           4        1.0 Mi
 
 	head := `id          cut-00000000000000000042
 cut         42
-time        2025-01-02T11:00:00Z
+time        2025-01-02T11:00:00.999Z
 cluster     0000000000000c07
 partitions  2
 key hash    fnv1a64
@@ -402,6 +405,7 @@ PARTITION  POS   END   BASE                                 PIECES  BYTES
 2          3     3     -                                    1       1.0 KiB
 `
 	want(t, snapCtl(t, f, "snapshot", "show", snap42.Id), 0, head)
+	want(t, snapCtl(t, f, "snapshot", "show", "42"), 0, head) // by its cut number
 	pieces := head + `
 PARTITION  PIECE                                                RANGE      FROM  SIZE     SHA256
 1          g0001-00000000000000001001-00000000000000001010.log  1001-1010  1001  4.0 KiB  9f3a0c1b2d3e
@@ -442,6 +446,7 @@ func TestSnapshotCheck(t *testing.T) {
 		f.check = &kvpb.CheckSnapshotResponse{Header: fakeHeader, Ok: true, Objects: 4, Bytes: 1<<20 + 6144}
 	})
 	want(t, snapCtl(t, f, "snapshot", "check", snap42.Id), 0, "snapshot cut-00000000000000000042 ok: 4 objects, 1054720 bytes verified\n")
+	want(t, snapCtl(t, f, "snapshot", "check", "42"), 0, "snapshot cut-00000000000000000042 ok: 4 objects, 1054720 bytes verified\n")
 	want(t, snapCtl(t, f, "-o", "json", "snapshot", "check", snap42.Id), 0,
 		`{"header":{"cluster_id":"0000000000000c07","member_id":"n1","raft_term":0,"cut_version":7},"ok":true,"objects":4,"bytes":1054720}`+"\n")
 
@@ -659,5 +664,35 @@ func TestSnapshotUsageAndUnavailable(t *testing.T) {
 		if r.code != 3 || !strings.Contains(r.stderr, "unavailable") || r.stdout != "" {
 			t.Errorf("snapshot %q with every node down: %+v; want exit 3", args, r)
 		}
+	}
+}
+
+// TestSnapshotNamesAgreeWithRestore: kvctl prints snapshot times as
+// kvnode restore --at reads them, and reads a cut number as the
+// snapshot package does.
+func TestSnapshotNamesAgreeWithRestore(t *testing.T) {
+	if snapshotTimeFormat != restore.TimeFormat {
+		t.Errorf("kvctl prints snapshot times as %q, kvnode restore as %q", snapshotTimeFormat, restore.TimeFormat)
+	}
+	for _, in := range []string{"7", "0042", "cut-00000000000000000007", "x1", "", "99999999999999999999999", "18446744073709551615"} {
+		if got, want := resolveSnapshotID(in), snapshot.ResolveID(in); got != want {
+			t.Errorf("resolveSnapshotID(%q) = %q, snapshot.ResolveID %q", in, got, want)
+		}
+	}
+}
+
+// TestSnapshotStoreAccessHint: a store that refused the node's
+// credentials is not blamed on kvctl's certificate.
+func TestSnapshotStoreAccessHint(t *testing.T) {
+	f := startSnapshotFake(t)
+	st, err := status.New(codes.PermissionDenied, "snapshot: access refused: snapshot store s3://b: no AWS credentials (none found within 2s)").
+		WithDetails(&errdetails.ErrorInfo{Reason: reasonStoreAccess, Domain: notAppliedDomain})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.set(func(f *snapshotFake) { f.snapshots, f.checkErr = []*kvpb.SnapshotInfo{snap42}, st.Err() })
+	r := snapCtl(t, f, "snapshot", "check", "42")
+	if r.code != exitDenied || !strings.Contains(r.stderr, "AWS_ACCESS_KEY_ID") || strings.Contains(r.stderr, "--cert") {
+		t.Errorf("store access refused: exit %d, stderr %q", r.code, r.stderr)
 	}
 }

@@ -6,8 +6,9 @@ import (
 	"io"
 	"os"
 
-	"github.com/cutkv/cutkv/client"
 	"github.com/spf13/cobra"
+
+	"github.com/cutkv/cutkv/client"
 )
 
 func newTxnCmd(g *globals) *cobra.Command {

@@ -8,11 +8,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cutkv/cutkv/client"
-	"github.com/cutkv/cutkv/client/clienttest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/cutkv/cutkv/client"
+	"github.com/cutkv/cutkv/client/clienttest"
 )
 
 func TestParseTxn(t *testing.T) {

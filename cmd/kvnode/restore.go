@@ -34,9 +34,12 @@ Restore the 3-node cluster's snapshot onto node n1 of a 5-node cluster:
          --id n1 --data-dir /var/lib/cutkv/n1 \
          --initial-cluster n1=10.0.0.1:7001,n2=10.0.0.2:7001,n3=10.0.0.3:7001,n4=10.0.0.4:7001,n5=10.0.0.5:7001
 
---at TIME (RFC3339, e.g. 2026-03-01T12:00:00Z) restores the newest snapshot
-taken at or before TIME instead of a named one. --data-dir must not exist
-or be empty.
+--snapshot takes a snapshot's id or its cut number (42 for
+cut-00000000000000000042). --at TIME restores the newest snapshot taken
+at or before TIME instead of a named one: an RFC 3339 time, to the
+millisecond as --list prints it (2026-03-01T12:00:00.250Z; a time copied
+from --list picks that snapshot), or a duration before now (--at -5m).
+--data-dir must not exist or be empty.
 
 Exit status: 0 when the data dir is complete, 1 when the restore failed
 (nothing usable is left in --data-dir), 2 for bad flags.
@@ -70,8 +73,8 @@ func newRestoreFlags(stderr io.Writer) *restoreFlags {
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&f.store, "store", "", "snapshot store URL: file:///dir or s3://BUCKET?region=… (required)")
-	fs.StringVar(&f.snapshotID, "snapshot", "", "id of the snapshot to restore (see --list)")
-	fs.StringVar(&f.at, "at", "", "restore the newest snapshot taken at or before this time (RFC3339) instead of --snapshot")
+	fs.StringVar(&f.snapshotID, "snapshot", "", "id of the snapshot to restore, or its cut number (see --list)")
+	fs.StringVar(&f.at, "at", "", "restore the newest snapshot taken at or before this time (RFC 3339 as --list prints it, or a duration before now: -5m) instead of --snapshot")
 	fs.StringVar(&f.dataDir, "data-dir", "", "the new node's data dir; must not exist or be empty (required)")
 	fs.StringVar(&f.id, "id", "", "the new node's id; must appear in --initial-cluster (required)")
 	fs.StringVar(&f.initial, "initial-cluster", "", "the NEW cluster's members: id=grpc-host:port,… (required; any number of members)")
@@ -116,9 +119,9 @@ func (f *restoreFlags) options() (restore.Options, error) {
 		return o, fmt.Errorf("--partitions %d exceeds %d", f.partitions, topology.MaxPartitions)
 	}
 	if f.at != "" {
-		t, err := time.Parse(time.RFC3339, f.at)
+		t, err := restore.ParseAt(f.at, time.Now())
 		if err != nil {
-			return o, fmt.Errorf("--at %q: want an RFC3339 time such as 2026-03-01T12:00:00Z: %v", f.at, err)
+			return o, fmt.Errorf("--at: %w", err)
 		}
 		o.At = t
 	}
@@ -162,7 +165,7 @@ func runRestore(args []string, stdout, stderr io.Writer) int {
 	defer stop()
 	if f.list {
 		if err := listSnapshots(ctx, stdout, opts.StoreURL, opts.SourceCluster); err != nil {
-			fmt.Fprintf(stderr, "kvnode restore: %v\n", err)
+			fmt.Fprintf(stderr, "kvnode restore: %v%s\n", err, restoreHint(err, opts.StoreURL))
 			return 1
 		}
 		return 0
@@ -180,6 +183,8 @@ func runRestore(args []string, stdout, stderr io.Writer) int {
 // does not say it already.
 func restoreHint(err error, store string) string {
 	switch {
+	case errors.Is(err, snapshot.ErrNoStore):
+		return "\n  --store must name the store the cluster's nodes wrote their snapshots to (their --snapshot-store; by default file:// + each node's data dir + /snapshots)"
 	case errors.Is(err, restore.ErrNoSnapshot), errors.Is(err, restore.ErrDamaged):
 		return fmt.Sprintf("\n  see the snapshots with: kvnode restore --store %s --list", store)
 	case errors.Is(err, restore.ErrOptions) && strings.Contains(err.Error(), "clusters"):
@@ -197,7 +202,7 @@ func printSummary(w io.Writer, res *restore.Result, f *restoreFlags) {
 	}
 	self, _ := res.Layout.Member(res.NodeID)
 	fmt.Fprintf(w, "restored snapshot %s (cut %d, %s) of cluster %016x\n",
-		res.SnapshotID, res.CutVersion, res.SnapshotTime.UTC().Format(time.RFC3339), res.SourceCluster)
+		res.SnapshotID, res.CutVersion, res.SnapshotTime.UTC().Format(restore.TimeFormat), res.SourceCluster)
 	fmt.Fprintf(w, "  data dir:    %s (node %s, groups %s)\n", res.DataDir, res.NodeID, strings.Join(groups, " "))
 	fmt.Fprintf(w, "  new cluster: %d partitions, %d members (its id is drawn when its first member, %s, starts)\n",
 		res.Layout.Partitions, len(res.Layout.Members), res.Layout.Members[0].ID)
@@ -248,7 +253,7 @@ func listSnapshots(ctx context.Context, w io.Writer, url string, cluster uint64)
 			for _, o := range m.Objects() {
 				size += o.Size
 			}
-			fmt.Fprintf(tw, "  %s\t%d\t%s\t%d\t%d\n", m.ID, m.CutVersion, m.Time.UTC().Format(time.RFC3339), m.PartitionCount, size)
+			fmt.Fprintf(tw, "  %s\t%d\t%s\t%d\t%d\n", m.ID, m.CutVersion, m.Time.UTC().Format(restore.TimeFormat), m.PartitionCount, size)
 		}
 		if err := tw.Flush(); err != nil {
 			return err

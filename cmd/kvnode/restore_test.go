@@ -29,7 +29,8 @@ func TestRestoreFlagErrors(t *testing.T) {
 		{[]string{"restore", "--list"}, "--store is required"},
 		{common, "give --snapshot ID or --at TIME"},
 		{append(common, "--snapshot", "s", "--at", "2026-01-01T00:00:00Z"), "not both"},
-		{append(common, "--at", "yesterday"), "RFC3339"},
+		{append(common, "--at", "yesterday"), "RFC 3339"},
+		{append(common, "--at", "5m"), "duration before now"},
 		{append(common, "--snapshot", "s", "--cluster", "xyz"), "--cluster \"xyz\""},
 		{[]string{"restore", "--store", "file:///x", "--snapshot", "s", "--id", "n1", "--initial-cluster", "n1=a:1"}, "--data-dir is required"},
 		{[]string{"restore", "--store", "file:///x", "--snapshot", "s", "--data-dir", dir, "--initial-cluster", "n1=a:1"}, "--id is required"},
@@ -122,9 +123,9 @@ func TestRestoreList(t *testing.T) {
 	t.Log("\n" + stdout)
 	for _, want := range []string{
 		"cluster 000000000000000a: 2 snapshots", "cluster 000000000000000b: 2 snapshots",
-		"SNAPSHOT", "cut-00000000000000000002  2    2026-01-02T03:04:05Z",
-		"cut-00000000000000000003  3    2026-01-02T04:04:05Z",
-		"2026-05-06T08:08:09Z  5",
+		"SNAPSHOT", "cut-00000000000000000002  2    2026-01-02T03:04:05.000Z",
+		"cut-00000000000000000003  3    2026-01-02T04:04:05.000Z",
+		"2026-05-06T08:08:09.000Z  5",
 	} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("--list lacks %q:\n%s", want, stdout)
@@ -155,5 +156,42 @@ func TestRestoreList(t *testing.T) {
 		"--id", "n1", "--initial-cluster", "n1=127.0.0.1:7001")
 	if code != 0 {
 		t.Fatalf("restore with --cluster: exit %d, stderr %q", code, stderr)
+	}
+}
+
+// TestRestoreAtListedTime: the time --list prints, given to --at, picks
+// that snapshot although the snapshot's time has more digits than printed
+// (before, --list printed whole seconds and --at with them found none);
+// --at -5m and a snapshot named by its cut number work too.
+func TestRestoreAtListedTime(t *testing.T) {
+	f := restoretest.Build(t, restoretest.Options{Time: time.Date(2026, 1, 2, 3, 4, 5, 123456789, time.UTC)})
+	code, stdout, stderr := runKvnode("restore", "--store", f.URL, "--list")
+	if code != 0 {
+		t.Fatalf("--list: exit %d, stderr %s", code, stderr)
+	}
+	var listed string
+	for _, line := range strings.Split(stdout, "\n") {
+		if fs := strings.Fields(line); len(fs) >= 3 && fs[0] == f.Snapshots[0].ID {
+			listed = fs[2]
+		}
+	}
+	if listed != "2026-01-02T03:04:05.123Z" {
+		t.Fatalf("--list shows %s at %q, want 2026-01-02T03:04:05.123Z:\n%s", f.Snapshots[0].ID, listed, stdout)
+	}
+	initial := "n1=127.0.0.1:7001"
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--at", listed}, f.Snapshots[0].ID},
+		{[]string{"--at", "-5m"}, f.Snapshots[1].ID},
+		{[]string{"--snapshot", "2"}, f.Snapshots[0].ID},
+		{[]string{"--snapshot", "0003"}, f.Snapshots[1].ID},
+	} {
+		args := append([]string{"restore", "--store", f.URL, "--data-dir", filepath.Join(t.TempDir(), "n1"), "--id", "n1", "--initial-cluster", initial}, c.args...)
+		code, stdout, stderr := runKvnode(args...)
+		if code != 0 || !strings.Contains(stdout, "restored snapshot "+c.want) {
+			t.Errorf("restore %v: exit %d, want %s\nstdout %s\nstderr %s", c.args, code, c.want, stdout, stderr)
+		}
 	}
 }

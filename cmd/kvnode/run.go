@@ -15,6 +15,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/cutkv/cutkv/internal/version"
 	"github.com/cutkv/cutkv/server"
 	"github.com/cutkv/cutkv/wal"
 )
@@ -67,6 +68,7 @@ type flags struct {
 	maxTxnOps  int
 	partitions uint
 	storeAllow string
+	version    bool
 }
 
 func newFlags(stderr io.Writer) *flags {
@@ -77,6 +79,7 @@ func newFlags(stderr io.Writer) *flags {
 		fmt.Fprint(fs.Output(), usageHead)
 		fs.PrintDefaults()
 	}
+	fs.BoolVar(&f.version, "version", false, "print the version, commit and Go version and exit (also: kvnode version)")
 	fs.StringVar(&f.configFile, "config", "", "YAML config file; keys are flag names; command-line flags win")
 	fs.StringVar(&f.cfg.ID, "id", "", "node id, e.g. n1 (required); must appear in --initial-cluster")
 	fs.StringVar(&f.cfg.DataDir, "data-dir", "", "data directory: WAL, cluster identity, lock (default data/<id>)")
@@ -219,6 +222,14 @@ func run(args []string, stdout, stderr io.Writer, signals <-chan os.Signal) int 
 	if isRestore(args) {
 		return runRestore(args[1:], stdout, stderr)
 	}
+	if len(args) > 0 && args[0] == "version" {
+		if len(args) > 1 {
+			fmt.Fprintf(stderr, "kvnode version: unexpected argument %q\n", args[1])
+			return 2
+		}
+		fmt.Fprintln(stdout, version.Get().String("kvnode"))
+		return 0
+	}
 	f := newFlags(stderr)
 	for _, a := range args {
 		if a == "-h" || a == "-help" || a == "--help" || a == "--h" {
@@ -232,6 +243,10 @@ func run(args []string, stdout, stderr io.Writer, signals <-chan os.Signal) int 
 		}
 		fmt.Fprintf(stderr, "kvnode: %v\n", err)
 		return 2
+	}
+	if f.version {
+		fmt.Fprintln(stdout, version.Get().String("kvnode"))
+		return 0
 	}
 	log, err := newLogger(stderr, f.logLevel, f.logFormat)
 	if err != nil {

@@ -82,3 +82,21 @@ func TestAdvertiseFlags(t *testing.T) {
 		t.Fatalf("--advertise-peer 0.0.0.0:7301: exit %d, stderr %q", code, errb.String())
 	}
 }
+
+// TestVersion: --version and the version subcommand print one line with
+// the version and the Go toolchain, and exit 0 (before, --version was an
+// unknown flag: the whole help and exit 2).
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"--version"}, {"-version"}, {"version"}} {
+		var out, errb bytes.Buffer
+		code := run(args, &out, &errb, nil)
+		line := strings.TrimSpace(out.String())
+		if code != 0 || !strings.HasPrefix(line, "kvnode ") || !strings.Contains(line, "go1.") || strings.Contains(line, "\n") || errb.Len() != 0 {
+			t.Fatalf("%v: exit %d, stdout %q, stderr %q", args, code, out.String(), errb.String())
+		}
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"version", "extra"}, &out, &errb, nil); code != 2 {
+		t.Fatalf("version extra: exit %d", code)
+	}
+}

@@ -52,6 +52,9 @@ type options struct {
 	// Costs is the directory of the cost parts' results (empty: none);
 	// CostsTook is shown as given.
 	Costs, CostsTook string
+	// Commit is the commit the measured binaries were built from, as
+	// shown in the section (a dirty work tree said so by the caller).
+	Commit string
 }
 
 func run(args []string) error {
@@ -67,11 +70,15 @@ func run(args []string) error {
 	fl.StringVar(&o.RunDur, "run", "", "the duration of each run, as shown in the section")
 	fl.StringVar(&o.Costs, "costs", "", "directory of the cost parts' results (see type Costs); empty: none")
 	fl.StringVar(&o.CostsTook, "costs-took", "", "how long the cost parts took, as shown in the section")
+	fl.StringVar(&o.Commit, "commit", "", "the commit the binaries measured were built from, as shown in the section (required)")
 	if err := fl.Parse(args); err != nil {
 		return err
 	}
 	if o.Results == "" {
 		return errors.New("--results is required")
+	}
+	if o.Commit == "" {
+		return errors.New("--commit is required: the section names the commit it measured (bench-compare.sh passes git rev-parse HEAD)")
 	}
 	runs, err := loadRuns(o.Results)
 	if err != nil {
@@ -124,7 +131,7 @@ func run(args []string) error {
 	sec := section(sectionInput{
 		Groups: groups, Links: links, Machine: describeMachine(all),
 		EtcdVersion: o.EtcdVersion, EtcdBuild: o.EtcdBuild, Commands: o.Commands, Took: o.Took, RunDur: o.RunDur,
-		Date: date.UTC(), Costs: costs, CostLinks: costLinks, CostsTook: o.CostsTook,
+		Date: date.UTC(), Costs: costs, CostLinks: costLinks, CostsTook: o.CostsTook, Commit: o.Commit,
 	})
 	doc, err := os.ReadFile(o.Doc)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {

@@ -60,3 +60,15 @@ func TestEtcdSetupNamesItsBuild(t *testing.T) {
 		t.Errorf("setup %q lacks %q", b.String(), want)
 	}
 }
+
+// TestSectionNamesItsCommit: the section says which commit it measured,
+// and benchplot refuses to write one that would not.
+func TestSectionNamesItsCommit(t *testing.T) {
+	sec := section(sectionInput{Groups: []Group{{Workload: "put"}}, Machine: "m", Commit: "7c9c64e"})
+	if want := "* Code: commit 7c9c64e ("; !strings.Contains(sec, want) {
+		t.Errorf("section lacks %q:\n%s", want, sec)
+	}
+	if err := run([]string{"--results", t.TempDir()}); err == nil || !strings.Contains(err.Error(), "--commit") {
+		t.Errorf("benchplot without --commit: %v", err)
+	}
+}
