@@ -54,11 +54,11 @@ etcd:
 
 # The kvnode/kvctl image, FROM scratch (nothing pulled): deploy/image.
 image:
-	./deploy/image/build.sh $(IMAGE)
+	LDFLAGS='$(LDFLAGS)' ./deploy/image/build.sh $(IMAGE)
 
 # The image and deploy/compose end to end (skips without a Docker engine).
 e2e-compose:
-	./scripts/e2e-compose.sh
+	LDFLAGS='$(LDFLAGS)' ./scripts/e2e-compose.sh
 
 # A 3-node local cluster in the foreground; Ctrl-C stops it. Data under ./data.
 # A node that exits is reported and the others keep running; from another

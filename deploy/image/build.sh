@@ -2,7 +2,8 @@
 # Builds the cutkv image FROM scratch (no pull): kvnode and kvctl built
 # static (CGO_ENABLED=0), the host's CA bundle for S3 stores over HTTPS, a
 # non-root user (uid 65532, "cutkv"). Usage: deploy/image/build.sh [TAG]
-# (default cutkv:dev). The version is the commit, as kvnode version shows.
+# (default cutkv:dev). make image passes the Makefile's LDFLAGS, which
+# stamp the version and commit that kvnode version prints.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 TAG=${1:-cutkv:dev}
@@ -22,7 +23,7 @@ fi
 CTX=$(mktemp -d /tmp/cutkv-image.XXXXXX)
 trap 'rm -rf "$CTX"' EXIT
 for cmd in kvnode kvctl; do
-	CGO_ENABLED=0 $GO build -trimpath -ldflags "-s -w" -o "$CTX/$cmd" "./cmd/$cmd"
+	CGO_ENABLED=0 $GO build -trimpath -ldflags "-s -w ${LDFLAGS:-}" -o "$CTX/$cmd" "./cmd/$cmd"
 done
 cp "$CA" "$CTX/ca-certificates.crt"
 printf 'root:x:0:0:root:/:/sbin/nologin\ncutkv:x:65532:65532:cutkv:/var/lib/cutkv:/sbin/nologin\n' >"$CTX/passwd"
@@ -30,4 +31,5 @@ printf 'root:x:0:\ncutkv:x:65532:\n' >"$CTX/group"
 mkdir "$CTX/empty"
 cp deploy/image/Dockerfile "$CTX/"
 docker build -q -t "$TAG" "$CTX" >/dev/null
-echo "built $TAG: $(docker image inspect -f '{{.Id}} {{.Size}} bytes' "$TAG")"
+ver=$(docker run --rm --network none "$TAG" version) || { echo "build-image: $TAG does not run: kvnode version failed" >&2; exit 1; }
+echo "built $TAG: $(docker image inspect -f '{{.Id}} {{.Size}} bytes' "$TAG"): $ver"
