@@ -268,13 +268,15 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 			}
 			return rpc.FetchMaterialization(ctx, n.pool, m.ID, n.peerAddr(m.ID), n.layout.ClusterID, group, index, path, dirOK)
 		},
-		OnFatal:  n.onFatal,
-		Rejected: func(reason string) { peerRejected.WithLabelValues(reason).Inc() },
+		OnFatal:       n.onFatal,
+		Rejected:      func(reason string) { peerRejected.WithLabelValues(reason).Inc() },
+		OnMaterialize: newMaterializeMetrics(n.reg).observe,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: open raft groups from %s: %w", n.wal.Dir(), err)
 	}
 	n.transport.SetReceiver(n.store)
+	n.reg.MustRegister(raftCollector{n.store})
 
 	bg, cancel := context.WithCancel(context.Background())
 	n.bgCancel = cancel
