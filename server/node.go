@@ -281,10 +281,11 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	bg, cancel := context.WithCancel(context.Background())
 	n.bgCancel = cancel
 	cleanup = append(cleanup, cancel)
+	metrics := rpc.NewNodeMetrics(n.reg)
 	rn := &rpc.Node{
 		Self: n.self, Layout: n.layout, Store: n.store, Partitions: n.partitions, Pool: n.pool, Limits: limits,
 		Cluster: rpcHost{n}, Host: rpcHost{n}, Gossip: rpcHost{n},
-		Clock: n.clock, Background: bg, Log: n.log,
+		Clock: n.clock, Background: bg, Log: n.log, Metrics: metrics,
 	}
 	// Replies are merged into rn's clock from the first peer call on.
 	n.pool.SetMarker(rn)
@@ -312,6 +313,10 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	}
 	cleanup = append(cleanup, func() { n.disc.Close() })
 	n.addrs.Gossip = n.disc.Addr()
+	n.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "cutkv_gossip_rejected_total",
+		Help: "Gossip peers and messages of another cluster id refused.",
+	}, func() float64 { return float64(n.disc.Refused()) }))
 
 	rn.Snapshots = &rpc.Snapshots{
 		DefaultStore: cfg.SnapshotStore,
@@ -320,6 +325,7 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 		TmpDir:       filepath.Join(cfg.DataDir, snapshotTmpDir),
 		UploadRate:   snapshot.NewRateLimit(cfg.SnapshotUploadRate),
 		Log:          n.log.With("component", "snapshot"),
+		OnStoreError: metrics.StoreError,
 	}
 	_ = os.RemoveAll(rn.Snapshots.TmpDir) // full-snapshot builds of a previous run
 	cleanup = append(cleanup, rn.Snapshots.Close)
@@ -328,6 +334,7 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	}
 	cutLog := n.log.With("component", "cut")
 	rn.Cuts = cut.NewDriver(rpc.NewCutEnv(rn), cfg.CutTimeout, cutLog.Info)
+	rn.Cuts.OnEnd(metrics.CutEnded)
 	for _, p := range n.partitions {
 		p.SetCutReady(func(uint64) { rn.PokeCuts() })
 	}
@@ -355,8 +362,8 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	rpc.RegisterClientServices(n.grpcSrv, rn, n.health)
 
 	// The peer listener: members only.
-	peerAuth := rpc.PeerAuth{Layout: n.layout, RequireCerts: cfg.peerTLS()}
-	n.peerSrv = grpc.NewServer(append(rpc.ServerOptions(limits, conns), n.trust.peerServerOption(),
+	peerAuth := rpc.PeerAuth{Layout: n.layout, RequireCerts: cfg.peerTLS(), Metrics: metrics}
+	n.peerSrv = grpc.NewServer(append(rpc.ServerOptions(limits, conns), n.trust.peerServerOption(func() { metrics.PeerRejected(rpc.PeerRejectTLS) }),
 		grpc.ChainUnaryInterceptor(n.inflight.interceptor(), grpcMetrics.UnaryInterceptor(), peerAuth.Unary(), rpc.MarkerInterceptor(rn)),
 		grpc.ChainStreamInterceptor(peerAuth.Stream()))...)
 	raftSrv := rpc.NewRaftServer(n.layout, n.self.RaftID, n.store, n.log)
