@@ -11,29 +11,43 @@ import (
 	"github.com/cutkv/cutkv/snapshot"
 )
 
-// Transaction kinds (the kind label): one raft entry on one partition,
-// or a cross-partition commit coordinated by a node.
+// txnKind is a transaction's kind (the kind label): one raft entry on
+// one partition, or a cross-partition commit coordinated by a node.
+type txnKind int
+
 const (
-	txnOnePhase = "1pc"
-	txnTwoPhase = "2pc"
+	txnOnePhase txnKind = iota
+	txnTwoPhase
+	numTxnKinds
 )
 
-// Why a transaction aborted (the reason label of cutkv_txn_aborts_total).
+var txnKindNames = [numTxnKinds]string{"1pc", "2pc"}
+
+// abortReason is why a transaction aborted (the reason label of
+// cutkv_txn_aborts_total); each belongs to one kind.
+type abortReason int
+
 const (
 	// abortWaitDie: a 1PC transaction met a lock held by an older
 	// transaction (or waited too long for a younger one) and was refused
 	// before it was proposed.
-	abortWaitDie = "wait_die"
+	abortWaitDie abortReason = iota
 	// abortConflict: a 1PC entry found a lock held when it applied.
-	abortConflict = "conflict"
+	abortConflict
 	// abortRefused: a 2PC participant's effective prepare refused (a
 	// lock conflict there, wait-die, or a prepare prevented by a status
 	// entry).
-	abortRefused = "refused"
+	abortRefused
 	// abortRecord: the 2PC coordinator learnt the abort from the
 	// transaction record (decided by a recovery) rather than from a vote.
-	abortRecord = "record"
+	abortRecord
+	numAbortReasons
 )
+
+var abortReasons = [numAbortReasons]struct {
+	kind txnKind
+	name string
+}{{txnOnePhase, "wait_die"}, {txnOnePhase, "conflict"}, {txnTwoPhase, "refused"}, {txnTwoPhase, "record"}}
 
 // Snapshot failure reasons: the phase of CreateSnapshot that failed.
 const (
@@ -50,10 +64,10 @@ const (
 // atomic add (histograms: a bucket search and adds), with no allocation
 // or lock. A nil *NodeMetrics records nothing.
 type NodeMetrics struct {
-	txnCommits  map[string]prometheus.Counter
-	txnUnknown  map[string]prometheus.Counter
-	txnAborts   map[[2]string]prometheus.Counter
-	txnLatency  map[string]prometheus.Observer
+	txnCommits  [numTxnKinds]prometheus.Counter
+	txnUnknown  [numTxnKinds]prometheus.Counter
+	txnLatency  [numTxnKinds]prometheus.Observer
+	txnAborts   [numAbortReasons]prometheus.Counter
 	txnRecovery map[bool]prometheus.Counter
 
 	cutsCompleted prometheus.Counter
@@ -95,15 +109,13 @@ func NewNodeMetrics(reg prometheus.Registerer) *NodeMetrics {
 		Help: "Time from a transaction's arrival to its committed answer, by kind.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18)}, []string{"kind"})
 	recovered := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "cutkv_txn_recovered_total",
 		Help: "Stale transactions this node's recovery settled and finished everywhere, by outcome."}, []string{"outcome"})
-	m.txnCommits, m.txnUnknown, m.txnLatency = map[string]prometheus.Counter{}, map[string]prometheus.Counter{}, map[string]prometheus.Observer{}
-	for _, k := range []string{txnOnePhase, txnTwoPhase} {
-		m.txnCommits[k] = commits.WithLabelValues(k)
-		m.txnUnknown[k] = unknown.WithLabelValues(k)
-		m.txnLatency[k] = latency.WithLabelValues(k)
+	for k, name := range txnKindNames {
+		m.txnCommits[k] = commits.WithLabelValues(name)
+		m.txnUnknown[k] = unknown.WithLabelValues(name)
+		m.txnLatency[k] = latency.WithLabelValues(name)
 	}
-	m.txnAborts = map[[2]string]prometheus.Counter{}
-	for _, kr := range [][2]string{{txnOnePhase, abortWaitDie}, {txnOnePhase, abortConflict}, {txnTwoPhase, abortRefused}, {txnTwoPhase, abortRecord}} {
-		m.txnAborts[kr] = aborts.WithLabelValues(kr[0], kr[1])
+	for r, kr := range abortReasons {
+		m.txnAborts[r] = aborts.WithLabelValues(txnKindNames[kr.kind], kr.name)
 	}
 	m.txnRecovery = map[bool]prometheus.Counter{true: recovered.WithLabelValues("committed"), false: recovered.WithLabelValues("aborted")}
 
@@ -160,7 +172,7 @@ func NewNodeMetrics(reg prometheus.Registerer) *NodeMetrics {
 	return m
 }
 
-func (m *NodeMetrics) txnCommitted(kind string, since time.Time) {
+func (m *NodeMetrics) txnCommitted(kind txnKind, since time.Time) {
 	if m == nil {
 		return
 	}
@@ -168,14 +180,14 @@ func (m *NodeMetrics) txnCommitted(kind string, since time.Time) {
 	m.txnLatency[kind].Observe(time.Since(since).Seconds())
 }
 
-func (m *NodeMetrics) txnAborted(kind, reason string) {
+func (m *NodeMetrics) txnAborted(reason abortReason) {
 	if m == nil {
 		return
 	}
-	m.txnAborts[[2]string{kind, reason}].Inc()
+	m.txnAborts[reason].Inc()
 }
 
-func (m *NodeMetrics) txnOutcomeUnknown(kind string) {
+func (m *NodeMetrics) txnOutcomeUnknown(kind txnKind) {
 	if m == nil {
 		return
 	}

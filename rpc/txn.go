@@ -355,7 +355,7 @@ func (s *KVServer) onePhase(ctx context.Context, req *kvpb.TxnRequest, p uint64,
 		admitted, err := waitDie(ctx, s.n.Partitions[p], s.n.waitQueue(p), string(req.GetTxnId()), req.GetPriority(), sh)
 		if err != nil {
 			if errors.Is(err, ErrConflict) {
-				m.txnAborted(txnOnePhase, abortWaitDie)
+				m.txnAborted(abortWaitDie)
 			}
 			return nil, err
 		}
@@ -370,7 +370,7 @@ func (s *KVServer) onePhase(ctx context.Context, req *kvpb.TxnRequest, p uint64,
 		}
 		r, _ := res.(partition.OnePhaseResult)
 		if len(r.Conflicts) > 0 {
-			m.txnAborted(txnOnePhase, abortConflict)
+			m.txnAborted(abortConflict)
 			return nil, ErrConflict
 		}
 		m.txnCommitted(txnOnePhase, start)
@@ -434,9 +434,9 @@ func (s *KVServer) twoPhase(ctx context.Context, req *kvpb.TxnRequest, shares ma
 	switch a.outcome {
 	case txn.Aborted:
 		if a.refused {
-			m.txnAborted(txnTwoPhase, abortRefused)
+			m.txnAborted(abortRefused)
 		} else {
-			m.txnAborted(txnTwoPhase, abortRecord)
+			m.txnAborted(abortRecord)
 		}
 		return nil, toStatus(ErrConflict, "")
 	case txn.Committed:
