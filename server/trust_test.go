@@ -178,7 +178,7 @@ func TestNonMemberRaftMessage(t *testing.T) {
 // process is a peer) a share with keys of another partition, an empty key
 // or an oversized value is refused, naming the field, and stores nothing.
 func TestOutsideParticipantCall(t *testing.T) {
-	c := clustertest.Start(t, 1, clustertest.Options{Partitions: 4})
+	c := clustertest.Start(t, 1, clustertest.Options{Partitions: 4, Configure: withHTTP})
 	n := c.Node(0)
 	pc := internalrpc.NewParticipantClient(plainConn(t, n.Addrs().Peer))
 	key := []byte("outside")
@@ -220,6 +220,9 @@ func TestOutsideParticipantCall(t *testing.T) {
 		if status.Code(err) != codes.FailedPrecondition {
 			t.Errorf("peer call without this cluster's id: %v, want FailedPrecondition", err)
 		}
+	}
+	if v := metric(t, n, `cutkv_peer_calls_rejected_total{reason="cluster_id"}`); v != 2 {
+		t.Errorf("%v peer calls counted as refused for their cluster id, want 2", v)
 	}
 }
 
@@ -700,6 +703,7 @@ func secureCluster(t *testing.T, n int, p *testPKI) *clustertest.Cluster {
 		cfg.PeerCertFile, cfg.PeerKeyFile, cfg.PeerTrustedCAFile = f.Cert, f.Key, p.ca()
 		cfg.CertFile, cfg.KeyFile, cfg.TrustedCAFile = f.Cert, f.Key, p.ca()
 		cfg.GossipKeyFile = keyFile
+		withHTTP(i, cfg)
 	}})
 }
 
@@ -807,6 +811,13 @@ func TestTLSPeers(t *testing.T) {
 			t.Errorf("%s on the peer port: %v, want the handshake refused", name, err)
 		}
 	}
+	// The server may fail its side of a handshake after the client gave up.
+	clustertest.Eventually(t, 5*time.Second, func() error {
+		if v := metric(t, n1, `cutkv_peer_calls_rejected_total{reason="tls_handshake"}`); v < 2 {
+			return fmt.Errorf("%v failed handshakes counted on the peer port, want at least 2", v)
+		}
+		return nil
+	})
 	// n3, a member, claims to be n1 in a raft batch.
 	f3 := pki.Files{Cert: filepath.Join(p.dir, "n3.crt"), Key: filepath.Join(p.dir, "n3.key"), CA: p.ca()}
 	cc := tlsConn(t, c.Node(1).Addrs().Peer, f3, true)
