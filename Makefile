@@ -19,13 +19,17 @@ RACE_PKGS := ./wal/... ./engine/... ./discovery/... ./raftstore/... ./partition/
 CUTKV_SOAK ?= 10s
 export CUTKV_SOAK
 
-.PHONY: all build etcd run run-secure chaos test test-unit verify fmt vet staticcheck tidy-check proto proto-check e2e bench clean bench-compare
+# IMAGE: the tag make image builds.
+IMAGE ?= cutkv:dev
+
+.PHONY: all build etcd image e2e-compose run run-secure chaos test test-unit verify fmt vet staticcheck tidy-check proto proto-check e2e bench clean bench-compare
 
 all: build
 
 # The benchmark tools (kvbench, benchplot and the scripts' helpers) are
 # a module of their own, bench/, so that etcd's client and server are
-# dependencies of the benchmarks only.
+# dependencies of the benchmarks only. So are deploy/'s checks of the
+# Kubernetes manifests and the systemd unit (the Kubernetes API types).
 BENCH_TOOLS := ./cmd/kvbench ./cmd/benchplot ./cmd/benchckpt ./cmd/benchsnap ./cmd/benchtrust ./cmd/benchrow
 
 build:
@@ -38,6 +42,14 @@ build:
 etcd:
 	@mkdir -p $(BIN)
 	cd bench && $(GO) build -o $(BIN)/etcd ./cmd/etcd
+
+# The kvnode/kvctl image, FROM scratch (nothing pulled): deploy/image.
+image:
+	./deploy/image/build.sh $(IMAGE)
+
+# The image and deploy/compose end to end (skips without a Docker engine).
+e2e-compose:
+	./scripts/e2e-compose.sh
 
 # A 3-node local cluster in the foreground; Ctrl-C stops it. Data under ./data.
 run: build
@@ -55,8 +67,9 @@ test-unit: build
 	$(GO) test -count=1 -race -timeout 20m $(RACE_PKGS)
 	CUTKV_PARTITION_STORE=pebble $(GO) test -count=1 -race ./partition/
 	$(GO) test -count=1 -tags failpoints ./internal/failpoint/
-	$(GO) test -count=1 -race -tags failpoints -run '^(TestCut|TestTxnRecovery)' ./server/
+	$(GO) test -count=1 -race -tags failpoints -run '^(TestCut|TestTxnRecovery|TestProbes)' ./server/
 	cd bench && $(GO) test -count=1 -timeout 20m ./...
+	cd deploy && $(GO) test -count=1 -timeout 5m ./...
 
 verify: fmt vet staticcheck tidy-check proto-check
 
@@ -67,13 +80,15 @@ fmt:
 vet:
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
+	cd deploy && $(GO) vet ./...
 
 staticcheck:
 	$(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	cd bench && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
+	cd deploy && $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 
 tidy-check:
-	@for m in . bench; do \
+	@for m in . bench deploy; do \
 	  cp $$m/go.mod /tmp/cutkv.go.mod.bak; cp $$m/go.sum /tmp/cutkv.go.sum.bak; \
 	  (cd $$m && $(GO) mod tidy) || exit 1; \
 	  if ! git diff --quiet -- $$m/go.mod $$m/go.sum; then echo "go mod tidy changed $$m/go.mod or $$m/go.sum"; git diff -- $$m/go.mod $$m/go.sum | head -40; \

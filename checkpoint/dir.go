@@ -90,17 +90,28 @@ func TempDir(dir string, meta Meta) string {
 // the same file (a hard link of one inode) keeps prev's hash instead of
 // being read again. On error, tmp is left for the caller to remove.
 func Seal(tmp string, meta Meta, prev string) (Materialization, []DirFile, error) {
+	var pf []DirFile
+	if prev != "" {
+		if _, files, err := ReadManifest(prev); err == nil {
+			pf = files
+		}
+	}
+	return SealKnown(tmp, meta, prev, pf)
+}
+
+// SealKnown is Seal with the hashes of files known otherwise: a file of tmp
+// that is the same file (one inode) as the file of the same name in dir,
+// and of the size known lists, keeps known's hash instead of being read.
+// known must be hashes the caller verified (a restore's downloaded files,
+// checked as they were received).
+func SealKnown(tmp string, meta Meta, dir string, known []DirFile) (Materialization, []DirFile, error) {
 	m := meta.Materialization()
 	m.Dir = true
 	parent := filepath.Dir(tmp)
 	final := filepath.Join(parent, m.Name())
-	known := map[string]DirFile{}
-	if prev != "" {
-		if _, pf, err := ReadManifest(prev); err == nil {
-			for _, f := range pf {
-				known[f.Name] = f
-			}
-		}
+	byName := make(map[string]DirFile, len(known))
+	for _, f := range known {
+		byName[f.Name] = f
 	}
 	es, err := os.ReadDir(tmp)
 	if err != nil {
@@ -121,7 +132,7 @@ func Seal(tmp string, meta Meta, prev string) (Materialization, []DirFile, error
 			return m, nil, fmt.Errorf("checkpoint: sealing %s: %w", tmp, err)
 		}
 		f := DirFile{Name: name, Size: fi.Size()}
-		if k, ok := known[name]; ok && k.Size == f.Size && sameFile(fi, filepath.Join(prev, name)) {
+		if k, ok := byName[name]; ok && k.Size == f.Size && dir != "" && sameFile(fi, filepath.Join(dir, name)) {
 			f.SHA256 = k.SHA256
 		} else if f.SHA256, err = hashFile(path, f.Size); err != nil {
 			return m, nil, fmt.Errorf("checkpoint: sealing %s: %w", tmp, err)

@@ -139,6 +139,40 @@ func TestSealReusesHashOfSharedFile(t *testing.T) {
 	}
 }
 
+// TestSealKnownHashes: a file linked from the directory the known hashes
+// describe keeps its known hash (a planted wrong one shows it is not read);
+// a file of the same name and size that is another inode, or of another
+// size, is read.
+func TestSealKnownHashes(t *testing.T) {
+	dir := t.TempDir()
+	placed := filepath.Join(dir, "placed")
+	must(t, os.Mkdir(placed, 0o750))
+	for name, body := range map[string]string{"000001.sst": "one", "000002.sst": "two", "000003.sst": "three"} {
+		must(t, os.WriteFile(filepath.Join(placed, name), []byte(body), 0o640))
+	}
+	wrong := [32]byte{1, 2, 3}
+	known := []DirFile{{Name: "000001.sst", Size: 3, SHA256: wrong}, {Name: "000002.sst", Size: 3, SHA256: wrong}, {Name: "000003.sst", Size: 4, SHA256: wrong}}
+	meta := Meta{Partition: 2, Index: 7, Term: 1}
+	tmp := TempDir(dir, meta)
+	must(t, os.Mkdir(tmp, 0o750))
+	must(t, os.Link(filepath.Join(placed, "000001.sst"), filepath.Join(tmp, "000001.sst")))
+	must(t, os.WriteFile(filepath.Join(tmp, "000002.sst"), []byte("two"), 0o640)) // a copy, not a link
+	must(t, os.Link(filepath.Join(placed, "000003.sst"), filepath.Join(tmp, "000003.sst")))
+	_, got, err := SealKnown(tmp, meta, placed, known)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0].SHA256 != wrong {
+		t.Errorf("the linked file was hashed again: %x", got[0].SHA256)
+	}
+	if got[1].SHA256 != sha256.Sum256([]byte("two")) {
+		t.Errorf("the copied file kept the known hash: %x", got[1].SHA256)
+	}
+	if got[2].SHA256 != sha256.Sum256([]byte("three")) {
+		t.Errorf("a file whose size is not the known one kept the known hash: %x", got[2].SHA256)
+	}
+}
+
 func TestDecodeManifestBounds(t *testing.T) {
 	meta := Meta{Partition: 2, Index: 9, Term: 3}
 	files := []DirFile{{Name: "000001.sst", Size: 5}, {Name: "OPTIONS-000003", Size: 9}}

@@ -17,9 +17,11 @@ import (
 type kvStore interface {
 	// get returns key's value. The returned KV must not be modified.
 	get(key []byte) (*KV, bool, error)
-	// set stores kv (owned by the store from now on) and returns the
-	// value it replaced.
-	set(kv *KV) (prev *KV, ok bool, err error)
+	// set stores kv (owned by the store from now on); replaces says
+	// whether kv.Key holds a value now, as a get in the same entry just
+	// said (a put reads the previous version anyway; set does not read it
+	// again).
+	set(kv *KV, replaces bool) error
 	// del removes key and returns the value it had.
 	del(key []byte) (prev *KV, ok bool, err error)
 	// ascend calls fn for the key-values from start on, in key order,
@@ -67,9 +69,9 @@ func (m *memKVs) get(key []byte) (*KV, bool, error) {
 	return kv, ok, nil
 }
 
-func (m *memKVs) set(kv *KV) (*KV, bool, error) {
-	prev, ok := m.t.Set(kv)
-	return prev, ok, nil
+func (m *memKVs) set(kv *KV, _ bool) error {
+	m.t.Set(kv)
+	return nil
 }
 
 func (m *memKVs) del(key []byte) (*KV, bool, error) {

@@ -237,7 +237,10 @@ func (p *Partition) putLocked(index uint64, key, value []byte) Result {
 		kv.Version = prev.Version + 1
 		kv.CreateIndex = prev.CreateIndex
 	}
-	if _, _, err := p.kvs.set(kv); err != nil {
+	if p.failed != nil {
+		return Result{} // the read failed: ok says nothing
+	}
+	if err := p.kvs.set(kv, ok); err != nil {
 		p.fail(err)
 	}
 	if ok {

@@ -180,20 +180,16 @@ func (s *pebbleKVs) get(key []byte) (*KV, bool, error) {
 	return fromEngine(kv), true, nil
 }
 
-func (s *pebbleKVs) set(kv *KV) (*KV, bool, error) {
+func (s *pebbleKVs) set(kv *KV, replaces bool) error {
 	if s.b == nil {
-		return nil, false, errors.New("partition: a write outside an entry")
-	}
-	prev, ok, err := s.get(kv.Key)
-	if err != nil {
-		return nil, false, err
+		return errors.New("partition: a write outside an entry")
 	}
 	s.b.PutKV(kv.Key, engine.KV{Value: kv.Value, Version: uint64(kv.Version), CreateIndex: kv.CreateIndex, ModIndex: kv.ModIndex})
 	s.over[string(kv.Key)] = kv
-	if !ok {
+	if !replaces {
 		s.count++
 	}
-	return prev, ok, nil
+	return nil
 }
 
 func (s *pebbleKVs) del(key []byte) (*KV, bool, error) {

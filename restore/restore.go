@@ -308,9 +308,16 @@ func (r *rebuilder) writePartition(ctx context.Context, p *snapshot.Partition) (
 	}
 	rep := &verify.Replica{Node: "snapshot " + r.m.ID, Group: g, BaseIndex: p.BaseIndex(), Entries: ents}
 	var opened *partition.Partition
+	var scratch string              // the Pebble directory of a partition rebuilt on Pebble
+	var placed []checkpoint.DirFile // the base's files placed there
 	defer func() {
+		// Closed first: its background compactions must end before the
+		// directory goes.
 		if opened != nil {
 			opened.Close()
+		}
+		if scratch != "" {
+			os.RemoveAll(scratch)
 		}
 	}()
 	if b := p.Base; b == nil || len(b.Files) > 0 {
@@ -318,15 +325,15 @@ func (r *rebuilder) writePartition(ctx context.Context, p *snapshot.Partition) (
 		// ingested: Pebble's ingest refuses SSTs with sequence numbers),
 		// opened as the partition the log is replayed onto. No base: the
 		// log is replayed onto an empty Pebble there.
-		scratch, err := os.MkdirTemp(filepath.Dir(r.dir), fmt.Sprintf("restore-p%04d-", g))
+		scratch, err = os.MkdirTemp(filepath.Dir(r.dir), fmt.Sprintf("restore-p%04d-", g))
 		if err != nil {
 			return 0, read, fmt.Errorf("restore: partition %d: %w", g, err)
 		}
-		defer os.RemoveAll(scratch)
 		rep.Start = func() (*partition.Partition, error) {
 			if b != nil {
-				n, err := r.placeFiles(ctx, b, scratch)
+				files, n, err := r.placeFiles(ctx, b, scratch)
 				read += n
+				placed = files
 				if err != nil {
 					return nil, err
 				}
@@ -382,7 +389,7 @@ func (r *rebuilder) writePartition(ctx context.Context, p *snapshot.Partition) (
 		// hard links to the placed and replayed SSTs, which the node
 		// clones at its first start: no image to encode here and to load
 		// there.
-		files, size, err := r.writeCheckpoint(part, meta)
+		files, size, err := r.writeCheckpoint(part, meta, scratch, placed)
 		if err != nil {
 			return 0, read, err
 		}
@@ -402,7 +409,9 @@ func (r *rebuilder) writePartition(ctx context.Context, p *snapshot.Partition) (
 // writeCheckpoint checkpoints part, rebuilt at meta.Index on Pebble, into
 // a sealed checkpoint directory of the data dir's materializations, and
 // returns its file count and bytes.
-func (r *rebuilder) writeCheckpoint(part *partition.Partition, meta checkpoint.Meta) (int, int64, error) {
+// The files placed in dir (placed, their hashes checked as they were
+// received) that the checkpoint links are not hashed again.
+func (r *rebuilder) writeCheckpoint(part *partition.Partition, meta checkpoint.Meta, dir string, placed []checkpoint.DirFile) (int, int64, error) {
 	if err := os.MkdirAll(r.dir, 0o750); err != nil {
 		return 0, 0, fmt.Errorf("restore: partition %d: %w", meta.Partition, err)
 	}
@@ -413,7 +422,7 @@ func (r *rebuilder) writeCheckpoint(part *partition.Partition, meta checkpoint.M
 	}
 	var files []checkpoint.DirFile
 	if err == nil {
-		_, files, err = checkpoint.Seal(tmp, meta, "")
+		_, files, err = checkpoint.SealKnown(tmp, meta, dir, placed)
 	}
 	if err != nil {
 		_ = os.RemoveAll(tmp)
@@ -427,21 +436,24 @@ func (r *rebuilder) writeCheckpoint(part *partition.Partition, meta checkpoint.M
 }
 
 // placeFiles downloads the files of checkpoint base b into dir, each
-// checked against its size and SHA-256, and returns the bytes read.
-func (r *rebuilder) placeFiles(ctx context.Context, b *snapshot.Base, dir string) (int64, error) {
+// checked against its size and SHA-256, and returns them and the bytes
+// read.
+func (r *rebuilder) placeFiles(ctx context.Context, b *snapshot.Base, dir string) ([]checkpoint.DirFile, int64, error) {
 	var read int64
+	var placed []checkpoint.DirFile
 	for _, f := range b.Files { // names and sizes checked by the manifest's Validate
 		rc, err := r.st.OpenPiece(ctx, f.Name)
 		if err != nil {
-			return read, err
+			return nil, read, err
 		}
 		sum, err := hex.DecodeString(f.SHA256)
 		if err != nil || len(sum) != 32 {
 			rc.Close()
-			return read, fmt.Errorf("%w: base %s: file %s: SHA-256 %q", snapshot.ErrInvalid, b.Name, f.File, f.SHA256)
+			return nil, read, fmt.Errorf("%w: base %s: file %s: SHA-256 %q", snapshot.ErrInvalid, b.Name, f.File, f.SHA256)
 		}
 		cr := &countingReader{r: rc}
-		err = checkpoint.ReceiveFile(cr, filepath.Join(dir, f.File), checkpoint.DirFile{Name: f.File, Size: f.Size, SHA256: [32]byte(sum)})
+		df := checkpoint.DirFile{Name: f.File, Size: f.Size, SHA256: [32]byte(sum)}
+		err = checkpoint.ReceiveFile(cr, filepath.Join(dir, f.File), df)
 		if err == nil {
 			// The object must end there too.
 			if n, _ := rc.Read(make([]byte, 1)); n > 0 {
@@ -451,10 +463,11 @@ func (r *rebuilder) placeFiles(ctx context.Context, b *snapshot.Base, dir string
 		rc.Close()
 		read += cr.n
 		if err != nil {
-			return read, fmt.Errorf("restore: base %s: file %s (object %s): %w", b.Name, f.File, f.Name, err)
+			return nil, read, fmt.Errorf("restore: base %s: file %s (object %s): %w", b.Name, f.File, f.Name, err)
 		}
+		placed = append(placed, df)
 	}
-	return read, nil
+	return placed, read, nil
 }
 
 // damaged says whether err is damage found in a piece.

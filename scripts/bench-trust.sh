@@ -251,10 +251,14 @@ part_tls() {
 			done
 			[ "$on" = 3 ] || fail "$kind-$i: not every node logged peer_tls=$want client_tls=$want client_certs=$want gossip_encrypted=$want" "$dir/n1.log"
 			TLS_CONFIRMED="every B node logged \`peer_tls=true client_tls=true client_certs=true gossip_encrypted=true\`, every A node the same \`=false\`"
-			local tls_flags=()
-			[ "$kind" = tls ] && tls_flags=(--cacert "$CERTS/ca.crt" --cert "$CERTS/bench.crt" --key "$CERTS/bench.key")
+			local tls_flags=() metrics
+			metrics=$(endpoints "$base" 3 200)
+			if [ "$kind" = tls ]; then
+				tls_flags=(--cacert "$CERTS/ca.crt" --cert "$CERTS/bench.crt" --key "$CERTS/bench.key")
+				metrics=$(echo "$metrics" | sed 's|[^,]*|https://&|g') # client TLS makes the HTTP port TLS too
+			fi
 			log "tls part: pass $i $kind"
-			if ! bin/kvbench put --endpoints "$(endpoints "$base" 3 0)" --metrics-url "$(endpoints "$base" 3 200)" \
+			if ! bin/kvbench put --endpoints "$(endpoints "$base" 3 0)" --metrics-url "$metrics" \
 				"${KVBENCH_FLAGS[@]}" --seed "$i" "${tls_flags[@]}" --out "$OUT/$kind-$i.json" >"$OUT/$kind-$i.txt" 2>&1; then
 				fail "kvbench put on $kind-$i failed" "$OUT/$kind-$i.txt" "$dir/n1.log"
 			fi

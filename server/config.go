@@ -40,6 +40,16 @@ type Config struct {
 	// HTTPAddr is the host:port of the HTTP server (metrics, health,
 	// pprof); empty disables it. Default 127.0.0.1:7201.
 	HTTPAddr string
+	// AdvertiseGRPC, AdvertisePeer, AdvertiseGossip and AdvertiseHTTP are
+	// the host:port values other members and clients reach this node at,
+	// announced instead of the listen addresses (which may be 0.0.0.0, or
+	// an address behind NAT or a container's network). Empty: announce the
+	// bound address. AdvertisePeer must be this node's address in
+	// --initial-cluster, which is what members dial; AdvertiseGossip may
+	// name a host, resolved to an IP address at start (memberlist
+	// announces IPs; one of this machine's preferred, see
+	// resolveAdvertise), e.g. a Kubernetes pod's stable DNS name.
+	AdvertiseGRPC, AdvertisePeer, AdvertiseGossip, AdvertiseHTTP string
 	// Join lists gossip addresses of other nodes to join.
 	Join []string
 	// InitialCluster ("n1=host:port,n2=host:port,...", peer addresses)
@@ -190,6 +200,28 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("%w: --%s %q: %v", ErrConfig, name, a, err)
 		}
 	}
+	for _, a := range []flagValue{{"--advertise-grpc", c.AdvertiseGRPC}, {"--advertise-peer", c.AdvertisePeer},
+		{"--advertise-gossip", c.AdvertiseGossip}, {"--advertise-http", c.AdvertiseHTTP}} {
+		if a.value == "" {
+			continue
+		}
+		if err := checkAdvertise(a.value); err != nil {
+			return fmt.Errorf("%w: %s %q: %v", ErrConfig, a.name, a.value, err)
+		}
+	}
+	if c.AdvertiseHTTP != "" && c.HTTPAddr == "" {
+		return fmt.Errorf("%w: --advertise-http %s is set but --http-addr is empty (HTTP disabled): give --http-addr or drop --advertise-http", ErrConfig, c.AdvertiseHTTP)
+	}
+	if c.AdvertisePeer != "" && c.InitialCluster != "" {
+		if ms, err := topology.ParseInitialCluster(c.InitialCluster); err == nil {
+			for _, m := range ms {
+				if m.ID == c.ID && m.PeerAddr != c.AdvertisePeer {
+					return fmt.Errorf("%w: --advertise-peer %s differs from %s's address in --initial-cluster (%s), which is the one members dial: make them the same",
+						ErrConfig, c.AdvertisePeer, c.ID, m.PeerAddr)
+				}
+			}
+		} // a malformed --initial-cluster is reported where it is read (loadIdentity)
+	}
 	if c.InitialClusterToken == "" {
 		c.InitialClusterToken = "cutkv"
 	}
@@ -258,6 +290,51 @@ func (c *Config) Validate() error {
 		c.WALSegmentSize = wal.DefaultSegmentSize
 	}
 	return nil
+}
+
+// checkAdvertise checks an --advertise-* value: host:port with a host
+// others can dial (not empty, not 0.0.0.0 or ::) and a port in 1-65535
+// (an advertised port is never "pick one").
+func checkAdvertise(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("want host:port, e.g. kvnode-0.kvnode-peer.default.svc:7301 or 10.0.0.1:7301 (%v)", err)
+	}
+	if host == "" {
+		return errors.New("the host is empty: name the host or IP address others dial")
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return fmt.Errorf("%s is the listen-everywhere address, which nobody can dial: name this node's reachable host or IP address", host)
+	}
+	if ip := net.ParseIP(host); ip == nil && !validHostname(host) {
+		return fmt.Errorf("host %q is neither an IP address nor a DNS name (letters, digits, '-' and '.')", host)
+	}
+	p, err := strconv.Atoi(port)
+	if err != nil || p < 1 || p > 65535 {
+		return fmt.Errorf("port %q is not a number in 1-65535", port)
+	}
+	return nil
+}
+
+// validHostname accepts a DNS name: dot-separated labels of 1-63 letters,
+// digits and '-' (not first or last; '_' is tolerated as resolvers do),
+// 253 bytes at most.
+func validHostname(h string) bool {
+	h = strings.TrimSuffix(h, ".")
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for _, label := range strings.Split(h, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // flagValue is a flag's name and the value it was given.

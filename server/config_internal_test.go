@@ -60,3 +60,55 @@ func TestIsLoopback(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateAdvertise: every --advertise-* value must be a host:port
+// others can dial, with a port in 1-65535; --advertise-peer must be the
+// node's --initial-cluster address; each refusal names the flag and says
+// what is wrong.
+func TestValidateAdvertise(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(*Config)
+		says []string // nil: valid
+	}{
+		{"none", func(*Config) {}, nil},
+		{"every flag", func(c *Config) {
+			c.HTTPAddr = "0.0.0.0:7201"
+			c.AdvertiseGRPC, c.AdvertiseGossip, c.AdvertiseHTTP = "kvnode-0.kvnode-peer.db.svc:7001", "10.1.2.3:7101", "kvnode-0.kvnode-peer.db.svc.:7201"
+			c.AdvertisePeer, c.InitialCluster = "[fd00::1]:7301", "n1=[fd00::1]:7301,n2=10.0.0.2:7301"
+		}, nil},
+		{"peer not in the initial cluster yet", func(c *Config) { c.AdvertisePeer = "10.0.0.1:7301" }, nil},
+		{"no port", func(c *Config) { c.AdvertiseGRPC = "kvnode-0" }, []string{"--advertise-grpc", `"kvnode-0"`, "host:port"}},
+		{"port 0", func(c *Config) { c.AdvertisePeer = "10.0.0.1:0" }, []string{"--advertise-peer", "1-65535"}},
+		{"port too large", func(c *Config) { c.AdvertiseGossip = "10.0.0.1:65536" }, []string{"--advertise-gossip", "1-65535"}},
+		{"port not a number", func(c *Config) { c.AdvertiseGRPC = "h:grpc" }, []string{"--advertise-grpc", `"grpc"`}},
+		{"empty host", func(c *Config) { c.AdvertiseGRPC = ":7001" }, []string{"--advertise-grpc", "host is empty"}},
+		{"unspecified v4", func(c *Config) { c.AdvertiseGossip = "0.0.0.0:7101" }, []string{"--advertise-gossip", "listen-everywhere"}},
+		{"unspecified v6", func(c *Config) { c.AdvertiseGRPC = "[::]:7001" }, []string{"--advertise-grpc", "listen-everywhere"}},
+		{"bad host", func(c *Config) { c.AdvertiseGRPC = "kv node:7001" }, []string{"--advertise-grpc", "neither an IP address nor a DNS name"}},
+		{"label starting with a dash", func(c *Config) { c.AdvertiseGRPC = "-kv.example:7001" }, []string{"--advertise-grpc", "DNS name"}},
+		{"http disabled", func(c *Config) { c.AdvertiseHTTP = "h:7201" }, []string{"--advertise-http", "--http-addr is empty"}},
+		{"peer differs from the initial cluster", func(c *Config) {
+			c.AdvertisePeer, c.InitialCluster = "10.0.0.9:7301", "n1=10.0.0.1:7301,n2=10.0.0.2:7301"
+		}, []string{"--advertise-peer 10.0.0.9:7301", "10.0.0.1:7301", "--initial-cluster"}},
+	} {
+		cfg := Config{ID: "n1", DataDir: t.TempDir()}
+		tc.set(&cfg)
+		err := cfg.Validate()
+		if tc.says == nil {
+			if err != nil {
+				t.Errorf("%s: %v", tc.name, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrConfig) {
+			t.Errorf("%s: %v, want ErrConfig", tc.name, err)
+			continue
+		}
+		for _, s := range tc.says {
+			if !strings.Contains(err.Error(), s) {
+				t.Errorf("%s: %q does not say %q", tc.name, err, s)
+			}
+		}
+	}
+}

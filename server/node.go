@@ -1,7 +1,9 @@
 package server
 
 import (
+	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -79,11 +81,18 @@ type Node struct {
 	peerLis net.Listener
 	httpLis net.Listener
 	addrs   Addrs
+	// advertised is what other members and clients are told: the
+	// --advertise-* values, else the bound addresses.
+	advertised Addrs
+
+	caughtUp atomic.Bool            // applied up to the commit index seen at start (readyz)
+	lagging  atomic.Pointer[string] // while not caught up: which groups lag
 
 	ready    chan struct{}
 	draining atomic.Bool
 	inflight inflight
-	fatal    chan error // receives the first fatal error
+	fatal    chan error             // receives the first fatal error
+	fatalMsg atomic.Pointer[string] // that error's text, for /readyz
 	fatalOne sync.Once
 	bgCancel context.CancelFunc
 	bgWG     sync.WaitGroup
@@ -166,6 +175,23 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	n.addrs.GRPC, n.addrs.Peer = n.grpcLis.Addr().String(), n.peerLis.Addr().String()
 	if n.httpLis != nil {
 		n.addrs.HTTP = n.httpLis.Addr().String()
+	}
+	n.advertised = Addrs{GRPC: cmp.Or(cfg.AdvertiseGRPC, n.addrs.GRPC), Peer: cmp.Or(cfg.AdvertisePeer, n.addrs.Peer), HTTP: n.addrs.HTTP}
+	if n.httpLis != nil {
+		n.advertised.HTTP = cmp.Or(cfg.AdvertiseHTTP, n.addrs.HTTP)
+	}
+	if cfg.AdvertisePeer != "" && cfg.AdvertisePeer != n.self.PeerAddr {
+		return nil, fmt.Errorf("%w: --advertise-peer %s differs from the peer address cluster %s knows for %s (%s, from --initial-cluster at bootstrap), which members dial: "+
+			"give --advertise-peer %s (membership changes are not supported)",
+			ErrConfig, cfg.AdvertisePeer, topology.FormatClusterID(n.layout.ClusterID), cfg.ID, n.self.PeerAddr, n.self.PeerAddr)
+	}
+	for _, a := range []struct{ name, listen, advertise string }{
+		{"grpc", n.addrs.GRPC, cfg.AdvertiseGRPC}, {"http", n.addrs.HTTP, cfg.AdvertiseHTTP},
+	} {
+		if a.listen != "" && a.advertise == "" && listensEverywhere(a.listen) {
+			n.log.Warn("listening on every interface without --advertise-"+a.name+": members and kvctl members are told "+a.listen+", which no other host can dial; give --advertise-"+a.name+" host:port",
+				a.name+"_addr", a.listen)
+		}
 	}
 	n.grpcLis = rpc.LimitListener(n.grpcLis, cfg.MaxConnections, connMetrics.rejected("client"))
 	n.peerLis = rpc.LimitListener(n.peerLis, cfg.MaxConnections, connMetrics.rejected("peer"))
@@ -277,6 +303,9 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	}
 	n.transport.SetReceiver(n.store)
 	n.reg.MustRegister(raftCollector{n.store})
+	// The commit indexes of the log at start, before the loop runs: what
+	// /readyz waits for this node to apply.
+	catchUp := newCatchUp(n.groupStatuses())
 
 	bg, cancel := context.WithCancel(context.Background())
 	n.bgCancel = cancel
@@ -296,23 +325,31 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 		Snapshots: node.SnapshotSchedule{Interval: cfg.SnapshotInterval, Store: cfg.SnapshotStore, Keep: cfg.SnapshotKeep,
 			Metrics: node.NewSnapshotMetrics(n.reg)},
 	})
+	gossipAdvertise := ""
+	if cfg.AdvertiseGossip != "" {
+		if gossipAdvertise, err = systemResolver().resolveAdvertise(cfg.AdvertiseGossip, advertiseResolveWait, advertiseStaleWait, n.log); err != nil {
+			return nil, err
+		}
+	}
 	n.disc, err = discovery.Start(discovery.Config{
 		OnMessage: func(msg []byte) {
 			if v, ok := cut.DecodeGossip(msg); ok {
 				rn.LearnGossip(v)
 			}
 		},
-		BindAddr: cfg.GossipAddr,
-		Meta:     discovery.Meta{ID: cfg.ID, ClusterID: n.layout.ClusterID, GRPCAddr: n.addrs.GRPC, HTTPAddr: n.addrs.HTTP},
-		Join:     cfg.Join,
-		Logger:   n.log,
-		Keys:     n.trust.gossipKeys,
+		BindAddr:      cfg.GossipAddr,
+		AdvertiseAddr: gossipAdvertise,
+		Meta:          discovery.Meta{ID: cfg.ID, ClusterID: n.layout.ClusterID, GRPCAddr: n.advertised.GRPC, HTTPAddr: n.advertised.HTTP},
+		Join:          cfg.Join,
+		Logger:        n.log,
+		Keys:          n.trust.gossipKeys,
 	})
 	if err != nil {
 		return nil, err
 	}
 	cleanup = append(cleanup, func() { n.disc.Close() })
 	n.addrs.Gossip = n.disc.Addr()
+	n.advertised.Gossip = n.disc.Addr()
 	n.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "cutkv_gossip_rejected_total",
 		Help: "Gossip peers and messages of another cluster id refused.",
@@ -386,28 +423,36 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{}))
 		mux.HandleFunc("/healthz", n.serveHealthz)
+		mux.HandleFunc("/readyz", n.serveReadyz)
+		mux.Handle("/livez", livezHandler(n.liveness))
 		if cfg.Pprof {
 			mux.HandleFunc("/debug/pprof/", pprof.Index)
 			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		}
-		n.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = n.httpSrv.Serve(n.httpLis) }()
+		n.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: slog.NewLogLogger(n.log.With("component", "http").Handler(), slog.LevelDebug)}
+		lis := n.httpLis
+		if tc := n.trust.httpTLS(); tc != nil {
+			lis = tls.NewListener(lis, tc) // the client listener's certificate; no client certificate asked
+		}
+		go func() { _ = n.httpSrv.Serve(lis) }()
 	}
 	n.bgWG.Add(3)
 	go func() {
 		defer n.bgWG.Done()
 		n.store.RunMaterializer(bg)
 	}()
-	go n.watchReady(bg)
+	go n.watchReady(bg, catchUp)
 	go func() {
 		defer n.bgWG.Done()
 		loops.Run(bg)
 	}()
 	n.log.Info("node started", "cluster", topology.FormatClusterID(n.layout.ClusterID), "raft_id", n.self.RaftID,
 		"groups", len(groups), "new_cluster", fresh, "wal_records", n.wal.LastIndex(), "grpc", n.addrs.GRPC, "peer", n.addrs.Peer,
-		"gossip", n.addrs.Gossip, "http", n.addrs.HTTP, "peer_tls", cfg.peerTLS(), "client_tls", cfg.clientTLS(),
+		"gossip", n.addrs.Gossip, "http", n.addrs.HTTP, "http_tls", n.trust.client != nil && n.httpLis != nil,
+		"advertised", fmt.Sprintf("grpc=%s peer=%s gossip=%s http=%s", n.advertised.GRPC, n.advertised.Peer, n.advertised.Gossip, n.advertised.HTTP),
+		"peer_tls", cfg.peerTLS(), "client_tls", cfg.clientTLS(),
 		"client_certs", cfg.TrustedCAFile != "", "gossip_encrypted", len(n.trust.gossipKeys) > 0)
 	return n, nil
 }
@@ -425,6 +470,11 @@ func listen(what, addr string) (net.Listener, error) {
 
 // Addrs returns the bound addresses.
 func (n *Node) Addrs() Addrs { return n.addrs }
+
+// Advertised returns the addresses this node announces to members and
+// clients: the --advertise-* values, else the bound addresses (Gossip:
+// the IP address an --advertise-gossip host resolved to).
+func (n *Node) Advertised() Addrs { return n.advertised }
 
 // ClusterID returns the node's cluster id.
 func (n *Node) ClusterID() uint64 { return n.layout.ClusterID }
@@ -461,12 +511,13 @@ func (n *Node) FinishedTxnIDs() int {
 
 // watchReady waits until every group held knows a leader, then reports
 // SERVING; it also proposes the layout into group 0 once, from group 0's
-// leader.
-func (n *Node) watchReady(ctx context.Context) {
+// leader, and follows the groups until they applied what was committed
+// when the node started (catch-up: /readyz).
+func (n *Node) watchReady(ctx context.Context, c *catchUp) {
 	defer n.bgWG.Done()
 	t := time.NewTicker(n.cfg.TickInterval)
 	defer t.Stop()
-	isReady := false
+	isReady, caughtUp, started := false, false, time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -491,7 +542,10 @@ func (n *Node) watchReady(ctx context.Context) {
 				n.log.Debug("recording layout in group 0", "err", err)
 			}
 		}
-		if isReady && n.meta.Layout() != nil {
+		if !caughtUp {
+			caughtUp = n.watchCatchUp(c, started)
+		}
+		if isReady && caughtUp && n.meta.Layout() != nil {
 			return
 		}
 	}
@@ -508,6 +562,8 @@ func (n *Node) allLeadersKnown() bool {
 
 func (n *Node) onFatal(err error) {
 	n.fatalOne.Do(func() {
+		msg := err.Error()
+		n.fatalMsg.Store(&msg)
 		n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 		n.log.Error("fatal: node stops serving", "err", err)
 		n.fatal <- err
@@ -534,10 +590,11 @@ func (n *Node) resolveRaftAddr(raftID uint64) (string, string, bool) {
 }
 
 // peerAddr is a member's peer address: the one --initial-cluster named
-// (this node's own as bound, so that ":0" works in tests).
+// (this node's own as advertised, else as bound, so that ":0" works in
+// tests).
 func (n *Node) peerAddr(id string) string {
 	if id == n.self.ID {
-		return n.addrs.Peer
+		return n.advertised.Peer
 	}
 	m, _ := n.layout.Member(id)
 	return m.PeerAddr
@@ -548,7 +605,7 @@ func (n *Node) members() []*kvpb.Member {
 	for _, lm := range n.layout.Members {
 		pm := &kvpb.Member{Id: lm.ID, RaftId: lm.RaftID, PeerAddr: lm.PeerAddr, State: kvpb.MemberState_MEMBER_STATE_UNKNOWN}
 		if lm.ID == n.self.ID {
-			pm.GrpcAddr = n.addrs.GRPC
+			pm.GrpcAddr = n.advertised.GRPC
 		}
 		if m, ok := n.disc.Member(lm.ID); ok {
 			pm.GrpcAddr, pm.GossipAddr, pm.HttpAddr = m.GRPCAddr, m.GossipAddr, m.HTTPAddr

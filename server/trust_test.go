@@ -60,7 +60,30 @@ func metric(t *testing.T, n *server.Node, series string) float64 {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(b), "\n") {
+	return sampleIn(string(b), series)
+}
+
+// httpsMetric is metric from a node whose HTTP port speaks TLS (client
+// TLS configured), trusting p's CA.
+func httpsMetric(t *testing.T, p *testPKI, n *server.Node, series string) float64 {
+	t.Helper()
+	pem, err := os.ReadFile(p.ca())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	code, body := probe(t, hc, "https", n, "/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("https /metrics: %d %q", code, body)
+	}
+	return sampleIn(body, series)
+}
+
+// sampleIn reads series' value in a text exposition, 0 when absent.
+func sampleIn(body, series string) float64 {
+	for _, line := range strings.Split(body, "\n") {
 		if rest, ok := strings.CutPrefix(line, series+" "); ok {
 			var v float64
 			fmt.Sscan(rest, &v)
@@ -690,6 +713,12 @@ func tlsConn(t *testing.T, addr string, f pki.Files, peer bool) *grpc.ClientConn
 // peers, client certificates required, encrypted gossip.
 func secureCluster(t *testing.T, n int, p *testPKI) *clustertest.Cluster {
 	t.Helper()
+	return secureClusterWith(t, n, p, nil)
+}
+
+// secureClusterWith is secureCluster with more configuration (nil: none).
+func secureClusterWith(t *testing.T, n int, p *testPKI, more func(int, *server.Config)) *clustertest.Cluster {
+	t.Helper()
 	keyFile := filepath.Join(p.dir, "gossip.key")
 	if err := os.WriteFile(keyFile, []byte("MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -703,7 +732,9 @@ func secureCluster(t *testing.T, n int, p *testPKI) *clustertest.Cluster {
 		cfg.PeerCertFile, cfg.PeerKeyFile, cfg.PeerTrustedCAFile = f.Cert, f.Key, p.ca()
 		cfg.CertFile, cfg.KeyFile, cfg.TrustedCAFile = f.Cert, f.Key, p.ca()
 		cfg.GossipKeyFile = keyFile
-		withHTTP(i, cfg)
+		if more != nil {
+			more(i, cfg)
+		}
 	}})
 }
 
@@ -796,7 +827,7 @@ func TestTLSRoles(t *testing.T) {
 // error at once.
 func TestTLSPeers(t *testing.T) {
 	p := newPKI(t)
-	c := secureCluster(t, 3, p)
+	c := secureClusterWith(t, 3, p, withHTTP)
 	n1 := c.Node(0)
 	ctx := asPeer(ctxT(t, 5*time.Second), n1.ClusterID())
 	stranger := newPKI(t)
@@ -813,7 +844,7 @@ func TestTLSPeers(t *testing.T) {
 	}
 	// The server may fail its side of a handshake after the client gave up.
 	clustertest.Eventually(t, 5*time.Second, func() error {
-		if v := metric(t, n1, `cutkv_peer_calls_rejected_total{reason="tls_handshake"}`); v < 2 {
+		if v := httpsMetric(t, p, n1, `cutkv_peer_calls_rejected_total{reason="tls_handshake"}`); v < 2 {
 			return fmt.Errorf("%v failed handshakes counted on the peer port, want at least 2", v)
 		}
 		return nil

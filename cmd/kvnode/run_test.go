@@ -61,3 +61,24 @@ func TestHelpAndUsageExitCodes(t *testing.T) {
 		t.Fatalf("missing --id: exit %d, stderr %q", code, errb.String())
 	}
 }
+
+// TestAdvertiseFlags: the --advertise-* flags reach the config, from the
+// command line and from a config file, and a bad one is refused with exit
+// 2 naming the flag.
+func TestAdvertiseFlags(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "node.yaml")
+	if err := os.WriteFile(file, []byte("advertise-http: n1.example:7201\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f := newFlags(&bytes.Buffer{})
+	if err := f.parse([]string{"--config", file, "--advertise-grpc", "n1.example:7001", "--advertise-peer=10.0.0.1:7301", "--advertise-gossip", "n1.example:7101"}); err != nil {
+		t.Fatal(err)
+	}
+	if c := f.cfg; c.AdvertiseGRPC != "n1.example:7001" || c.AdvertisePeer != "10.0.0.1:7301" || c.AdvertiseGossip != "n1.example:7101" || c.AdvertiseHTTP != "n1.example:7201" {
+		t.Fatalf("advertise flags: %q %q %q %q", c.AdvertiseGRPC, c.AdvertisePeer, c.AdvertiseGossip, c.AdvertiseHTTP)
+	}
+	var out, errb bytes.Buffer
+	if code := run([]string{"--id", "n1", "--data-dir", t.TempDir(), "--advertise-peer", "0.0.0.0:7301"}, &out, &errb, nil); code != 2 || !strings.Contains(errb.String(), "--advertise-peer") {
+		t.Fatalf("--advertise-peer 0.0.0.0:7301: exit %d, stderr %q", code, errb.String())
+	}
+}

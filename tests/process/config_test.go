@@ -23,6 +23,7 @@ var kvnodeFlags = []string{
 	"peer-addr", "peer-cert-file", "peer-key-file", "peer-trusted-ca-file", "insecure-peer",
 	"cert-file", "key-file", "trusted-ca-file", "gossip-key-file", "max-connections", "idle-timeout", "pprof",
 	"snapshot-store", "snapshot-store-allow",
+	"advertise-grpc", "advertise-peer", "advertise-gossip", "advertise-http",
 }
 
 // runKvnodeToExit runs kvnode with args and waits, up to 20 s, for it to
@@ -103,6 +104,8 @@ func TestKvnodeHelp(t *testing.T) {
 		{"--id", "n1", "--log-level", "loud"},
 		{"--id", "n1", "surplus-argument"},
 		{"--id", "n1", "--grpc-addr", "no-port"},
+		{"--id", "n1", "--advertise-gossip", "0.0.0.0:7101"},
+		{"--id", "n1", "--advertise-grpc", "kvnode-0:99999"},
 	} {
 		code, out := runKvnodeToExit(t, args...)
 		if code != 2 || out == "" {

@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -223,10 +226,15 @@ func cutState(t *testing.T, replicas []*verify.Replica, ci *kvpb.CutInfo) map[st
 func restoreAndCompare(t *testing.T, store, id string, v uint64, n int, want map[string][]byte, b *bank.Bank) {
 	began := time.Now()
 	c := clustertest.Start(t, n, clustertest.Options{Partitions: partitions, Prepare: func(i int, cfg server.Config) error {
+		errs := &errorLog{}
 		if _, err := restore.Run(context.Background(), restore.Options{
 			StoreURL: store, Snapshot: id, DataDir: cfg.DataDir, NodeID: cfg.ID, InitialCluster: cfg.InitialCluster,
+			Logger: slog.New(errs),
 		}); err != nil {
 			return err
+		}
+		if m := errs.messages(); len(m) > 0 {
+			return fmt.Errorf("%s: restore succeeded but logged errors: %v", cfg.ID, m)
 		}
 		// Partitions rebuilt on Pebble are kept as checkpoint
 		// directories, which the node clones: no image is encoded.
@@ -332,4 +340,31 @@ func checkSnapshot(t *testing.T, c *clustertest.Cluster, store, id string) *kvpb
 		t.Fatal(err)
 	}
 	return r
+}
+
+// errorLog is a slog.Handler that keeps the messages of ERROR records.
+type errorLog struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (h *errorLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelError }
+
+func (h *errorLog) Handle(_ context.Context, r slog.Record) error {
+	var b strings.Builder
+	b.WriteString(r.Message)
+	r.Attrs(func(a slog.Attr) bool { fmt.Fprintf(&b, " %s=%v", a.Key, a.Value); return true })
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.msgs = append(h.msgs, b.String())
+	return nil
+}
+
+func (h *errorLog) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *errorLog) WithGroup(string) slog.Handler      { return h }
+
+func (h *errorLog) messages() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return slices.Clone(h.msgs)
 }

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/cutkv/cutkv/bench/internal/benchfmt"
 	"io"
 	"math/rand/v2"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cutkv/cutkv/bench/internal/benchfmt"
 )
 
 // preloadWorkers is the least number of workers that write the keyspace
@@ -409,7 +409,10 @@ func (p *pacer) wait(ctx context.Context, end time.Time) bool {
 func benchmark(ctx context.Context, cfg *Config, stderr io.Writer) (*Result, error) {
 	drv := drivers[cfg.Target]
 	wl := workloads[cfg.Workload]
-	hc := &http.Client{}
+	hc, err := metricsClient(cfg.TLS)
+	if err != nil {
+		return nil, err
+	}
 	var before []walSample
 	for _, u := range cfg.MetricsURLs {
 		// Fail before loading the cluster if a metrics URL is wrong.

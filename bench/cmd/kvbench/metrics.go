@@ -3,13 +3,18 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cutkv/cutkv/client"
 )
 
 // The cutkv node metrics that describe WAL group commit (server/node.go).
@@ -105,6 +110,25 @@ func metricsURL(s string) (string, error) {
 		u.Path = "/metrics"
 	}
 	return u.String(), nil
+}
+
+// metricsClient scrapes the nodes' /metrics. With TLS (--cacert) it
+// trusts that CA for https:// metrics URLs: a node with client TLS serves
+// its HTTP port over TLS with the same certificate (it asks for no client
+// certificate there).
+func metricsClient(files *client.TLSFiles) (*http.Client, error) {
+	if files == nil {
+		return &http.Client{}, nil
+	}
+	pem, err := os.ReadFile(files.CACert)
+	if err != nil {
+		return nil, fmt.Errorf("--cacert for https metrics URLs: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--cacert %s holds no PEM certificate", files.CACert)
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}, nil
 }
 
 // scrapeWAL reads the node metrics from a Prometheus text endpoint. Every

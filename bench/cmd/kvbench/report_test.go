@@ -1,11 +1,18 @@
 package main
 
 import (
+	"context"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cutkv/cutkv/client"
 )
 
 func TestUpsertRow(t *testing.T) {
@@ -187,5 +194,37 @@ cutkv_grpc_requests_total{code="OK",method="/cutkv.kv.v1.KV/Put"} 7
 	d := txnDelta([]walSample{before, before}, []walSample{after, after})
 	if d.OK != 180 || d.Aborted != 20 || d.AbortedShare != 0.1 {
 		t.Errorf("%+v", d)
+	}
+}
+
+// TestMetricsClientTrustsCACert: with --cacert the scraper trusts that CA
+// for an https:// metrics URL (a node with client TLS serves its HTTP port
+// over TLS), and an unreadable or empty CA file fails naming it.
+func TestMetricsClientTrustsCACert(t *testing.T) {
+	ts := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "cutkv_wal_fsyncs_total 3")
+	}))
+	defer ts.Close()
+	ca := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ts.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hc, err := metricsClient(&client.TLSFiles{CACert: ca})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := scrapeWAL(context.Background(), hc, ts.URL+"/metrics", []string{"cutkv_wal_fsyncs_total"})
+	if err != nil || s["cutkv_wal_fsyncs_total"] != 3 {
+		t.Fatalf("scrape over TLS: %v %v", s, err)
+	}
+	if _, err := scrapeWAL(context.Background(), &http.Client{}, ts.URL+"/metrics", nil); err == nil {
+		t.Fatal("a client without the CA trusted the server")
+	}
+	empty := filepath.Join(t.TempDir(), "empty.crt")
+	_ = os.WriteFile(empty, nil, 0o600)
+	for _, f := range []string{empty, filepath.Join(t.TempDir(), "missing.crt")} {
+		if _, err := metricsClient(&client.TLSFiles{CACert: f}); err == nil || !strings.Contains(err.Error(), filepath.Base(f)) {
+			t.Errorf("CA file %s: %v", f, err)
+		}
 	}
 }
