@@ -45,6 +45,23 @@ var ErrOvertaken = errors.New("cut: overtaken by a newer cut")
 // nothing to record, only when ctx ends first (the node lost group 0's
 // leadership or stops; the next leader takes over).
 func Drive(ctx context.Context, env Env, c *kvpb.CutInfo, timeout time.Duration) (*kvpb.CutInfo, error) {
+	out, _, err := drive(ctx, env, c, timeout)
+	return out, err
+}
+
+// Why a cut failed (FailReasons).
+const (
+	failTimeout   = "timeout"
+	failOvertaken = "overtaken"
+)
+
+// FailReasons lists the reasons a failed cut is reported with
+// (Driver.OnEnd).
+func FailReasons() []string { return []string{failTimeout, failOvertaken} }
+
+// drive is Drive, and also says why a failed cut failed: overtaken when
+// a partition ran a newer cut, else timeout.
+func drive(ctx context.Context, env Env, c *kvpb.CutInfo, timeout time.Duration) (*kvpb.CutInfo, string, error) {
 	v := c.GetVersion()
 	// The deadline counts from the cut's start in group 0 (a take-over
 	// keeps it), read on the environment's clock.
@@ -66,25 +83,29 @@ func Drive(ctx context.Context, env Env, c *kvpb.CutInfo, timeout time.Duration)
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	out := proto.Clone(c).(*kvpb.CutInfo)
 	out.FinishedUnixMs = env.Now().UnixMilli()
 	var failed []string
+	reason := failTimeout
 	for i, p := range parts {
 		if errs[i] != nil {
 			failed = append(failed, fmt.Sprintf("partition %d: %v", p, errs[i]))
+			if errors.Is(errs[i], ErrOvertaken) {
+				reason = failOvertaken
+			}
 		}
 	}
 	if len(failed) > 0 {
 		out.State = kvpb.CutState_CUT_STATE_FAILED
 		out.Error = fmt.Sprintf("%v after %v: %s", ErrTimeout, timeout, strings.Join(failed, "; "))
-		return out, nil
+		return out, reason, nil
 	}
 	sort.Slice(results, func(i, j int) bool { return results[i].GetPartition() < results[j].GetPartition() })
 	out.State = kvpb.CutState_CUT_STATE_COMPLETED
 	out.Partitions = results
-	return out, nil
+	return out, "", nil
 }
 
 // startUntilDone asks partition p to start cut v until it reports
@@ -126,7 +147,13 @@ type Driver struct {
 
 	mu      sync.Mutex
 	driving map[uint64]bool
+	ended   func(c *kvpb.CutInfo, reason string)
 }
+
+// OnEnd sets fn to be called with each cut this driver recorded as
+// ended, and for a failed one why (one of FailReasons; "" for a
+// completed one). Call it before the first Ensure.
+func (d *Driver) OnEnd(fn func(c *kvpb.CutInfo, reason string)) { d.ended = fn }
 
 // NewDriver returns a driver failing cuts after timeout. logf reports
 // each cut's end (slog-style key-value args).
@@ -154,7 +181,7 @@ func (d *Driver) Ensure(ctx context.Context, c *kvpb.CutInfo) {
 			delete(d.driving, v)
 			d.mu.Unlock()
 		}()
-		out, err := Drive(ctx, d.env, c, d.timeout)
+		out, reason, err := drive(ctx, d.env, c, d.timeout)
 		if err != nil {
 			d.log("cut run stopped before its end; the next leader of group 0 takes it over", "version", v, "err", err)
 			return
@@ -162,6 +189,9 @@ func (d *Driver) Ensure(ctx context.Context, c *kvpb.CutInfo) {
 		if err := d.env.Record(ctx, out); err != nil {
 			d.log("cut end not recorded; the next leader of group 0 takes it over", "version", v, "state", out.GetState().String(), "err", err)
 			return
+		}
+		if d.ended != nil {
+			d.ended(out, reason)
 		}
 		d.log("cut ended", "version", v, "state", out.GetState().String(),
 			"took", time.Duration(out.GetFinishedUnixMs()-out.GetStartedUnixMs())*time.Millisecond, "error", out.GetError())

@@ -301,3 +301,56 @@ func TestDriverEnsureStopsWithContext(t *testing.T) {
 		}
 	})
 }
+
+// TestDriverOnEnd: the observer hears each cut whose end was recorded,
+// once, with the reason of a failure (overtaken before timeout: a
+// partition that ran a newer cut can never finish this one), and nothing
+// of an end that was not recorded.
+func TestDriverOnEnd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		env := newFakeEnv(1, 2)
+		env.doneAt[1] = time.Now()
+		var log logLines
+		d := cut.NewDriver(env, time.Second, log.logf)
+		type end struct {
+			v      uint64
+			state  kvpb.CutState
+			reason string
+		}
+		var mu sync.Mutex
+		var ends []end
+		d.OnEnd(func(c *kvpb.CutInfo, reason string) {
+			mu.Lock()
+			defer mu.Unlock()
+			ends = append(ends, end{c.GetVersion(), c.GetState(), reason})
+		})
+		run := func(v uint64) {
+			d.Ensure(t.Context(), runningCut(v))
+			<-env.recorded
+			synctest.Wait()
+		}
+		run(1) // partition 2 never finishes: timeout
+		env.mu.Lock()
+		env.errs[2] = fmt.Errorf("%w: partition 2 already started cut 9", cut.ErrOvertaken)
+		env.mu.Unlock()
+		run(2)
+		env.mu.Lock()
+		delete(env.errs, 2)
+		env.doneAt[2] = time.Now()
+		env.mu.Unlock()
+		run(3)
+		env.recordErr = errors.New("not leader of group 0")
+		run(4)
+		want := []end{
+			{1, kvpb.CutState_CUT_STATE_FAILED, "timeout"},
+			{2, kvpb.CutState_CUT_STATE_FAILED, "overtaken"},
+			{3, kvpb.CutState_CUT_STATE_COMPLETED, ""},
+		}
+		if !slices.Equal(ends, want) {
+			t.Fatalf("ends %v, want %v", ends, want)
+		}
+		if !slices.Contains(cut.FailReasons(), "timeout") || !slices.Contains(cut.FailReasons(), "overtaken") {
+			t.Fatalf("FailReasons %v", cut.FailReasons())
+		}
+	})
+}

@@ -358,6 +358,10 @@ func (d *Discovery) SetKeys(keys [][]byte) error {
 	return nil
 }
 
+// Refused returns how many peers and gossip messages of another cluster
+// this node refused since it started.
+func (d *Discovery) Refused() int64 { return d.refused.Load() }
+
 // Addr returns the address other members reach this node's gossip at: the
 // bound address with the real port (or AdvertiseAddr when set).
 func (d *Discovery) Addr() string { return d.addr }

@@ -191,6 +191,9 @@ func (n *Node) finishDecided(ctx context.Context, id []byte, p, r uint64, at int
 		})
 	}
 	wg.Wait()
+	if !failed.Load() {
+		rn.Metrics.TxnRecovered(d.Commit)
+	}
 	if whole && !failed.Load() {
 		rn.Forget(r, id)
 	}

@@ -24,29 +24,22 @@ type SnapshotSchedule struct {
 	Metrics *SnapshotMetrics
 }
 
-// SnapshotMetrics are the automatic snapshots' Prometheus series.
+// SnapshotMetrics are the automatic snapshots' own Prometheus series;
+// every snapshot, automatic or requested, is also recorded by
+// rpc.NodeMetrics (count, bytes, duration, failures, chains).
 type SnapshotMetrics struct {
-	duration *prometheus.HistogramVec
 	interval prometheus.Histogram
-	bytes    prometheus.Counter
 }
 
-// NewSnapshotMetrics registers the snapshot series with reg.
+// NewSnapshotMetrics registers the automatic snapshot series with reg.
 func NewSnapshotMetrics(reg prometheus.Registerer) *SnapshotMetrics {
 	m := &SnapshotMetrics{
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "cutkv_snapshot_duration_seconds", Help: "Time to take a snapshot (cut, upload, manifest), by result.",
-			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
-		}, []string{"result"}),
 		interval: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "cutkv_snapshot_interval_seconds", Help: "Time between the cuts of two successive automatic snapshots (the recovery point objective achieved).",
 			Buckets: prometheus.ExponentialBuckets(0.05, 2, 14),
 		}),
-		bytes: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "cutkv_snapshot_uploaded_bytes_total", Help: "Bytes uploaded to snapshot stores.",
-		}),
 	}
-	reg.MustRegister(m.duration, m.interval, m.bytes)
+	reg.MustRegister(m.interval)
 	return m
 }
 
@@ -85,16 +78,12 @@ func (n *Node) runSnapshots(ctx context.Context) {
 			continue
 		}
 		next = now.Add(s.Interval)
-		start := time.Now()
 		res, err := rpc.CreateSnapshot(ctx, rn, &kvpb.CreateSnapshotRequest{Store: s.Store}, nil)
 		if ctx.Err() != nil {
 			return
 		}
 		if err != nil {
 			failures++
-			if s.Metrics != nil {
-				s.Metrics.duration.WithLabelValues("error").Observe(time.Since(start).Seconds())
-			}
 			// One line per failure streak's start and then every tenth.
 			if failures == 1 || failures%10 == 0 {
 				log.Warn("automatic snapshot failed; retrying at the next interval", "failures", failures, "err", err)
@@ -103,12 +92,8 @@ func (n *Node) runSnapshots(ctx context.Context) {
 		}
 		failures = 0
 		cutAt := res.Manifest.Time
-		if s.Metrics != nil {
-			s.Metrics.duration.WithLabelValues("ok").Observe(time.Since(start).Seconds())
-			s.Metrics.bytes.Add(float64(res.BytesUploaded))
-			if !lastCut.IsZero() {
-				s.Metrics.interval.Observe(cutAt.Sub(lastCut).Seconds())
-			}
+		if s.Metrics != nil && !lastCut.IsZero() {
+			s.Metrics.interval.Observe(cutAt.Sub(lastCut).Seconds())
 		}
 		lastCut = cutAt
 		if s.Keep > 0 {

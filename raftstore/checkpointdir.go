@@ -70,15 +70,14 @@ func checkpointerOf(sm StateMachine) (Checkpointer, bool) {
 // writeCheckpoint writes the checkpoint directory of group g, whose state
 // was at least at applied when the loop started it, and reports the
 // index and term it holds. Outside the loop.
-func (s *Store) writeCheckpoint(g *group, cp Checkpointer, applied uint64) (uint64, uint64, error) {
+func (s *Store) writeCheckpoint(g *group, cp Checkpointer, applied uint64) (idx, term uint64, size int64, err error) {
 	start := time.Now()
 	tmp := checkpoint.TempDir(s.cfg.MaterializeDir, checkpoint.Meta{Partition: g.id, Index: applied})
-	idx, err := cp.Checkpoint(tmp)
+	idx, err = cp.Checkpoint(tmp)
 	if err != nil {
 		_ = os.RemoveAll(tmp)
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	var term uint64
 	if derr := s.doSync(func() error {
 		t, err := g.storage.Term(idx)
 		if err != nil {
@@ -88,10 +87,10 @@ func (s *Store) writeCheckpoint(g *group, cp Checkpointer, applied uint64) (uint
 		return nil
 	}); derr != nil {
 		_ = os.RemoveAll(tmp)
-		return 0, 0, derr
+		return 0, 0, 0, derr
 	}
 	if err := failpoint.Inject(failpoint.MaterializeBeforeRename); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	prev := ""
 	if mats, err := s.Materializations(g.id); err == nil {
@@ -104,14 +103,13 @@ func (s *Store) writeCheckpoint(g *group, cp Checkpointer, applied uint64) (uint
 	m, files, err := checkpoint.Seal(tmp, checkpoint.Meta{Partition: g.id, Index: idx, Term: term}, prev)
 	if err != nil {
 		_ = os.RemoveAll(tmp)
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
-	var size int64
 	for _, f := range files {
 		size += f.Size
 	}
 	s.log.Info("materialized", "group", g.id, "index", idx, "checkpoint", m.Name(), "files", len(files), "bytes", size, "took", time.Since(start))
-	return idx, term, nil
+	return idx, term, size, nil
 }
 
 // doSync runs fn in the loop and returns its error (or the loop's).

@@ -415,7 +415,9 @@ func (s *Store) Materialize(ctx context.Context, groupID uint64) (uint64, error)
 		g.matBusy = true
 		if ckpt {
 			go func() {
-				idx, term, err := s.writeCheckpoint(g, cp, idx)
+				start := time.Now()
+				idx, term, size, err := s.writeCheckpoint(g, cp, idx)
+				s.noteMaterialized(Materialized{Group: g.id, Bytes: size, Took: time.Since(start), Err: err})
 				if derr := s.do(context.Background(), func() { s.materialized(g, idx, term, err) }); derr != nil && err == nil {
 					err = derr
 				}
@@ -436,7 +438,10 @@ func (s *Store) Materialize(ctx context.Context, groupID uint64) (uint64, error)
 			img.Close()
 			if err == nil {
 				s.log.Info("materialized", "group", g.id, "index", idx, "bytes", size, "took", time.Since(start))
+			} else {
+				size = 0
 			}
+			s.noteMaterialized(Materialized{Group: g.id, Bytes: size, Took: time.Since(start), Err: err})
 			if derr := s.do(context.Background(), func() { s.materialized(g, idx, term, err) }); derr != nil && err == nil {
 				err = derr
 			}

@@ -145,6 +145,10 @@ type Config struct {
 	// Receive's callers' goroutines, concurrently, and must not block.
 	// Default: nothing.
 	Rejected func(reason string)
+	// OnMaterialize, if set, is called after each materialization this
+	// store writes (not those fetched from a leader), from the goroutine
+	// that wrote it; it must not block.
+	OnMaterialize func(Materialized)
 }
 
 // Validate checks the config and fills defaults.
@@ -286,6 +290,8 @@ type group struct {
 	// round, each time costing the group an election timeout.
 	balanceTries int
 	balanceSkip  int
+
+	counters groupCounters // read by Store.Counters from any goroutine
 }
 
 // Store hosts the raft groups of one node.
@@ -639,6 +645,9 @@ func (s *Store) do(ctx context.Context, fn func()) error {
 // ErrStopped leaves the outcome unknown.
 func (s *Store) Propose(ctx context.Context, groupID uint64, cmd *internalpb.Command) (any, error) {
 	if s.draining.Load() {
+		if g := s.groups[groupID]; g != nil {
+			g.counters.fail(FailDropped)
+		}
 		return nil, fmt.Errorf("%w: node is shutting down", ErrProposalDropped)
 	}
 	id := s.nextID.Add(1)
@@ -656,6 +665,7 @@ func (s *Store) Propose(ctx context.Context, groupID uint64, cmd *internalpb.Com
 			return
 		}
 		if g.state != raft.StateLeader {
+			g.counters.fail(FailNotLeader)
 			w.ch <- result{err: &NotLeaderError{Group: groupID, Leader: g.lead}}
 			return
 		}
@@ -671,9 +681,11 @@ func (s *Store) Propose(ctx context.Context, groupID uint64, cmd *internalpb.Com
 			data = b
 		}
 		if err := g.rn.Propose(data); err != nil {
+			g.counters.fail(FailDropped)
 			w.ch <- result{err: fmt.Errorf("%w: group %d: %v", ErrProposalDropped, groupID, err)}
 			return
 		}
+		g.counters.proposals.Add(1)
 		g.logVersion = cmd.GetCutVersion()
 		s.cfg.Clock.Raise(g.logVersion)
 		w.term = g.rn.BasicStatus().HardState.GetTerm()
@@ -1136,6 +1148,9 @@ func (s *Store) failFromWorker(err error) {
 func (s *Store) noteSoftState(g *group, ss *raft.SoftState) {
 	wasLeader := g.state == raft.StateLeader
 	if ss.Lead != g.lead {
+		if ss.Lead != 0 {
+			g.counters.leaderChanges.Add(1)
+		}
 		s.log.Info("leader changed", "group", g.id, "leader", ss.Lead, "term", g.rn.BasicStatus().HardState.GetTerm())
 	}
 	g.lead, g.state = ss.Lead, ss.RaftState
@@ -1230,6 +1245,7 @@ func (s *Store) dropOverwritten(g *group, term uint64) {
 		if w.group == g.id && w.term < term {
 			delete(g.orphans, id)
 			delete(s.waiters, id)
+			g.counters.fail(FailOverwritten)
 			w.ch <- result{err: fmt.Errorf("%w: group %d: its leader stepped down and a later term's entry took its place", ErrProposalDropped, g.id)}
 		}
 	}
@@ -1245,6 +1261,7 @@ func (s *Store) expireOrphans(g *group, all bool) {
 		if all || now.Sub(w.orphaned) > s.cfg.OrphanWait {
 			delete(g.orphans, id)
 			delete(s.waiters, id)
+			g.counters.fail(FailLeadershipLost)
 			w.ch <- result{err: fmt.Errorf("%w: group %d lost its leader", ErrLeadershipLost, g.id)}
 		}
 	}

@@ -232,6 +232,8 @@ type PeerAuth struct {
 	// RequireCerts: peer TLS is on, so a certificate naming a member is
 	// required. Off only with --insecure-peer or on loopback.
 	RequireCerts bool
+	// Metrics count the calls refused for who sent them (nil: none).
+	Metrics *NodeMetrics
 }
 
 func (a PeerAuth) authorize(ctx context.Context, method string, req any) (context.Context, error) {
@@ -242,10 +244,12 @@ func (a PeerAuth) authorize(ctx context.Context, method string, req any) (contex
 	if a.RequireCerts {
 		cert := peerCert(ctx)
 		if cert == nil {
+			a.Metrics.PeerRejected(peerRejectNoCert)
 			return nil, toStatus(fmt.Errorf("%w: peer calls need a member certificate", ErrUnauthenticated), "")
 		}
 		id, ok := pki.NodeID(cert)
 		if _, member := a.Layout.Member(id); !ok || !member {
+			a.Metrics.PeerRejected(peerRejectNotMember)
 			return nil, toStatus(fmt.Errorf("%w: the peer certificate names %q, not a member of this cluster", ErrPermissionDenied, id), "")
 		}
 		who = id
@@ -253,6 +257,7 @@ func (a PeerAuth) authorize(ctx context.Context, method string, req any) (contex
 	md, _ := metadata.FromIncomingContext(ctx)
 	if !strings.HasPrefix(method, "/"+bootstrapService+"/") {
 		if err := a.checkCluster(md); err != nil {
+			a.Metrics.PeerRejected(peerRejectCluster)
 			return nil, err
 		}
 	}

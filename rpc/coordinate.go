@@ -33,6 +33,9 @@ type coordination struct {
 	reads map[uint64]shareVote
 	// answered carries the outcome to the waiting handler.
 	answered chan coordAnswer
+	// refused: a participant's vote refused (the abort's reason, for
+	// the metrics).
+	refused bool
 }
 
 type shareVote struct{ success, failure []*kvpb.ResponseOp }
@@ -42,6 +45,9 @@ type coordAnswer struct {
 	d       txn.Decision
 	reads   map[uint64]shareVote
 	err     error
+	// refused: the abort came from a participant's refusal, not from the
+	// record.
+	refused bool
 }
 
 // coordinate runs transaction id's coordination over ops (one prepare per
@@ -84,7 +90,7 @@ func (k *coordination) run() {
 		}
 		if rd.Outcome != txn.Pending && !answered {
 			answered = true
-			k.answered <- coordAnswer{outcome: rd.Outcome, d: rd.Decision, reads: maps.Clone(k.reads)}
+			k.answered <- coordAnswer{outcome: rd.Outcome, d: rd.Decision, reads: maps.Clone(k.reads), refused: k.refused}
 		}
 		if rd.Conflict {
 			k.n.logger().Error("transaction record holds a decision other than its coordinator's", "txn", fmt.Sprintf("%x", k.id))
@@ -227,8 +233,11 @@ func checkEntryVersion(p, version, marker uint64) error {
 // finished one carries none, and a transaction committed with such a vote
 // (learnt from the record) is answered as unknown (twoPhase).
 func (k *coordination) voted(p uint64, v txn.Vote, success, failure []*kvpb.ResponseOp) {
-	if v.State == txn.Prepared {
+	switch v.State {
+	case txn.Prepared:
 		k.reads[p] = shareVote{success, failure}
+	case txn.Refused:
+		k.refused = true
 	}
 	k.n.Clock.Raise(v.Version)
 	k.c.Voted(p, v)

@@ -106,6 +106,9 @@ type Node struct {
 	Background context.Context
 	// Snapshots is the node's side of snapshots.
 	Snapshots *Snapshots
+	// Metrics records transactions, cuts and snapshots as they end; nil:
+	// none (tests).
+	Metrics *NodeMetrics
 
 	// Log is the node's logger (nil: slog.Default()).
 	Log *slog.Logger

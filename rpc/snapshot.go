@@ -83,11 +83,21 @@ func (p *partPlan) baseName() string {
 
 // CreateSnapshot takes (or uses) a completed cut and stores a snapshot of
 // it. Group 0's leader only. progress, if set, is called as it goes.
-func CreateSnapshot(ctx context.Context, n *Node, req *kvpb.CreateSnapshotRequest, progress func(*kvpb.SnapshotProgress)) (*SnapshotResult, error) {
+func CreateSnapshot(ctx context.Context, n *Node, req *kvpb.CreateSnapshotRequest, progress func(*kvpb.SnapshotProgress)) (res *SnapshotResult, err error) {
 	if progress == nil {
 		progress = func(*kvpb.SnapshotProgress) {}
 	}
 	start := time.Now()
+	// phase names what failed, for the metrics; plans are recorded with
+	// the result.
+	phase := snapFailStore
+	var plans []*partPlan
+	defer func() {
+		if err != nil {
+			res = nil
+		}
+		n.Metrics.snapshotEnded(res, plans, phase, time.Since(start))
+	}()
 	sn := n.Snapshots
 	st, err := sn.Store(ctx, req.GetStore(), n.Layout.ClusterID)
 	if err != nil {
@@ -95,6 +105,7 @@ func CreateSnapshot(ctx context.Context, n *Node, req *kvpb.CreateSnapshotReques
 	}
 	sn.run.Lock()
 	defer sn.run.Unlock()
+	phase = snapFailCut
 
 	var c *kvpb.CutInfo
 	if v := req.GetCutVersion(); v > 0 {
@@ -117,6 +128,7 @@ func CreateSnapshot(ctx context.Context, n *Node, req *kvpb.CreateSnapshotReques
 		return nil, fmt.Errorf("%w: cut %d is %s, not completed (%s); a snapshot needs a completed cut", ErrFailedPrecondition,
 			c.GetVersion(), c.GetState(), c.GetError())
 	}
+	phase = snapFailPrepare
 	v := c.GetVersion()
 	id := snapshot.IDForCut(v)
 	if _, err := st.Get(ctx, id); err == nil {
@@ -132,7 +144,7 @@ func CreateSnapshot(ctx context.Context, n *Node, req *kvpb.CreateSnapshotReques
 	total := uint32(len(c.GetPartitions()))
 	progress(&kvpb.SnapshotProgress{Phase: "prepare", PartitionsTotal: total, CutVersion: v})
 
-	plans := make([]*partPlan, len(c.GetPartitions()))
+	plans = make([]*partPlan, len(c.GetPartitions()))
 	for i, cp := range c.GetPartitions() {
 		plans[i] = &partPlan{cp: cp}
 	}
@@ -167,6 +179,7 @@ func CreateSnapshot(ctx context.Context, n *Node, req *kvpb.CreateSnapshotReques
 			names = append(names, pc.Name)
 		}
 	}
+	phase = snapFailUpload
 	u, err := st.BeginUpload(ctx, id, names)
 	if err != nil {
 		return nil, err
@@ -192,7 +205,7 @@ func CreateSnapshot(ctx context.Context, n *Node, req *kvpb.CreateSnapshotReques
 		}
 	}()
 
-	res := &SnapshotResult{Store: st.URL()}
+	res = &SnapshotResult{Store: st.URL()}
 	var mu sync.Mutex
 	var done uint32
 	err = forEachPlan(ctx, plans, func(ctx context.Context, p *partPlan) error {
@@ -235,6 +248,7 @@ func CreateSnapshot(ctx context.Context, n *Node, req *kvpb.CreateSnapshotReques
 		m.Partitions = append(m.Partitions, mp)
 	}
 	slices.SortFunc(m.Partitions, func(a, b snapshot.Partition) int { return cmp.Compare(a.Partition, b.Partition) })
+	phase = snapFailManifest
 	progress(&kvpb.SnapshotProgress{Phase: "manifest", PartitionsDone: total, PartitionsTotal: total, BytesUploaded: res.BytesUploaded, CutVersion: v})
 	if err := u.Finish(ctx, m); err != nil {
 		return nil, err

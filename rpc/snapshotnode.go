@@ -49,6 +49,9 @@ type Snapshots struct {
 	UploadRate *snapshot.RateLimit
 	// Log receives progress and results.
 	Log *slog.Logger
+	// OnStoreError, if set, is told of each failed operation on a store
+	// this node opened (snapshot.Options.OnError).
+	OnStoreError func(snapshot.Op)
 
 	run sync.Mutex // create, delete and prune: one at a time
 
@@ -202,7 +205,7 @@ func (s *Snapshots) Store(ctx context.Context, raw string, cluster uint64) (*sna
 	if st != nil {
 		return st, nil
 	}
-	st, err = snapshot.OpenStore(ctx, u, cluster)
+	st, err = snapshot.OpenStoreOptions(ctx, u, cluster, snapshot.Options{OnError: s.OnStoreError})
 	if err != nil {
 		return nil, err
 	}

@@ -346,23 +346,34 @@ func txnPriority(req *kvpb.TxnRequest, now time.Time) int64 {
 }
 
 func (s *KVServer) onePhase(ctx context.Context, req *kvpb.TxnRequest, p uint64, sh *internalpb.TxnShare) (*kvpb.TxnResponse, error) {
+	start := time.Now()
 	return onLeader(ctx, s, p, func(c kvrpc.KVClient, fctx context.Context) (*kvpb.TxnResponse, error) {
 		return c.Txn(fctx, req)
 	}, func() (*kvpb.TxnResponse, error) {
+		// Counted here, on the leader, once: a forwarding node only relays.
+		m := s.n.Metrics
 		admitted, err := waitDie(ctx, s.n.Partitions[p], s.n.waitQueue(p), string(req.GetTxnId()), req.GetPriority(), sh)
 		if err != nil {
+			if errors.Is(err, ErrConflict) {
+				m.txnAborted(abortWaitDie)
+			}
 			return nil, err
 		}
 		cmd := &internalpb.Command{Op: &internalpb.Command_TxnOnePhase{TxnOnePhase: &internalpb.TxnOnePhaseOp{TxnId: req.GetTxnId(), Share: sh}}}
 		res, err := s.n.Store.Propose(ctx, p, cmd)
 		admitted()
 		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, raftstore.ErrLeadershipLost) {
+				m.txnOutcomeUnknown(txnOnePhase)
+			}
 			return nil, err
 		}
 		r, _ := res.(partition.OnePhaseResult)
 		if len(r.Conflicts) > 0 {
+			m.txnAborted(abortConflict)
 			return nil, ErrConflict
 		}
+		m.txnCommitted(txnOnePhase, start)
 		st, _ := s.n.Store.Status(p)
 		resp := &kvpb.TxnResponse{Header: s.n.header(st.Term), Succeeded: r.Succeeded}
 		idx := sh.GetFailureIndex()
@@ -416,13 +427,22 @@ func assemble(n int, parts []shareReads, scanLimit int) []*kvpb.ResponseOp {
 // Readers of a key a committed transaction wrote wait until its Finish
 // applies (waitUnlocked); recovery finishes it should this node stop.
 func (s *KVServer) twoPhase(ctx context.Context, req *kvpb.TxnRequest, shares map[uint64]*internalpb.TxnShare, record uint64) (*kvpb.TxnResponse, error) {
-	ops := txn.PrepareOps(req.GetTxnId(), req.GetPriority(), time.Now().UnixMilli(), shares, record)
+	start := time.Now()
+	ops := txn.PrepareOps(req.GetTxnId(), req.GetPriority(), start.UnixMilli(), shares, record)
 	a := s.n.coordinate(ctx, req.GetTxnId(), record, ops)
+	m := s.n.Metrics
 	switch a.outcome {
 	case txn.Aborted:
+		if a.refused {
+			m.txnAborted(abortRefused)
+		} else {
+			m.txnAborted(abortRecord)
+		}
 		return nil, toStatus(ErrConflict, "")
 	case txn.Committed:
+		m.txnCommitted(txnTwoPhase, start)
 	default:
+		m.txnOutcomeUnknown(txnTwoPhase)
 		err := a.err
 		if err == nil {
 			err = fmt.Errorf("%w: transaction %x: a participant's prepare could not be settled; recovery decides it", ErrOutcomeUnknown, req.GetTxnId())

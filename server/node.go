@@ -294,13 +294,15 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 			}
 			return rpc.FetchMaterialization(ctx, n.pool, m.ID, n.peerAddr(m.ID), n.layout.ClusterID, group, index, path, dirOK)
 		},
-		OnFatal:  n.onFatal,
-		Rejected: func(reason string) { peerRejected.WithLabelValues(reason).Inc() },
+		OnFatal:       n.onFatal,
+		Rejected:      func(reason string) { peerRejected.WithLabelValues(reason).Inc() },
+		OnMaterialize: newMaterializeMetrics(n.reg).observe,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("server: open raft groups from %s: %w", n.wal.Dir(), err)
 	}
 	n.transport.SetReceiver(n.store)
+	n.reg.MustRegister(raftCollector{n.store})
 	// The commit indexes of the log at start, before the loop runs: what
 	// /readyz waits for this node to apply.
 	catchUp := newCatchUp(n.groupStatuses())
@@ -308,10 +310,11 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	bg, cancel := context.WithCancel(context.Background())
 	n.bgCancel = cancel
 	cleanup = append(cleanup, cancel)
+	metrics := rpc.NewNodeMetrics(n.reg)
 	rn := &rpc.Node{
 		Self: n.self, Layout: n.layout, Store: n.store, Partitions: n.partitions, Pool: n.pool, Limits: limits,
 		Cluster: rpcHost{n}, Host: rpcHost{n}, Gossip: rpcHost{n},
-		Clock: n.clock, Background: bg, Log: n.log,
+		Clock: n.clock, Background: bg, Log: n.log, Metrics: metrics,
 	}
 	// Replies are merged into rn's clock from the first peer call on.
 	n.pool.SetMarker(rn)
@@ -347,6 +350,10 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	cleanup = append(cleanup, func() { n.disc.Close() })
 	n.addrs.Gossip = n.disc.Addr()
 	n.advertised.Gossip = n.disc.Addr()
+	n.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "cutkv_gossip_rejected_total",
+		Help: "Gossip peers and messages of another cluster id refused.",
+	}, func() float64 { return float64(n.disc.Refused()) }))
 
 	rn.Snapshots = &rpc.Snapshots{
 		DefaultStore: cfg.SnapshotStore,
@@ -355,6 +362,7 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 		TmpDir:       filepath.Join(cfg.DataDir, snapshotTmpDir),
 		UploadRate:   snapshot.NewRateLimit(cfg.SnapshotUploadRate),
 		Log:          n.log.With("component", "snapshot"),
+		OnStoreError: metrics.StoreError,
 	}
 	_ = os.RemoveAll(rn.Snapshots.TmpDir) // full-snapshot builds of a previous run
 	cleanup = append(cleanup, rn.Snapshots.Close)
@@ -363,6 +371,7 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	}
 	cutLog := n.log.With("component", "cut")
 	rn.Cuts = cut.NewDriver(rpc.NewCutEnv(rn), cfg.CutTimeout, cutLog.Info)
+	rn.Cuts.OnEnd(metrics.CutEnded)
 	for _, p := range n.partitions {
 		p.SetCutReady(func(uint64) { rn.PokeCuts() })
 	}
@@ -390,8 +399,8 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	rpc.RegisterClientServices(n.grpcSrv, rn, n.health)
 
 	// The peer listener: members only.
-	peerAuth := rpc.PeerAuth{Layout: n.layout, RequireCerts: cfg.peerTLS()}
-	n.peerSrv = grpc.NewServer(append(rpc.ServerOptions(limits, conns), n.trust.peerServerOption(),
+	peerAuth := rpc.PeerAuth{Layout: n.layout, RequireCerts: cfg.peerTLS(), Metrics: metrics}
+	n.peerSrv = grpc.NewServer(append(rpc.ServerOptions(limits, conns), n.trust.peerServerOption(func() { metrics.PeerRejected(rpc.PeerRejectTLS) }),
 		grpc.ChainUnaryInterceptor(n.inflight.interceptor(), grpcMetrics.UnaryInterceptor(), peerAuth.Unary(), rpc.MarkerInterceptor(rn)),
 		grpc.ChainStreamInterceptor(peerAuth.Stream()))...)
 	raftSrv := rpc.NewRaftServer(n.layout, n.self.RaftID, n.store, n.log)

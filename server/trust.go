@@ -102,12 +102,33 @@ func (t *trust) peerClient() func() *tls.Config {
 	return t.peer.PeerClientConfig
 }
 
-// peerServerOption makes the peer listener mutual TLS with members only.
-func (t *trust) peerServerOption() grpc.ServerOption {
+// peerServerOption makes the peer listener mutual TLS with members only;
+// failed is called for each handshake that fails.
+func (t *trust) peerServerOption(failed func()) grpc.ServerOption {
 	if t.peer == nil {
 		return grpc.Creds(insecure.NewCredentials())
 	}
-	return grpc.Creds(credentials.NewTLS(t.peer.PeerServerConfig()))
+	return grpc.Creds(countingCreds{credentials.NewTLS(t.peer.PeerServerConfig()), failed})
+}
+
+// countingCreds are transport credentials that count the server
+// handshakes that fail (another CA, an expired or foreign certificate, a
+// plaintext client, a connection closed halfway), which gRPC only logs.
+type countingCreds struct {
+	credentials.TransportCredentials
+	failed func()
+}
+
+func (c countingCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	out, info, err := c.TransportCredentials.ServerHandshake(conn)
+	if err != nil {
+		c.failed()
+	}
+	return out, info, err
+}
+
+func (c countingCreds) Clone() credentials.TransportCredentials {
+	return countingCreds{c.TransportCredentials.Clone(), c.failed}
 }
 
 // clientServerOption makes the client listener TLS when configured; with

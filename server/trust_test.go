@@ -60,7 +60,30 @@ func metric(t *testing.T, n *server.Node, series string) float64 {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(b), "\n") {
+	return sampleIn(string(b), series)
+}
+
+// httpsMetric is metric from a node whose HTTP port speaks TLS (client
+// TLS configured), trusting p's CA.
+func httpsMetric(t *testing.T, p *testPKI, n *server.Node, series string) float64 {
+	t.Helper()
+	pem, err := os.ReadFile(p.ca())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	code, body := probe(t, hc, "https", n, "/metrics")
+	if code != http.StatusOK {
+		t.Fatalf("https /metrics: %d %q", code, body)
+	}
+	return sampleIn(body, series)
+}
+
+// sampleIn reads series' value in a text exposition, 0 when absent.
+func sampleIn(body, series string) float64 {
+	for _, line := range strings.Split(body, "\n") {
 		if rest, ok := strings.CutPrefix(line, series+" "); ok {
 			var v float64
 			fmt.Sscan(rest, &v)
@@ -178,7 +201,7 @@ func TestNonMemberRaftMessage(t *testing.T) {
 // process is a peer) a share with keys of another partition, an empty key
 // or an oversized value is refused, naming the field, and stores nothing.
 func TestOutsideParticipantCall(t *testing.T) {
-	c := clustertest.Start(t, 1, clustertest.Options{Partitions: 4})
+	c := clustertest.Start(t, 1, clustertest.Options{Partitions: 4, Configure: withHTTP})
 	n := c.Node(0)
 	pc := internalrpc.NewParticipantClient(plainConn(t, n.Addrs().Peer))
 	key := []byte("outside")
@@ -220,6 +243,9 @@ func TestOutsideParticipantCall(t *testing.T) {
 		if status.Code(err) != codes.FailedPrecondition {
 			t.Errorf("peer call without this cluster's id: %v, want FailedPrecondition", err)
 		}
+	}
+	if v := metric(t, n, `cutkv_peer_calls_rejected_total{reason="cluster_id"}`); v != 2 {
+		t.Errorf("%v peer calls counted as refused for their cluster id, want 2", v)
 	}
 }
 
@@ -801,7 +827,7 @@ func TestTLSRoles(t *testing.T) {
 // error at once.
 func TestTLSPeers(t *testing.T) {
 	p := newPKI(t)
-	c := secureCluster(t, 3, p)
+	c := secureClusterWith(t, 3, p, withHTTP)
 	n1 := c.Node(0)
 	ctx := asPeer(ctxT(t, 5*time.Second), n1.ClusterID())
 	stranger := newPKI(t)
@@ -816,6 +842,13 @@ func TestTLSPeers(t *testing.T) {
 			t.Errorf("%s on the peer port: %v, want the handshake refused", name, err)
 		}
 	}
+	// The server may fail its side of a handshake after the client gave up.
+	clustertest.Eventually(t, 5*time.Second, func() error {
+		if v := httpsMetric(t, p, n1, `cutkv_peer_calls_rejected_total{reason="tls_handshake"}`); v < 2 {
+			return fmt.Errorf("%v failed handshakes counted on the peer port, want at least 2", v)
+		}
+		return nil
+	})
 	// n3, a member, claims to be n1 in a raft batch.
 	f3 := pki.Files{Cert: filepath.Join(p.dir, "n3.crt"), Key: filepath.Join(p.dir, "n3.key"), CA: p.ca()}
 	cc := tlsConn(t, c.Node(1).Addrs().Peer, f3, true)

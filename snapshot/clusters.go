@@ -27,7 +27,7 @@ func Clusters(ctx context.Context, url string) ([]uint64, error) {
 	defer s.Close()
 	names, err := s.topDirs(ctx)
 	if err != nil {
-		return nil, s.wrap("listing the clusters", err)
+		return nil, s.wrap(OpList, "listing the clusters", err)
 	}
 	var out []uint64
 	for _, name := range names {

@@ -33,12 +33,12 @@ func (s *Store) Delete(ctx context.Context, id string) (GC, error) {
 	err := s.withPruneLock(ctx, func(l *lock) error {
 		key := s.manifestKey(id)
 		if ok, err := s.bucket.Exists(ctx, key); err != nil {
-			return s.wrap("looking up manifest "+id, err)
+			return s.wrap(OpStat, "looking up manifest "+id, err)
 		} else if !ok {
 			return fmt.Errorf("%w: snapshot %s in %s", ErrNotFound, id, s.url)
 		}
 		if err := s.bucket.Delete(ctx, key); err != nil && !notFound(err) {
-			return s.wrap("deleting manifest "+id, err)
+			return s.wrap(OpDelete, "deleting manifest "+id, err)
 		}
 		gc.Snapshots = append(gc.Snapshots, id)
 		return s.sweep(ctx, l, &gc)
@@ -80,7 +80,7 @@ func (s *Store) Prune(ctx context.Context, keepLast int, keepWithin time.Duratio
 				return err
 			}
 			if err := s.bucket.Delete(ctx, s.manifestKey(m.ID)); err != nil && !notFound(err) {
-				return s.wrap("deleting manifest "+m.ID, err)
+				return s.wrap(OpDelete, "deleting manifest "+m.ID, err)
 			}
 			gc.Snapshots = append(gc.Snapshots, m.ID)
 		}
@@ -165,7 +165,7 @@ func (s *Store) sweep(ctx context.Context, l *lock, gc *GC) error {
 			return err
 		}
 		if err := s.bucket.Delete(ctx, s.pieceKey(name)); err != nil && !notFound(err) {
-			return s.wrap("deleting piece "+name, err)
+			return s.wrap(OpDelete, "deleting piece "+name, err)
 		}
 		gc.Pieces = append(gc.Pieces, name)
 	}

@@ -107,7 +107,7 @@ func (l *lock) refreshLocked(ctx context.Context) error {
 		return fmt.Errorf("%w: %s/%s is gone (it went stale and was removed)", ErrLockLost, l.s.url, l.key)
 	}
 	if err != nil {
-		return l.s.wrap("reading lock "+l.key, err)
+		return l.s.wrap(OpRead, "reading lock "+l.key, err)
 	}
 	if cur.Token != l.rec.Token {
 		return fmt.Errorf("%w: %s/%s was taken over (it went stale)", ErrLockLost, l.s.url, l.key)
@@ -149,13 +149,13 @@ func (l *lock) release(ctx context.Context) error {
 		return nil
 	}
 	if err != nil {
-		return l.s.wrap("reading lock "+l.key, err)
+		return l.s.wrap(OpRead, "reading lock "+l.key, err)
 	}
 	if cur.Token != l.rec.Token {
 		return nil
 	}
 	if err := l.s.bucket.Delete(ctx, l.key); err != nil && !notFound(err) {
-		return l.s.wrap("removing lock "+l.key, err)
+		return l.s.wrap(OpDelete, "removing lock "+l.key, err)
 	}
 	return nil
 }
@@ -182,7 +182,7 @@ func (s *Store) liveLocks(ctx context.Context, dir string, removeStale bool) (li
 		if err != nil {
 			// A lock that cannot be read could reserve anything: stop
 			// rather than guess. Removing the object by hand unblocks.
-			return nil, nil, s.wrap("reading lock", err)
+			return nil, nil, s.wrap(OpRead, "reading lock", err)
 		}
 		if !rec.stale(now, s.opts.LockTTL) {
 			live[key] = rec
@@ -190,7 +190,7 @@ func (s *Store) liveLocks(ctx context.Context, dir string, removeStale bool) (li
 		}
 		if removeStale {
 			if err := s.bucket.Delete(ctx, key); err != nil && !notFound(err) {
-				return nil, nil, s.wrap("removing stale lock "+key, err)
+				return nil, nil, s.wrap(OpDelete, "removing stale lock "+key, err)
 			}
 			removed = append(removed, key)
 		}
@@ -235,7 +235,7 @@ func (s *Store) BeginUpload(ctx context.Context, id string, pieces []string) (*U
 		plan[name] = true
 	}
 	if ok, err := s.bucket.Exists(ctx, s.manifestKey(id)); err != nil {
-		return nil, s.wrap("looking up manifest "+id, err)
+		return nil, s.wrap(OpStat, "looking up manifest "+id, err)
 	} else if ok {
 		return nil, fmt.Errorf("%w: snapshot %s in %s", ErrExists, id, s.url)
 	}
@@ -252,13 +252,13 @@ func (s *Store) BeginUpload(ctx context.Context, id string, pieces []string) (*U
 		cur, rerr := s.readLock(ctx, key)
 		switch {
 		case rerr != nil && !notFound(rerr):
-			return nil, s.wrap("reading lock "+key, rerr)
+			return nil, s.wrap(OpRead, "reading lock "+key, rerr)
 		case rerr == nil && !cur.stale(now, s.opts.LockTTL):
 			return nil, fmt.Errorf("%w: another upload of snapshot %s is in flight (since %v, refreshed %v)",
 				ErrBusy, id, cur.Created.Format(time.RFC3339), cur.Refreshed.Format(time.RFC3339))
 		}
 		if derr := s.bucket.Delete(ctx, key); derr != nil && !notFound(derr) {
-			return nil, s.wrap("removing stale lock "+key, derr)
+			return nil, s.wrap(OpDelete, "removing stale lock "+key, derr)
 		}
 		l, err = s.createLock(ctx, key, rec)
 	}

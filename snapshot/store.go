@@ -44,6 +44,10 @@ type Options struct {
 	PollInterval time.Duration
 	// Now is the clock for locks; default time.Now.
 	Now func() time.Time
+	// OnError, if set, is called with the kind of each bucket operation
+	// that fails (not for objects found missing where that is an answer);
+	// it must not block.
+	OnError func(Op)
 }
 
 // Validate checks the options and fills in the defaults.
@@ -162,7 +166,7 @@ func OpenStoreOptions(ctx context.Context, rawURL string, clusterID uint64, opts
 	if err == nil && !ok {
 		err = fmt.Errorf("%w: snapshot store %s: the bucket does not exist (create it, or check the bucket name, region and endpoint in the URL)", ErrNoStore, shown)
 	} else if err != nil {
-		err = s.wrap("listing the bucket", err)
+		err = s.wrap(OpList, "listing the bucket", err)
 	}
 	if err != nil {
 		b.Close()
@@ -271,8 +275,28 @@ func isAccess(err error) bool {
 	return errors.As(err, &se) || strings.Contains(msg, "get identity: ") || strings.Contains(msg, "failed to retrieve credentials")
 }
 
-// wrap names the store and the operation in an error of the bucket.
-func (s *Store) wrap(op string, err error) error {
+// Op is the kind of a bucket operation that failed (Options.OnError).
+type Op string
+
+// The bucket operations a store counts the errors of.
+const (
+	OpList   Op = "list"
+	OpStat   Op = "stat" // an existence check or an object's attributes
+	OpRead   Op = "read"
+	OpWrite  Op = "write"
+	OpDelete Op = "delete"
+)
+
+// Ops lists every Op.
+func Ops() []Op { return []Op{OpList, OpStat, OpRead, OpWrite, OpDelete} }
+
+// wrap names the store and the operation in an error of the bucket, and
+// reports it (Options.OnError). Every error of a bucket call that is
+// not an expected "not found" goes through it.
+func (s *Store) wrap(kind Op, op string, err error) error {
+	if s.opts.OnError != nil {
+		s.opts.OnError(kind)
+	}
 	if isAccess(err) {
 		return fmt.Errorf("%w: snapshot store %s: %s: %v (check the credentials: for s3:// the AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY environment variables or the AWS profile)",
 			ErrAccess, s.url, op, err)
@@ -309,7 +333,7 @@ func (s *Store) HasPiece(ctx context.Context, name string) (bool, error) {
 	}
 	ok, err := s.bucket.Exists(ctx, s.pieceKey(name))
 	if err != nil {
-		return false, s.wrap("looking up piece "+name, err)
+		return false, s.wrap(OpStat, "looking up piece "+name, err)
 	}
 	return ok, nil
 }
@@ -343,7 +367,7 @@ func (s *Store) PutPiece(ctx context.Context, name string, r io.Reader) (sha str
 	unlock := lockPiece(s.url + "\x00" + key)
 	defer unlock()
 	if ok, err := s.bucket.Exists(ctx, key); err != nil {
-		return "", 0, s.wrap("looking up piece "+name, err)
+		return "", 0, s.wrap(OpStat, "looking up piece "+name, err)
 	} else if ok {
 		return "", 0, fmt.Errorf("%w: piece %s in %s", ErrExists, name, s.url)
 	}
@@ -360,7 +384,7 @@ func (s *Store) PutPiece(ctx context.Context, name string, r io.Reader) (sha str
 		got, gotSize, err = s.hashObject(ctx, key)
 	}
 	if err != nil {
-		return "", 0, s.wrap("reading back piece "+name, err)
+		return "", 0, s.wrap(OpRead, "reading back piece "+name, err)
 	}
 	if got != sha || gotSize != size {
 		derr := s.bucket.Delete(ctx, key)
@@ -426,7 +450,7 @@ func (s *Store) write(ctx context.Context, key string, r io.Reader, contentType 
 		BeforeWrite: func(as func(any) bool) error { as(&f); return nil },
 	})
 	if err != nil {
-		return "", 0, s.wrap("writing "+key, err)
+		return "", 0, s.wrap(OpWrite, "writing "+key, err)
 	}
 	h := sha256.New()
 	n, err := io.Copy(w, io.TeeReader(r, h))
@@ -436,13 +460,13 @@ func (s *Store) write(ctx context.Context, key string, r io.Reader, contentType 
 	if err != nil {
 		cancel() // abandons the write: nothing appears under key
 		w.Close()
-		return "", 0, s.wrap("writing "+key, err)
+		return "", 0, s.wrap(OpWrite, "writing "+key, err)
 	}
 	if err := w.Close(); err != nil {
 		if gcerrors.Code(err) == gcerrors.FailedPrecondition {
 			return "", 0, fmt.Errorf("%w: %s in %s", ErrExists, key, s.url)
 		}
-		return "", 0, s.wrap("writing "+key, err)
+		return "", 0, s.wrap(OpWrite, "writing "+key, err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
@@ -475,7 +499,7 @@ func (s *Store) OpenPiece(ctx context.Context, name string) (io.ReadCloser, erro
 		return nil, fmt.Errorf("%w: piece %s in %s", ErrNotFound, name, s.url)
 	}
 	if err != nil {
-		return nil, s.wrap("opening piece "+name, err)
+		return nil, s.wrap(OpRead, "opening piece "+name, err)
 	}
 	return rd, nil
 }
@@ -522,7 +546,7 @@ func (s *Store) PutManifest(ctx context.Context, m *Manifest) error {
 			return fmt.Errorf("%w: manifest %s names piece %s, which %s does not hold", ErrMissing, m.ID, o.Name, s.url)
 		}
 		if err != nil {
-			return s.wrap("looking up piece "+o.Name, err)
+			return s.wrap(OpStat, "looking up piece "+o.Name, err)
 		}
 		if a.Size != o.Size {
 			return fmt.Errorf("%w: manifest %s says piece %s has %d bytes, %s holds %d",
@@ -535,7 +559,7 @@ func (s *Store) PutManifest(ctx context.Context, m *Manifest) error {
 	}
 	key := s.manifestKey(m.ID)
 	if ok, err := s.bucket.Exists(ctx, key); err != nil {
-		return s.wrap("looking up manifest "+m.ID, err)
+		return s.wrap(OpStat, "looking up manifest "+m.ID, err)
 	} else if ok {
 		return fmt.Errorf("%w: snapshot %s in %s", ErrExists, m.ID, s.url)
 	}
@@ -558,7 +582,7 @@ func (s *Store) Get(ctx context.Context, id string) (*Manifest, error) {
 		return nil, fmt.Errorf("%w: snapshot %s in %s", ErrNotFound, id, s.url)
 	}
 	if err != nil {
-		return nil, s.wrap("reading manifest "+id, err)
+		return nil, s.wrap(OpRead, "reading manifest "+id, err)
 	}
 	m, err := decodeManifest(s.url+"/"+key, b)
 	if err != nil {
@@ -629,7 +653,7 @@ func (s *Store) StatPiece(ctx context.Context, name string) (Object, error) {
 		return Object{}, fmt.Errorf("%w: piece %s in %s", ErrNotFound, name, s.url)
 	}
 	if err != nil {
-		return Object{}, s.wrap("reading piece "+name, err)
+		return Object{}, s.wrap(OpRead, "reading piece "+name, err)
 	}
 	return Object{Name: name, Size: size, SHA256: sha}, nil
 }
@@ -638,7 +662,7 @@ func (s *Store) StatPiece(ctx context.Context, name string) (Object, error) {
 func (s *Store) listNames(ctx context.Context, dir string) ([]string, error) {
 	names, err := s.listRaw(ctx, dir)
 	if err != nil {
-		return nil, s.wrap("listing "+s.prefix+dir, err)
+		return nil, s.wrap(OpList, "listing "+s.prefix+dir, err)
 	}
 	return names, nil
 }
@@ -738,7 +762,7 @@ func (s *Store) checkObject(ctx context.Context, m *Manifest, p *Partition, o Ob
 		return fail(fmt.Errorf("%w: %s does not hold it", ErrMissing, s.url))
 	}
 	if err != nil {
-		return fail(s.wrap("opening piece "+o.Name, err))
+		return fail(s.wrap(OpRead, "opening piece "+o.Name, err))
 	}
 	defer rd.Close()
 	h := sha256.New()
@@ -749,7 +773,7 @@ func (s *Store) checkObject(ctx context.Context, m *Manifest, p *Partition, o Ob
 	}
 	// Hash the rest, so that a damaged piece reports its checksum too.
 	if _, err := io.Copy(io.Discard, cr); err != nil {
-		return fail(s.wrap("reading piece "+o.Name, err))
+		return fail(s.wrap(OpRead, "reading piece "+o.Name, err))
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
 	switch {

@@ -303,7 +303,7 @@ func loadSnapStats(base string, r *Run) (*SnapStats, error) {
 	st := &SnapStats{
 		OK:       int64(m.Sum(`cutkv_snapshot_duration_seconds_count{result="ok"}`)),
 		Failed:   int64(m.Sum(`cutkv_snapshot_duration_seconds_count{result="error"}`)),
-		Uploaded: m.Sum("cutkv_snapshot_uploaded_bytes_total"),
+		Uploaded: m.SumFamily("cutkv_snapshot_uploaded_bytes_total"),
 		Listed:   -1,
 	}
 	if st.OK > 0 {

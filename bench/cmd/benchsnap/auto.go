@@ -308,6 +308,6 @@ func runMetric(args []string) error {
 	ic, is := m.Sum("cutkv_snapshot_interval_seconds_count"), m.Sum("cutkv_snapshot_interval_seconds_sum")
 	dc, ds := m.Sum(`cutkv_snapshot_duration_seconds_count{result="ok"}`), m.Sum(`cutkv_snapshot_duration_seconds_sum{result="ok"}`)
 	fmt.Printf("cutkv_snapshot_interval_seconds: %.0f gaps, mean %.2f s; cutkv_snapshot_duration_seconds: %.0f ok, mean %.2f s, %.0f failed; uploaded %.1f MiB\n",
-		ic, mean(is, ic), dc, mean(ds, dc), m.Sum(`cutkv_snapshot_duration_seconds_count{result="error"}`), m.Sum("cutkv_snapshot_uploaded_bytes_total")/mib)
+		ic, mean(is, ic), dc, mean(ds, dc), m.Sum(`cutkv_snapshot_duration_seconds_count{result="error"}`), m.SumFamily("cutkv_snapshot_uploaded_bytes_total")/mib)
 	return nil
 }

@@ -4,7 +4,10 @@
 // bench/cmd/benchplot reads.
 package benchfmt
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // PutKey writes key index i into buf as zero-padded decimal, filling all
 // of buf (kvbench --key-size); i must fit.
@@ -49,6 +52,21 @@ func (s Scrape) Sum(series string) float64 {
 	var t float64
 	for _, n := range s.Nodes {
 		t += n.Samples[series]
+	}
+	return t
+}
+
+// SumFamily is every series of metric name (unlabelled, or with any
+// labels) summed over the nodes: a family that gained a label since a
+// run was recorded reads the same.
+func (s Scrape) SumFamily(name string) float64 {
+	var t float64
+	for _, n := range s.Nodes {
+		for series, v := range n.Samples {
+			if series == name || strings.HasPrefix(series, name+"{") {
+				t += v
+			}
+		}
 	}
 	return t
 }
