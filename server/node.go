@@ -377,6 +377,7 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 		mux := http.NewServeMux()
 		mux.Handle("/metrics", promhttp.HandlerFor(n.reg, promhttp.HandlerOpts{}))
 		mux.HandleFunc("/healthz", n.serveHealthz)
+		mux.Handle("/ui/", n.dashboard(rn)) // "/ui" redirects here
 		if cfg.Pprof {
 			mux.HandleFunc("/debug/pprof/", pprof.Index)
 			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
