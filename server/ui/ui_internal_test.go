@@ -12,10 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/cutkv/cutkv/proto/kvpb"
 	"github.com/cutkv/cutkv/proto/kvrpc"

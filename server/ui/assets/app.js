@@ -48,6 +48,13 @@ function rate(v) {
   return v >= 100 ? Math.round(v).toLocaleString("en") : v.toFixed(1);
 }
 
+// width sizes an SVG's drawing to its box, so that text is not stretched.
+function width(svg, h) {
+  const w = Math.max(300, Math.round(svg.getBoundingClientRect().width) || 800);
+  svg.setAttribute("viewBox", "0 0 " + w + " " + h);
+  return w;
+}
+
 function pill(text, kind) { return el("span", { class: "pill " + kind }, text); }
 
 // showError fills a section's error line, or hides it.
@@ -101,7 +108,7 @@ function renderOps(o, now) {
   document.getElementById("requests-rate").textContent = rate(o.requests_per_sec);
   document.getElementById("entries-rate").textContent = rate(o.entries_per_sec);
   const svg = document.getElementById("ops-chart");
-  const W = 800, H = 120, pad = 4;
+  const H = 120, pad = 4, W = width(svg, H);
   const s = o.series;
   const parts = [];
   const top = Math.max(1, ...s.map((p) => Math.max(p.requests_per_sec, p.entries_per_sec))) * 1.1;
@@ -124,7 +131,7 @@ function renderCuts(c, now) {
   const sec = document.getElementById("cuts");
   showError(sec, c.error);
   const svg = document.getElementById("cuts-timeline");
-  const W = 800, H = 90, axisY = 70, barY = 30, barH = 28;
+  const H = 90, axisY = 70, barY = 30, barH = 28, W = width(svg, H);
   const parts = [el("svg:line", { class: "grid", x1: 0, x2: W, y1: axisY, y2: axisY })];
   const cuts = c.items.slice().reverse(); // oldest first
   if (cuts.length === 0) {
