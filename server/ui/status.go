@@ -3,6 +3,7 @@ package ui
 import (
 	"context"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc/status"
@@ -156,9 +157,20 @@ func (g *gatherer) status(ctx context.Context) Status {
 	st := Status{Node: g.cfg.Self, TimeUnixMs: now.UnixMilli(), RefreshMs: g.cfg.Refresh.Milliseconds()}
 	cctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 	defer cancel()
-	members, merr := g.cfg.Cluster.Members(cctx, &kvpb.MembersRequest{})
-	stat, serr := g.cfg.Cluster.Status(cctx, &kvpb.StatusRequest{})
-	cuts, cerr := g.cfg.Cluster.ListCuts(cctx, &kvpb.ListCutsRequest{Limit: MaxCuts})
+	// At once: a status waits up to 2s for a node that does not answer,
+	// which must not leave the cut list without time.
+	var (
+		members    *kvpb.MembersResponse
+		stat       *kvpb.StatusResponse
+		cuts       *kvpb.ListCutsResponse
+		merr, serr error
+		cerr       error
+		wg         sync.WaitGroup
+	)
+	wg.Go(func() { members, merr = g.cfg.Cluster.Members(cctx, &kvpb.MembersRequest{}) })
+	wg.Go(func() { stat, serr = g.cfg.Cluster.Status(cctx, &kvpb.StatusRequest{}) })
+	wg.Go(func() { cuts, cerr = g.cfg.Cluster.ListCuts(cctx, &kvpb.ListCutsRequest{Limit: MaxCuts}) })
+	wg.Wait()
 	st.ClusterID = stat.GetClusterId()
 
 	st.Members = buildMembers(g.cfg.Self, members, merr, stat, serr)
