@@ -35,9 +35,18 @@ func createCut(t *testing.T, c *clustertest.Cluster) uint64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	resp, err := kvrpc.NewClusterClient(c.Conn(0)).CreateCut(ctx, &kvpb.CreateCutRequest{})
-	if err != nil {
-		t.Fatalf("create cut: %v", err)
+	var resp *kvpb.CreateCutResponse
+	for {
+		var err error
+		resp, err = kvrpc.NewClusterClient(c.Conn(0)).CreateCut(ctx, &kvpb.CreateCutRequest{})
+		if err == nil {
+			break
+		}
+		// As kvctl retries a cut whose group 0 lost its leader.
+		if status.Code(err) != codes.Unavailable || ctx.Err() != nil {
+			t.Fatalf("create cut: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	if resp.GetCut().GetState() != kvpb.CutState_CUT_STATE_COMPLETED {
 		t.Fatalf("create cut: %v", resp.GetCut())
@@ -88,8 +97,17 @@ func put(t *testing.T, c *clustertest.Cluster, keys int) {
 	defer cancel()
 	for i := range keys {
 		k := fmt.Sprintf("key-%04d", i)
-		if _, err := c.KV(i%c.N()).Put(ctx, &kvpb.PutRequest{Key: []byte(k), Value: []byte("value of " + k)}); err != nil {
-			t.Fatalf("put %s: %v", k, err)
+		for {
+			_, err := c.KV(i%c.N()).Put(ctx, &kvpb.PutRequest{Key: []byte(k), Value: []byte("value of " + k)})
+			if err == nil {
+				break
+			}
+			// A new cluster's leaders may still move (more so under
+			// -race); the same put again is harmless.
+			if status.Code(err) != codes.Unavailable || ctx.Err() != nil {
+				t.Fatalf("put %s: %v", k, err)
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
 	}
 }
