@@ -4,7 +4,7 @@
 "use strict";
 
 const SVG = "http://www.w3.org/2000/svg";
-const MIN_POLL_MS = 500, MAX_POLL_MS = 10000, RETRY_MS = 2000;
+const MIN_POLL_MS = 500, MAX_POLL_MS = 10000, RETRY_MS = 2000, HIDDEN_POLL_MS = 10000, FETCH_TIMEOUT_MS = 20000;
 
 function el(tag, attrs, ...children) {
   const e = tag.startsWith("svg:") ? document.createElementNS(SVG, tag.slice(4)) : document.createElement(tag);
@@ -207,11 +207,15 @@ function render(s) {
   renderSnapshots(s.snapshots);
 }
 
+// timer is the pending poll; null while one is in flight.
+let timer = null;
+
 async function poll() {
+  timer = null;
   const banner = document.getElementById("conn-error");
   let next = RETRY_MS;
   try {
-    const resp = await fetch("api/status", { cache: "no-store" });
+    const resp = await fetch("api/status", { cache: "no-store", signal: AbortSignal.timeout(FETCH_TIMEOUT_MS) });
     if (!resp.ok) throw new Error("api/status answered " + resp.status + ": " + (await resp.text()).trim());
     const s = await resp.json();
     render(s);
@@ -221,7 +225,17 @@ async function poll() {
     banner.textContent = "cannot read the node's status (showing the last answer): " + e.message;
     banner.hidden = false;
   }
-  setTimeout(poll, next);
+  // A tab nobody looks at asks seldom; it catches up when shown again.
+  if (document.hidden) next = Math.max(next, HIDDEN_POLL_MS);
+  timer = setTimeout(poll, next);
 }
+
+document.addEventListener("visibilitychange", () => {
+  if (!document.hidden && timer !== null) {
+    clearTimeout(timer);
+    timer = null;
+    poll();
+  }
+});
 
 poll();
