@@ -215,7 +215,7 @@ func newGatherer(cfg *Config) *gatherer {
 	return &gatherer{cfg: cfg, errSeen: map[string]string{}, snaps: snapshotCache{details: map[string]*snapshotDetail{}}}
 }
 
-// noteErr logs a source's error when it differs from the last one seen.
+// noteErrLocked logs a source's error when it differs from the last one seen.
 // REQUIRES: g.mu held.
 func (g *gatherer) noteErrLocked(source, msg string) {
 	if g.errSeen[source] == msg {
