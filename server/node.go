@@ -425,6 +425,7 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 		mux.HandleFunc("/healthz", n.serveHealthz)
 		mux.HandleFunc("/readyz", n.serveReadyz)
 		mux.Handle("/livez", livezHandler(n.liveness))
+		mux.Handle("/ui/", n.dashboard(rn)) // "/ui" redirects here
 		if cfg.Pprof {
 			mux.HandleFunc("/debug/pprof/", pprof.Index)
 			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
