@@ -29,24 +29,7 @@ func TestValidateTLSFlags(t *testing.T) {
 		{"client CA only", func(c *Config) { c.TrustedCAFile = "ca.crt" }, []string{"missing --cert-file and --key-file"}},
 		{"open peer port", func(c *Config) { c.PeerAddr = "0.0.0.0:7301" }, []string{"0.0.0.0:7301", "--insecure-peer", "--peer-cert-file"}},
 	} {
-		cfg := Config{ID: "n1", DataDir: t.TempDir()}
-		tc.set(&cfg)
-		err := cfg.Validate()
-		if tc.says == nil {
-			if err != nil {
-				t.Errorf("%s: %v", tc.name, err)
-			}
-			continue
-		}
-		if !errors.Is(err, ErrConfig) {
-			t.Errorf("%s: %v, want ErrConfig", tc.name, err)
-			continue
-		}
-		for _, s := range tc.says {
-			if !strings.Contains(err.Error(), s) {
-				t.Errorf("%s: %q does not say %q", tc.name, err, s)
-			}
-		}
+		checkValidate(t, tc.name, tc.set, tc.says)
 	}
 }
 
@@ -92,23 +75,31 @@ func TestValidateAdvertise(t *testing.T) {
 			c.AdvertisePeer, c.InitialCluster = "10.0.0.9:7301", "n1=10.0.0.1:7301,n2=10.0.0.2:7301"
 		}, []string{"--advertise-peer 10.0.0.9:7301", "10.0.0.1:7301", "--initial-cluster"}},
 	} {
-		cfg := Config{ID: "n1", DataDir: t.TempDir()}
-		tc.set(&cfg)
-		err := cfg.Validate()
-		if tc.says == nil {
-			if err != nil {
-				t.Errorf("%s: %v", tc.name, err)
-			}
-			continue
+		checkValidate(t, tc.name, tc.set, tc.says)
+	}
+}
+
+// checkValidate validates the config n1 with a temporary data dir and set
+// applied: no error when says is nil, else an ErrConfig that says each of
+// says.
+func checkValidate(t *testing.T, name string, set func(*Config), says []string) {
+	t.Helper()
+	cfg := Config{ID: "n1", DataDir: t.TempDir()}
+	set(&cfg)
+	err := cfg.Validate()
+	if says == nil {
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
 		}
-		if !errors.Is(err, ErrConfig) {
-			t.Errorf("%s: %v, want ErrConfig", tc.name, err)
-			continue
-		}
-		for _, s := range tc.says {
-			if !strings.Contains(err.Error(), s) {
-				t.Errorf("%s: %q does not say %q", tc.name, err, s)
-			}
+		return
+	}
+	if !errors.Is(err, ErrConfig) {
+		t.Errorf("%s: %v, want ErrConfig", name, err)
+		return
+	}
+	for _, s := range says {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("%s: %q does not say %q", name, err, s)
 		}
 	}
 }
