@@ -638,6 +638,24 @@ func (s *Store) do(ctx context.Context, fn func()) error {
 	}
 }
 
+// Ping runs an empty call through the loop and returns once it ran: nil,
+// or why it could not (the store's error, ErrStopped, ctx's error). A
+// liveness check: a wedged loop makes it wait for ctx.
+func (s *Store) Ping(ctx context.Context) error {
+	ran := make(chan struct{})
+	if err := s.do(ctx, func() { close(ran) }); err != nil {
+		return err
+	}
+	select {
+	case <-ran:
+		return nil
+	case <-s.stopc:
+		return ErrStopped
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // Propose replicates cmd through group's raft log and waits until it is
 // applied on this node, returning the state machine's result. cmd.Id is
 // set here. Errors ErrNotLeader, ErrProposalDropped, ErrNotServing and

@@ -752,3 +752,29 @@ func TestProposalOnDeposedLeader(t *testing.T) {
 	}
 	c.net.isolate(lead, false, c.ids)
 }
+
+// TestPing: Ping returns once the loop ran it, waits for ctx while the
+// loop is busy, and fails once the store stopped.
+func TestPing(t *testing.T) {
+	c := newTestCluster(t, clusterOptions{})
+	s := c.store(1)
+	if err := s.Ping(context.Background()); err != nil {
+		t.Fatalf("ping of a running store: %v", err)
+	}
+	// Wedge the loop: Ping must wait for its context, not answer.
+	release := make(chan struct{})
+	if err := s.do(context.Background(), func() { <-release }); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	err := s.Ping(ctx)
+	cancel()
+	close(release)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("ping of a wedged loop: %v, want the deadline", err)
+	}
+	c.stop(1)
+	if err := s.Ping(context.Background()); err == nil {
+		t.Fatal("ping of a stopped store answered nil")
+	}
+}
