@@ -118,7 +118,12 @@ func (s *Store) doSync(fn func() error) error {
 	if err := s.do(context.Background(), func() { ch <- fn() }); err != nil {
 		return err
 	}
-	return <-ch
+	select {
+	case err := <-ch:
+		return err
+	case <-s.stopc: // queued, but the loop may exit without running it
+		return ErrStopped
+	}
 }
 
 // FindMaterialization returns group's materialization at index (the

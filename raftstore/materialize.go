@@ -413,8 +413,10 @@ func (s *Store) Materialize(ctx context.Context, groupID uint64) (uint64, error)
 			return
 		}
 		g.matBusy = true
+		s.mats.Add(1)
 		if ckpt {
 			go func() {
+				defer s.mats.Done()
 				start := time.Now()
 				idx, term, size, err := s.writeCheckpoint(g, cp, idx)
 				s.noteMaterialized(Materialized{Group: g.id, Bytes: size, Took: time.Since(start), Err: err})
@@ -427,12 +429,14 @@ func (s *Store) Materialize(ctx context.Context, groupID uint64) (uint64, error)
 		}
 		term, err := g.storage.Term(idx)
 		if err != nil {
+			s.mats.Done()
 			g.matBusy = false
 			img.Close()
 			ch <- res{err: fmt.Errorf("raftstore: group %d: term of applied index %d: %w", g.id, idx, err)}
 			return
 		}
 		go func() {
+			defer s.mats.Done()
 			start := time.Now()
 			_, _, size, err := checkpoint.Files{FS: failpointFS{checkpoint.OS}}.Write(s.cfg.MaterializeDir, checkpoint.Meta{Partition: g.id, Index: idx, Term: term}, img.Encode)
 			img.Close()

@@ -304,6 +304,10 @@ type Store struct {
 	inbox chan func()
 	stopc chan struct{}
 	donec chan struct{}
+	// mats counts the materializations writing in the background (added
+	// on the loop): Stop waits for them, so that nothing writes into the
+	// data dir once it returned.
+	mats sync.WaitGroup
 
 	waiters map[uint64]*waiter // loop only
 	persist *persister
@@ -608,6 +612,9 @@ func (s *Store) Stop() {
 	started := true
 	s.startOnce.Do(func() { started = false; close(s.donec) })
 	<-s.donec
+	// The loop has exited: no materialization starts any more, and those
+	// running end at their next call into the loop (ErrStopped).
+	s.mats.Wait()
 	if started {
 		// After the loop: what it queued is written (and the commit
 		// indexes flushed) before the caller closes the WAL.
