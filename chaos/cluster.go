@@ -141,6 +141,7 @@ func startCluster(dir, bin string, n int, subnet byte, name string) (*cluster, e
 			"--snapshot-store", c.store,
 			"--raft-tick", "50ms",
 			"--materialize-interval", "45s", "--wal-segment-size", fmt.Sprint(1 << 20),
+			"--catch-up-entries", fmt.Sprint(catchUpEntries),
 			"--cut-timeout", "10s", "--shutdown-timeout", "3s",
 		}
 		c.nodes = append(c.nodes, nd)

@@ -224,6 +224,17 @@ func (n *nemesis) inject(ctx context.Context, k Kind) (target string, proven boo
 		ok, err := c.pause(l)
 		proof := pauseProof(ok, err) + fmt.Sprintf("; a CreateCut was in flight: %v", inFlight)
 		return fmt.Sprintf("%s (leader of group 0)", c.nodes[l].id), ok && inFlight, proof
+	case Swizzle:
+		return n.injectSwizzle(ctx)
+	case SnapshotCatchUp:
+		return n.injectSnapshotCatchUp(ctx)
+	case RestartAll:
+		for i := range c.nodes {
+			if err := c.kill(i); err != nil {
+				return "every node", false, err.Error()
+			}
+		}
+		return "every node", true, fmt.Sprintf("SIGKILL of all %d nodes; every process was reaped; the heal starts them together", nodes)
 	}
 	return "", false, "unknown kind"
 }
