@@ -228,6 +228,8 @@ func (n *nemesis) inject(ctx context.Context, k Kind) (target string, proven boo
 		return n.injectSwizzle(ctx)
 	case SnapshotCatchUp:
 		return n.injectSnapshotCatchUp(ctx)
+	case LoseUnsynced:
+		return n.injectLoseUnsynced(ctx)
 	case RestartAll:
 		for i := range c.nodes {
 			if err := c.kill(i); err != nil {
