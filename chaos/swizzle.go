@@ -37,14 +37,16 @@ func linkNames(c *cluster, links [][2]int) string {
 	return strings.Join(s, " ")
 }
 
-// injectSwizzle clogs the links among 2 or more random nodes one by one
+// injectSwizzle clogs the links among 3 or more random nodes one by one
 // (100-400 ms apart), proves every one of them cut (a connection to the
 // peer port timed out across each, both ways), then opens all but the
 // last again in another random order, 100-400 ms apart; the heal opens
 // the last.
 func (n *nemesis) injectSwizzle(ctx context.Context) (target string, proven bool, proof string) {
 	c := n.c
-	k := 2 + n.r.IntN(len(c.nodes)-1)
+	// Three or more nodes, so that some link stays clogged while others
+	// open again (with two there is one link).
+	k := min(len(c.nodes), 3+n.r.IntN(max(1, len(c.nodes)-2)))
 	links := swizzleLinks(n.r.Perm(len(c.nodes))[:k])
 	n.r.Shuffle(len(links), func(i, j int) { links[i], links[j] = links[j], links[i] })
 	pause := func() bool {
