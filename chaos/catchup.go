@@ -79,7 +79,8 @@ func sumFamily(sc *bufio.Scanner, family string) (float64, bool, error) {
 }
 
 // injectSnapshotCatchUp isolates a node, writes catchUpWrites keys
-// through the others, materializes them (Cluster.Checkpoint), heals the
+// through the others, lets the live verifier copy the logs, materializes
+// them (Cluster.Checkpoint), heals the
 // network and waits for the node's cutkv_raft_snapshots_installed_total
 // to grow: proven when it did. The fault heals itself; the nemesis's
 // hold and heal that follow find nothing to undo.
@@ -107,9 +108,26 @@ func (n *nemesis) injectSnapshotCatchUp(ctx context.Context) (target string, pro
 	if err != nil {
 		return target, false, fmt.Sprintf("writes while %s was isolated: %d of %d, then %v", target, written, catchUpWrites, err)
 	}
+	// The checkpoint truncates the logs behind it at once, where the
+	// background materializations leave the live verifier a window: no
+	// cut or snapshot starts until it is done, and the cuts completed
+	// until now are copied and verified first.
+	release := func() {}
+	if n.calls != nil {
+		var idle bool
+		if idle, release = n.calls.hold(20 * time.Second); !idle {
+			n.logf("catch-up: a cut or snapshot still in flight after 20s; checkpointing all the same")
+		}
+	}
+	if n.verifyNow != nil {
+		if err := n.verifyNow(ctx); err != nil {
+			n.logf("verifier pass before the catch-up's checkpoint: %v", err)
+		}
+	}
 	cctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	resp, err := kvrpc.NewClusterClient(c.conns[others[0]]).Checkpoint(cctx, &kvpb.CheckpointRequest{})
 	cancel()
+	release()
 	if err != nil {
 		return target, false, fmt.Sprintf("%d keys written; checkpoint: %v", written, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestSumFamily(t *testing.T) {
@@ -27,5 +28,40 @@ cutkv_raft_snapshots_installed 7
 	}
 	if sum, ok, _ := sumFamily(bufio.NewScanner(strings.NewReader("fam 4\n")), "fam"); !ok || sum != 4 {
 		t.Fatalf("unlabelled: %v %v", sum, ok)
+	}
+}
+
+func TestGateHolds(t *testing.T) {
+	g := &gate{}
+	if !g.enter() {
+		t.Fatal("an open gate refused a call")
+	}
+	done := make(chan bool)
+	go func() {
+		idle, release := g.hold(5 * time.Second)
+		if g.enter() {
+			t.Error("a held gate let a call in")
+		}
+		release()
+		done <- idle
+	}()
+	time.Sleep(20 * time.Millisecond)
+	select {
+	case <-done:
+		t.Fatal("hold returned with a call in flight")
+	default:
+	}
+	g.leave()
+	if idle := <-done; !idle {
+		t.Fatal("hold did not see the call leave")
+	}
+	if !g.enter() {
+		t.Fatal("a released gate refused a call")
+	}
+	g.leave()
+	if idle, release := (&gate{busy: 1}).hold(30 * time.Millisecond); idle {
+		t.Fatal("hold reported idle with a call that never left")
+	} else {
+		release()
 	}
 }

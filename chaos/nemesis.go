@@ -29,6 +29,11 @@ type nemesis struct {
 	kinds    []Kind
 	cuts     *cutter
 	coord    func(i int) int64 // multi-partition transactions node i coordinated so far
+	// verifyNow runs a live verifier pass (copies of the logs as they
+	// are now): a fault that truncates the logs on purpose calls it
+	// first, so that the cuts completed just before stay verifiable.
+	verifyNow func(ctx context.Context) error
+	calls     *gate // the cutter's and snapshotter's calls
 	bound    time.Duration     // recovery bound
 	start    time.Time
 	logf     func(format string, args ...any)
