@@ -84,7 +84,7 @@ test-unit: build
 	$(GO) test -count=1 -timeout 20m $$($(GO) list ./... | grep -v -E -e '/proto/' $(foreach p,$(RACE_PKGS),-e '^$(MODULE)/$(patsubst ./%/...,%,$(p))(/|$$)'))
 	$(GO) test -count=1 -race -timeout 20m $(RACE_PKGS)
 	CUTKV_PARTITION_STORE=pebble $(GO) test -count=1 -race ./partition/
-	$(GO) test -count=1 -tags failpoints ./internal/failpoint/
+	$(GO) test -count=1 -tags failpoints ./internal/failpoint/ ./internal/synclog/
 	$(GO) test -count=1 -race -tags failpoints -run '^(TestCut|TestTxnRecovery|TestProbes)' ./server/
 	cd bench && $(GO) test -count=1 -timeout 20m ./...
 	cd deploy && $(GO) test -count=1 -timeout 5m ./...

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/cutkv/cutkv/chaos/hosts"
+	"github.com/cutkv/cutkv/internal/synclog"
 	"github.com/cutkv/cutkv/pki"
 	"github.com/cutkv/cutkv/proto/kvpb"
 	"github.com/cutkv/cutkv/proto/kvrpc"
@@ -45,14 +46,17 @@ type cluster struct {
 }
 
 type node struct {
-	id    string
-	host  *hosts.Host
-	data  string
-	log   string
-	args  []string
-	mu    sync.Mutex
-	proc  *hosts.Proc // nil while down
-	state string      // "up", "killed", "paused"
+	id   string
+	host *hosts.Host
+	data string
+	log  string
+	// synced is the file the node records its fsynced lengths in
+	// (synclog.EnvVar; the failpoints build).
+	synced string
+	args   []string
+	mu     sync.Mutex
+	proc   *hosts.Proc // nil while down
+	state  string      // "up", "killed", "paused"
 }
 
 // active are the hosts of the rounds running, for closeActive.
@@ -120,7 +124,7 @@ func startCluster(dir, bin string, n int, subnet byte, name string) (*cluster, e
 		if err != nil {
 			return nil, err
 		}
-		nd := &node{id: id, host: h, data: filepath.Join(dir, id), log: filepath.Join(dir, id+".log")}
+		nd := &node{id: id, host: h, data: filepath.Join(dir, id), log: filepath.Join(dir, id+".log"), synced: filepath.Join(dir, id+".synced")}
 		var join []string
 		for j, g := range gossip {
 			if j != i-1 {
@@ -141,6 +145,7 @@ func startCluster(dir, bin string, n int, subnet byte, name string) (*cluster, e
 			"--snapshot-store", c.store,
 			"--raft-tick", "50ms",
 			"--materialize-interval", "45s", "--wal-segment-size", fmt.Sprint(1 << 20),
+			"--catch-up-entries", fmt.Sprint(catchUpEntries),
 			"--cut-timeout", "10s", "--shutdown-timeout", "3s",
 		}
 		c.nodes = append(c.nodes, nd)
@@ -183,7 +188,7 @@ func (c *cluster) start(i int) error {
 	nd := c.nodes[i]
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
-	p, err := nd.host.Start(c.bin, nd.args, os.Environ(), nd.log)
+	p, err := nd.host.Start(c.bin, nd.args, append(os.Environ(), synclog.EnvVar+"="+nd.synced), nd.log)
 	if err != nil {
 		return fmt.Errorf("chaos: start %s: %w", nd.id, err)
 	}
@@ -268,6 +273,21 @@ func (c *cluster) pause(i int) (bool, error) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// resume continues node i after pause.
+func (c *cluster) resume(i int) error {
+	nd := c.nodes[i]
+	nd.mu.Lock()
+	defer nd.mu.Unlock()
+	if nd.proc == nil || nd.state != "paused" {
+		return fmt.Errorf("chaos: %s is not paused", nd.id)
+	}
+	if err := nd.proc.Resume(); err != nil {
+		return err
+	}
+	nd.state = "up"
+	return nil
 }
 
 // heal resumes paused nodes and restarts killed ones, and removes every

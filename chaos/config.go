@@ -28,11 +28,15 @@ const (
 	PauseLeader       Kind = "pause-leader"        // SIGSTOP of a partition's leader
 	PauseCoordinator  Kind = "pause-coordinator"   // SIGSTOP of a node coordinating 2PC transactions
 	PauseMetaMidCut   Kind = "pause-meta-mid-cut"  // SIGSTOP of group 0's leader while a cut is in flight
+	Swizzle           Kind = "swizzle"             // links clogged one by one, opened again in another order
+	SnapshotCatchUp   Kind = "snapshot-catch-up"   // a follower cut off past the compacted log, caught up by a raft snapshot
+	RestartAll        Kind = "restart-all"         // every node killed, then all restarted at once
+	LoseUnsynced      Kind = "lose-unsynced"       // a node killed and its files cut to their fsynced lengths
 )
 
 // AllKinds lists every kind, in a fixed order.
 var AllKinds = []Kind{IsolateNode, IsolateLeader, IsolateMetaLeader, Split23, Split14, OneWay, RandomLoss,
-	KillRestart, PauseLeader, PauseCoordinator, PauseMetaMidCut}
+	KillRestart, PauseLeader, PauseCoordinator, PauseMetaMidCut, Swizzle, SnapshotCatchUp, RestartAll, LoseUnsynced}
 
 // needs5 says whether a kind needs five nodes.
 func (k Kind) needs5() bool { return k == Split23 || k == Split14 }

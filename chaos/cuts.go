@@ -15,8 +15,9 @@ import (
 // cutter asks a random node for a consistent cut every 500 ms (one call
 // at a time: a cut in flight is joined, not doubled).
 type cutter struct {
-	c *cluster
-	r *rand.Rand
+	c    *cluster
+	r    *rand.Rand
+	gate *gate // shared with the snapshotter
 
 	mu        sync.Mutex
 	calls     int
@@ -30,8 +31,8 @@ type cutter struct {
 	lastError string
 }
 
-func newCutter(c *cluster, seed uint64) *cutter {
-	return &cutter{c: c, r: rand.New(rand.NewPCG(seed, 0xc07)), flightCh: make(chan struct{}), doneCh: make(chan struct{})}
+func newCutter(c *cluster, seed uint64, g *gate) *cutter {
+	return &cutter{c: c, r: rand.New(rand.NewPCG(seed, 0xc07)), gate: g, flightCh: make(chan struct{}), doneCh: make(chan struct{})}
 }
 
 // everyTick calls fn every d until ctx ends.
@@ -52,10 +53,14 @@ func (cu *cutter) run(ctx context.Context, every time.Duration) {
 	everyTick(ctx, every, func() { cu.tick(ctx) })
 }
 
-// tick starts a CreateCut unless one is in flight.
+// tick starts a CreateCut unless one is in flight or the gate is held.
 func (cu *cutter) tick(ctx context.Context) {
 	cu.mu.Lock()
 	busy := cu.inFlight
+	if !busy && !cu.gate.enter() {
+		cu.mu.Unlock()
+		return
+	}
 	if !busy {
 		cu.inFlight = true
 		cu.calls++
@@ -73,6 +78,7 @@ func (cu *cutter) call(ctx context.Context, i int) {
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	resp, err := kvrpc.NewClusterClient(cu.c.conns[i]).CreateCut(cctx, &kvpb.CreateCutRequest{})
 	cancel()
+	defer cu.gate.leave()
 	cu.mu.Lock()
 	defer cu.mu.Unlock()
 	cu.inFlight = false
@@ -150,8 +156,9 @@ type snapshotTaken struct {
 
 // snapshotter asks a random node for an incremental snapshot every 5 s.
 type snapshotter struct {
-	c *cluster
-	r *rand.Rand
+	c    *cluster
+	r    *rand.Rand
+	gate *gate // shared with the cutter
 
 	mu     sync.Mutex
 	taken  []snapshotTaken
@@ -164,6 +171,10 @@ func (s *snapshotter) run(ctx context.Context, every time.Duration) {
 }
 
 func (s *snapshotter) once(ctx context.Context) {
+	if !s.gate.enter() {
+		return
+	}
+	defer s.gate.leave()
 	s.mu.Lock()
 	i := s.r.IntN(len(s.c.conns))
 	s.mu.Unlock()
@@ -194,4 +205,57 @@ func (s *snapshotter) snapshots() ([]snapshotTaken, int, string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]snapshotTaken(nil), s.taken...), s.errors, s.last
+}
+
+// gate lets the nemesis hold new cuts and snapshots for a moment (the
+// catch-up's checkpoint, which truncates the logs behind it at once, is
+// preceded by a verifier pass that must see every cut completed so far).
+type gate struct {
+	mu   sync.Mutex
+	held bool
+	busy int // calls in flight
+}
+
+// enter starts a call unless the gate is held; a call entered must leave.
+func (g *gate) enter() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.held {
+		return false
+	}
+	g.busy++
+	return true
+}
+
+func (g *gate) leave() {
+	g.mu.Lock()
+	g.busy--
+	g.mu.Unlock()
+}
+
+// hold stops new calls and waits up to within for those in flight to
+// end; it returns whether they did, and the function that opens the gate
+// again.
+func (g *gate) hold(within time.Duration) (idle bool, release func()) {
+	g.mu.Lock()
+	g.held = true
+	g.mu.Unlock()
+	release = func() {
+		g.mu.Lock()
+		g.held = false
+		g.mu.Unlock()
+	}
+	deadline := time.Now().Add(within)
+	for {
+		g.mu.Lock()
+		busy := g.busy
+		g.mu.Unlock()
+		if busy == 0 {
+			return true, release
+		}
+		if time.Now().After(deadline) {
+			return false, release
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -29,6 +29,11 @@ type nemesis struct {
 	kinds    []Kind
 	cuts     *cutter
 	coord    func(i int) int64 // multi-partition transactions node i coordinated so far
+	// verifyNow runs a live verifier pass (copies of the logs as they
+	// are now): a fault that truncates the logs on purpose calls it
+	// first, so that the cuts completed just before stay verifiable.
+	verifyNow func(ctx context.Context) error
+	calls     *gate // the cutter's and snapshotter's calls
 	bound    time.Duration     // recovery bound
 	start    time.Time
 	logf     func(format string, args ...any)
@@ -224,6 +229,19 @@ func (n *nemesis) inject(ctx context.Context, k Kind) (target string, proven boo
 		ok, err := c.pause(l)
 		proof := pauseProof(ok, err) + fmt.Sprintf("; a CreateCut was in flight: %v", inFlight)
 		return fmt.Sprintf("%s (leader of group 0)", c.nodes[l].id), ok && inFlight, proof
+	case Swizzle:
+		return n.injectSwizzle(ctx)
+	case SnapshotCatchUp:
+		return n.injectSnapshotCatchUp(ctx)
+	case LoseUnsynced:
+		return n.injectLoseUnsynced(ctx)
+	case RestartAll:
+		for i := range c.nodes {
+			if err := c.kill(i); err != nil {
+				return "every node", false, err.Error()
+			}
+		}
+		return "every node", true, fmt.Sprintf("SIGKILL of all %d nodes; every process was reaped; the heal starts them together", nodes)
 	}
 	return "", false, "unknown kind"
 }

@@ -96,6 +96,10 @@ type kindTotals struct {
 
 // writeReliability rewrites the part of docs/reliability.md between the
 // markers from the journal; the rest (the bugs found) is kept as is.
+// goalProven is how many proven faults of each kind the journal should
+// hold (issue 17).
+const goalProven = 20
+
 func writeReliability(path string, rounds []*roundResult, journal string) error {
 	totals := map[Kind]*kindTotals{}
 	for _, k := range AllKinds {
@@ -173,6 +177,17 @@ func writeReliability(path string, rounds []*roundResult, journal string) error 
 			fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %s | %s |\n", k, kt.rounds, kt.injected, kt.proven,
 				kt.injected-kt.proven, kt.ops, kt.cuts, kt.verified, kt.snaps, kt.restoredOK, kt.anomalies, rec, strings.Join(seeds, " "))
 		}
+		var below []string
+		for _, k := range AllKinds {
+			if kt := totals[k]; kt.proven < goalProven {
+				below = append(below, fmt.Sprintf("%s (%d)", k, kt.proven))
+			}
+		}
+		fmt.Fprintf(&b, "\nGoal (issue 17): every kind proven at least %d times. %d of %d kinds are there", goalProven, len(AllKinds)-len(below), len(AllKinds))
+		if len(below) > 0 {
+			fmt.Fprintf(&b, "; short of it: %s", strings.Join(below, ", "))
+		}
+		b.WriteString(".\n")
 		b.WriteString("\n### Rounds (newest first, the last 30)\n\n")
 		b.WriteString("| time (UTC) | commit | seed | nodes | soak | faults proven / injected | operations | cuts completed / verified | snapshots taken / restored equal | recovery ms | anomalies | result |\n")
 		b.WriteString("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")

@@ -183,8 +183,9 @@ func runRound(t *testing.T, cfg Config, rd round, idx int, kvnode, out string) *
 	// Cuts, snapshots, the live verifier.
 	bg, bgCancel := context.WithCancel(ctx)
 	defer bgCancel()
-	cu := newCutter(c, r.Uint64())
-	sn := &snapshotter{c: c, r: rand.New(rand.NewPCG(r.Uint64(), 5))}
+	calls := &gate{}
+	cu := newCutter(c, r.Uint64(), calls)
+	sn := &snapshotter{c: c, r: rand.New(rand.NewPCG(r.Uint64(), 5)), gate: calls}
 	lv := newLiveVerifier(c, filepath.Join(dir, "verify"), b, logf)
 	var bgWG sync.WaitGroup
 	bgWG.Add(3)
@@ -195,7 +196,7 @@ func runRound(t *testing.T, cfg Config, rd round, idx int, kvnode, out string) *
 	// The nemesis, until the load stops.
 	endpoints := c.endpoints()
 	nm := &nemesis{c: c, r: rand.New(rand.NewPCG(r.Uint64(), 7)), kinds: rd.kinds, cuts: cu, bound: cfg.RecoveryBound, start: began, logf: logf,
-		coord: func(i int) int64 { return router.MultiPartitionTxns(endpoints[i]) }}
+		coord: func(i int) int64 { return router.MultiPartitionTxns(endpoints[i]) }, verifyNow: lv.pass, calls: calls}
 	res.Faults = nm.run(ctx, loadUntil)
 	time.Sleep(time.Until(loadUntil))
 

@@ -54,6 +54,10 @@ type liveVerifier struct {
 	bank    *bank.Bank
 	logf    func(format string, args ...any)
 
+	// passMu makes passes one at a time: the nemesis asks for one of its
+	// own (pass) before it truncates the logs on purpose.
+	passMu sync.Mutex
+
 	mu         sync.Mutex
 	upTo       uint64 // cuts up to it were examined
 	pending    map[uint64]int
@@ -113,6 +117,8 @@ func (v *liveVerifier) listCuts(ctx context.Context) ([]*kvpb.CutInfo, error) {
 // transaction finished everywhere and later truncated out of the log,
 // and a cut verified after that still needs it.
 func (v *liveVerifier) pass(ctx context.Context) error {
+	v.passMu.Lock()
+	defer v.passMu.Unlock()
 	cuts, listErr := v.listCuts(ctx)
 	v.mu.Lock()
 	var todo []*kvpb.CutInfo

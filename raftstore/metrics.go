@@ -37,6 +37,14 @@ type Counters struct {
 	Proposals uint64
 	// Failed counts the proposals not applied, by FailReason.
 	Failed [numFailReasons]uint64
+	// SnapshotsSent counts the raft snapshots this replica sent as the
+	// group's leader: a follower too far behind the compacted log is told
+	// to fetch a materialization.
+	SnapshotsSent uint64
+	// SnapshotsInstalled counts the leader's materializations this
+	// replica installed (fetched, verified, swapped in, recorded in the
+	// WAL) to catch up.
+	SnapshotsInstalled uint64
 }
 
 // groupCounters are a group's Counters as the loop updates them: atomic
@@ -45,6 +53,8 @@ type groupCounters struct {
 	leaderChanges atomic.Uint64
 	proposals     atomic.Uint64
 	failed        [numFailReasons]atomic.Uint64
+	snapsSent     atomic.Uint64
+	snapsIn       atomic.Uint64
 }
 
 func (c *groupCounters) fail(r FailReason) { c.failed[r].Add(1) }
@@ -56,7 +66,8 @@ func (s *Store) Counters(group uint64) (Counters, bool) {
 	if g == nil {
 		return Counters{}, false
 	}
-	out := Counters{LeaderChanges: g.counters.leaderChanges.Load(), Proposals: g.counters.proposals.Load()}
+	out := Counters{LeaderChanges: g.counters.leaderChanges.Load(), Proposals: g.counters.proposals.Load(),
+		SnapshotsSent: g.counters.snapsSent.Load(), SnapshotsInstalled: g.counters.snapsIn.Load()}
 	for i := range out.Failed {
 		out.Failed[i] = g.counters.failed[i].Load()
 	}

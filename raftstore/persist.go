@@ -499,6 +499,7 @@ func (p *persister) finishInstall(g *group, snap *raftpb.Snapshot, in *install) 
 	p.marks[g.id] = mk
 	p.keep[g.id] = md.GetIndex()
 	p.posMu.Unlock()
+	g.counters.snapsIn.Add(1)
 	p.s.log.Info("installed a snapshot from the leader", "group", g.id, "index", md.GetIndex(), "file", path)
 	return nil
 }

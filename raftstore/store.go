@@ -1108,6 +1108,7 @@ func (s *Store) handleReady() error {
 				out[m.GetTo()] = append(out[m.GetTo()], &internalpb.GroupMessage{Group: g.id, Message: data})
 				if m.GetType() == raftpb.MsgSnap {
 					snapsSent = append(snapsSent, snapSent{g, m.GetTo()})
+					g.counters.snapsSent.Add(1)
 				}
 			}
 		}

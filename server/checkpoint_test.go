@@ -190,6 +190,22 @@ func TestLaggingFollowerGetsSnapshot(t *testing.T) {
 	c.Restart(2)
 	requireConsistent(t, c, 2)
 	readAll(t, c, 2, want)
+	// The catch-up shows in the counters behind cutkv_raft_snapshots_*:
+	// sent by a leader, installed by the lagging node.
+	var sent, installed uint64
+	for i := range 3 {
+		st := c.Node(i).Store()
+		for _, g := range st.Groups() {
+			cn, _ := st.Counters(g)
+			sent += cn.SnapshotsSent
+			if i == 2 {
+				installed += cn.SnapshotsInstalled
+			}
+		}
+	}
+	if sent == 0 || installed == 0 {
+		t.Fatalf("raft snapshots: %d sent by the leaders, %d installed by the lagging node; want both > 0", sent, installed)
+	}
 	dir := filepath.Join(c.Config(2).DataDir, datadir.MaterializeDir)
 	mats, err := checkpoint.List(dir)
 	if err != nil {

@@ -25,12 +25,14 @@ var (
 	raftApplyLag      = prometheus.NewDesc("cutkv_raft_apply_lag_entries", "Entries committed but not yet applied by this replica (commit index minus applied index).", []string{"group"}, nil)
 	raftLeaderChanges = prometheus.NewDesc("cutkv_raft_leader_changes_total", "Times this replica saw a new leader of the group.", []string{"group"}, nil)
 	raftProposals     = prometheus.NewDesc("cutkv_raft_proposals_total", "Commands this replica proposed as the group's leader.", []string{"group"}, nil)
+	raftSnapsSent     = prometheus.NewDesc("cutkv_raft_snapshots_sent_total", "Raft snapshots this replica sent as the group's leader (a follower behind the compacted log is told to fetch a materialization).", []string{"group"}, nil)
+	raftSnapsIn       = prometheus.NewDesc("cutkv_raft_snapshots_installed_total", "Leader materializations this replica installed to catch up (fetched, verified, swapped in).", []string{"group"}, nil)
 	raftFailed        = prometheus.NewDesc("cutkv_raft_proposals_failed_total", "Proposals not applied, by reason: not_leader, dropped (raft refused it), overwritten (a later term's entry took its place), leadership_lost (outcome unknown).", []string{"group", "reason"}, nil)
 )
 
 func (c raftCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{raftTerm, raftIsLeader, raftHasLeader, raftCommit, raftApplied, raftApplyLag,
-		raftLeaderChanges, raftProposals, raftFailed} {
+		raftLeaderChanges, raftProposals, raftSnapsSent, raftSnapsIn, raftFailed} {
 		ch <- d
 	}
 }
@@ -58,6 +60,8 @@ func (c raftCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(raftApplyLag, float64(st.Commit-min(st.Commit, st.Applied)))
 		counter(raftLeaderChanges, cn.LeaderChanges)
 		counter(raftProposals, cn.Proposals)
+		counter(raftSnapsSent, cn.SnapshotsSent)
+		counter(raftSnapsIn, cn.SnapshotsInstalled)
 		for i, r := range reasons {
 			ch <- prometheus.MustNewConstMetric(raftFailed, prometheus.CounterValue, float64(cn.Failed[i]), l, r)
 		}

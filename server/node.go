@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -29,6 +30,7 @@ import (
 	"github.com/cutkv/cutkv/discovery"
 	"github.com/cutkv/cutkv/engine"
 	"github.com/cutkv/cutkv/internal/failpoint"
+	"github.com/cutkv/cutkv/internal/synclog"
 	"github.com/cutkv/cutkv/meta"
 	"github.com/cutkv/cutkv/node"
 	"github.com/cutkv/cutkv/partition"
@@ -221,10 +223,14 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 
 	walMetrics := newWALMetrics(n.reg)
 	walOpts := wal.Options{SegmentSize: cfg.WALSegmentSize, Logger: n.log, OnSync: walMetrics.observe, NodeID: cfg.ID}
+	walDir := filepath.Join(cfg.DataDir, datadir.WALDir)
 	if failpoint.Enabled {
 		walOpts.Hooks.BeforeSync = func(string) error { return failpoint.Inject(failpoint.WALBeforeSync) }
 	}
-	n.wal, err = wal.Open(filepath.Join(cfg.DataDir, datadir.WALDir), walOpts)
+	if synclog.Enabled {
+		walOpts.Hooks.AfterSync = func(string) { synclog.RecordDir(walDir) }
+	}
+	n.wal, err = wal.Open(walDir, walOpts)
 	if err != nil {
 		return nil, fmt.Errorf("server: open WAL in %s: %w", filepath.Join(cfg.DataDir, datadir.WALDir), err)
 	}
@@ -240,7 +246,7 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 				return nil, fmt.Errorf("server: %w", err)
 			}
 		}
-		if n.env, err = engine.NewEnv(engine.EnvConfig{CacheSize: cfg.CacheSize, MaxOpenFiles: tables, Logger: n.log}); err != nil {
+		if n.env, err = engine.NewEnv(engine.EnvConfig{CacheSize: cfg.CacheSize, MaxOpenFiles: tables, Logger: n.log, FS: synclog.WrapFS(vfs.Default)}); err != nil {
 			return nil, fmt.Errorf("server: %w", err)
 		}
 		cleanup = append(cleanup, n.closeState)

@@ -68,6 +68,9 @@ type Hooks struct {
 	// tidwall/wal also fsyncs a full segment itself when it starts the next
 	// one, inside the batch write; that fsync is not seen here.
 	BeforeSync func(segment string) error
+	// AfterSync is called after a file named to BeforeSync was fsynced
+	// without error (it cannot fail anything: the fsync is done).
+	AfterSync func(segment string)
 	// BeforeSyncDir is called before a directory is fsynced: at Open, after
 	// a batch that started a new segment, after TruncateFront, and after
 	// the progress file is renamed into place.
@@ -117,7 +120,13 @@ func (e env) syncFile(segment string, sync func() error) error {
 			return err
 		}
 	}
-	return sync()
+	if err := sync(); err != nil {
+		return err
+	}
+	if e.hooks.AfterSync != nil {
+		e.hooks.AfterSync(segment)
+	}
+	return nil
 }
 
 // syncDir fsyncs directory dir through f, an open handle on it, making file

@@ -765,3 +765,48 @@ func TestReadByIndex(t *testing.T) {
 	}
 	sameRecords(t, []Record{r}, want[99:100])
 }
+
+// TestAfterSyncSeesDurableFiles: AfterSync follows every successful fsync
+// BeforeSync announced, with the file's bytes written, and never a failed
+// one (the synced-length log of a failpoints build relies on it).
+func TestAfterSyncSeesDurableFiles(t *testing.T) {
+	dir := t.TempDir()
+	c := &ioCounter{}
+	var mu sync.Mutex
+	var after []string
+	sizes := map[string]int64{}
+	h := c.hooks()
+	h.AfterSync = func(seg string) {
+		mu.Lock()
+		defer mu.Unlock()
+		after = append(after, seg)
+		if st, err := os.Stat(seg); err == nil {
+			sizes[seg] = st.Size()
+		}
+	}
+	w := openT(t, dir, Options{Hooks: h})
+	appendT(t, w, testRecords(0, 5), 5)
+	mu.Lock()
+	n := len(after)
+	_, syncs, _ := c.counts()
+	seg := filepath.Join(dir, segmentName(1))
+	if n == 0 || n != syncs {
+		mu.Unlock()
+		t.Fatalf("AfterSync called %d times for %d fsyncs", n, syncs)
+	}
+	st, err := os.Stat(seg)
+	if err != nil || sizes[seg] != st.Size() {
+		mu.Unlock()
+		t.Fatalf("after the appends %s holds %v bytes (%v); AfterSync saw %d", seg, st.Size(), err, sizes[seg])
+	}
+	mu.Unlock()
+	c.set(func(c *ioCounter) { c.failSync = errors.New("injected fsync failure") })
+	if _, _, err := w.Append(testRecords(5, 1)); err == nil {
+		t.Fatal("Append with a failing fsync succeeded")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(after) != n {
+		t.Fatalf("AfterSync called for a failed fsync: %v", after[n:])
+	}
+}

@@ -121,6 +121,48 @@ func (f *faultSet) dropOneWay(from, to int) error {
 	return nil
 }
 
+// clog drops both directions of the link between hosts a and b (a
+// "clogged" link in FoundationDB's simulator).
+func (f *faultSet) clog(a, b int) error {
+	if err := f.checkLink(a, b); err != nil {
+		return err
+	}
+	f.drop[link{a, b}] = true
+	f.drop[link{b, a}] = true
+	f.note(clogNote(a, b))
+	return nil
+}
+
+// unclog lets both directions of the link between a and b through again,
+// whichever call dropped them, and forgets the link's clog note.
+func (f *faultSet) unclog(a, b int) error {
+	if err := f.checkLink(a, b); err != nil {
+		return err
+	}
+	delete(f.drop, link{a, b})
+	delete(f.drop, link{b, a})
+	f.notes = slices.DeleteFunc(f.notes, func(s string) bool { return s == clogNote(a, b) })
+	return nil
+}
+
+func (f *faultSet) checkLink(a, b int) error {
+	if err := f.checkHost(a); err != nil {
+		return err
+	}
+	if err := f.checkHost(b); err != nil {
+		return err
+	}
+	if a == b {
+		return fmt.Errorf("%w: link from host %d to itself", ErrBadHost, a)
+	}
+	return nil
+}
+
+// clogNote names the link a-b the same whichever end comes first.
+func clogNote(a, b int) string {
+	return fmt.Sprintf("clog %d-%d", min(a, b), max(a, b))
+}
+
 // setLoss sets host i's random loss, replacing an earlier one; 0 removes it.
 func (f *faultSet) setLoss(i, percent int) error {
 	if err := f.checkHost(i); err != nil {

@@ -47,6 +47,26 @@ func TestRender(t *testing.T) {
 	}{
 		{name: "none", hosts: 3, edit: func(*faultSet) error { return nil }, notes: "none"},
 		{
+			name: "clog two links, unclog one", hosts: 3,
+			edit: func(f *faultSet) error {
+				return errors.Join(f.clog(1, 2), f.clog(3, 2), f.unclog(2, 1))
+			},
+			want: map[int][]string{
+				2: {drop("input", "saddr", 3), drop("output", "daddr", 3)},
+				3: {drop("input", "saddr", 2), drop("output", "daddr", 2)},
+			},
+			notes: "clog 2-3",
+		},
+		{
+			name: "unclog opens a link another call cut", hosts: 3,
+			edit: func(f *faultSet) error { return errors.Join(f.isolate(1), f.unclog(1, 3)) },
+			want: map[int][]string{
+				1: {drop("input", "saddr", 2), drop("output", "daddr", 2)},
+				2: {drop("input", "saddr", 1), drop("output", "daddr", 1)},
+			},
+			notes: "isolate 1",
+		},
+		{
 			name: "partition 1 | 2 3", hosts: 3,
 			edit: func(f *faultSet) error { return f.partition([][]int{{1}, {2, 3}}) },
 			want: map[int][]string{
@@ -160,6 +180,9 @@ func TestFaultArgs(t *testing.T) {
 		f.isolate(4),
 		f.dropOneWay(2, 2),
 		f.dropOneWay(1, 0),
+		f.clog(2, 2),
+		f.clog(0, 1),
+		f.unclog(1, 4),
 	} {
 		if !errors.Is(err, ErrBadHost) {
 			t.Errorf("got %v, want ErrBadHost", err)

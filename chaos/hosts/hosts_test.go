@@ -360,6 +360,20 @@ func TestFaults(t *testing.T) {
 	checkReach(t, n, "isolate 2", both([2]int{2, 1}, [2]int{2, 3})...)
 	heal()
 
+	// Clogged links one by one, opened again one by one.
+	if err := errors.Join(n.Clog(1, 2), n.Clog(2, 3)); err != nil {
+		t.Fatal(err)
+	}
+	checkReach(t, n, "clog 1-2, 2-3", both([2]int{1, 2}, [2]int{2, 3})...)
+	if err := n.Unclog(2, 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := n.Faults(); got != "clog 2-3" {
+		t.Errorf("Faults = %q", got)
+	}
+	checkReach(t, n, "clog 2-3", both([2]int{2, 3})...)
+	heal()
+
 	if err := n.DropOneWay(1, 2); err != nil {
 		t.Fatal(err)
 	}

@@ -533,6 +533,20 @@ func (n *Net) DropOneWay(from, to int) error {
 	return n.change(fmt.Sprintf("drop %d->%d", from, to), func(f *faultSet) error { return f.dropOneWay(from, to) })
 }
 
+// Clog cuts the link between hosts a and b, both directions (the rules
+// of DropOneWay both ways); other links of a and b still work. Unclog
+// opens it again.
+func (n *Net) Clog(a, b int) error {
+	return n.change(fmt.Sprintf("clog %d-%d", a, b), func(f *faultSet) error { return f.clog(a, b) })
+}
+
+// Unclog lets the link between hosts a and b through again, both
+// directions, whichever fault call cut it; the other faults in force
+// stay.
+func (n *Net) Unclog(a, b int) error {
+	return n.change(fmt.Sprintf("unclog %d-%d", a, b), func(f *faultSet) error { return f.unclog(a, b) })
+}
+
 // Loss drops each packet between host i and the other hosts with
 // probability percent/100, independently, in both directions (host i's
 // input and output: ip saddr/daddr { other hosts } numgen random mod 100

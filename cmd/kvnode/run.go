@@ -115,6 +115,7 @@ func newFlags(stderr io.Writer) *flags {
 	fs.IntVar(&f.cfg.WALSegmentSize, "wal-segment-size", wal.DefaultSegmentSize, "WAL segment file size, bytes (about two segments are held in memory)")
 	fs.DurationVar(&f.cfg.MaterializeInterval, "materialize-interval", time.Minute, "materialize each partition's state at least this often; the WAL is truncated behind materializations")
 	fs.Int64Var(&f.cfg.MaterializeBytes, "materialize-bytes", 64<<20, "materialize a partition whose WAL tail (log after its last materialization) passed this many bytes")
+	fs.Uint64Var(&f.cfg.CatchUpEntries, "catch-up-entries", 5000, "raft entries kept in memory behind a materialization for slow followers; one further behind is caught up by shipping a materialization (a raft snapshot)")
 	fs.StringVar(&f.cfg.Storage, "storage", "pebble", "where partition state lives: pebble (on disk under <data-dir>/state) or memory (rebuilt from materializations and the WAL at each start)")
 	fs.Int64Var(&f.cfg.CacheSize, "cache-size", 0, "memory for the partitions' Pebble block cache and memtables, bytes (0: a quarter of the memory limit, at least 64 MiB)")
 	fs.DurationVar(&f.cfg.CutInterval, "cut-interval", 0, "take a consistent cut this often (0: only on kvctl cut create)")
