@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cutkv/cutkv/internal/clock"
 	"github.com/cutkv/cutkv/partition"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/internalrpc"
@@ -50,7 +51,7 @@ func (n *Node) runRecovery(ctx context.Context) {
 			if st, ok := rn.Store.Status(p); !ok || !st.IsLeader {
 				continue
 			}
-			for _, in := range part.StaleIntents(time.Now().Add(-RecoveryTimeout).UnixMilli()) {
+			for _, in := range part.StaleIntents(clock.Now().Add(-RecoveryTimeout).UnixMilli()) {
 				n.resolve(ctx, p, in)
 			}
 			if time.Since(lastHorizon[p]) >= HorizonInterval {
@@ -65,7 +66,7 @@ func (n *Node) runRecovery(ctx context.Context) {
 func (n *Node) raiseHorizon(ctx context.Context, p uint64) {
 	hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	ms := time.Now().Add(-rpc.FinishedRetention).UnixMilli()
+	ms := clock.Now().Add(-rpc.FinishedRetention).UnixMilli()
 	_, _ = n.rn.Store.Propose(hctx, p, &internalpb.Command{Op: &internalpb.Command_TxnHorizon{TxnHorizon: &internalpb.TxnHorizonOp{UnixMs: ms}}})
 }
 

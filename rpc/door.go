@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cutkv/cutkv/internal/clock"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/txn"
 )
@@ -31,7 +32,7 @@ var (
 // checkPeerTime bounds a peer's Unix ms to [now-maxAge, now+PeerClockSkew]
 // (maxAge 0: no lower bound).
 func checkPeerTime(field string, ms int64, maxAge time.Duration) error {
-	now := time.Now()
+	now := clock.Now()
 	if ms > now.Add(PeerClockSkew).UnixMilli() || (maxAge > 0 && ms < now.Add(-maxAge).UnixMilli()) {
 		return fmt.Errorf("%w: %s %d (Unix ms) is more than %v ahead of this node's clock or older than %v", ErrInvalidArgument, field, ms, PeerClockSkew, maxAge)
 	}
@@ -41,7 +42,7 @@ func checkPeerTime(field string, ms int64, maxAge time.Duration) error {
 // checkPriority bounds a wait-die priority (Unix nanoseconds) to
 // [now-maxAge, now+MaxPrioSkew].
 func checkPriority(field string, prio int64, maxAge time.Duration) error {
-	now := time.Now()
+	now := clock.Now()
 	if lo, hi := now.Add(-maxAge).UnixNano(), now.Add(MaxPrioSkew).UnixNano(); prio < lo || prio > hi {
 		return fmt.Errorf("%w: %s %d is not within the last %v (now is %d): a transaction's priority is the Unix nanoseconds of its first attempt",
 			ErrInvalidArgument, field, prio, maxAge, now.UnixNano())

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/cutkv/cutkv/internal/clock"
 	"github.com/cutkv/cutkv/partition"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/internalrpc"
@@ -163,7 +164,7 @@ func (s *ParticipantServer) Record(ctx context.Context, req *internalpb.RecordRe
 		return nil, toStatus(err, s.n.leaderHintOf(p))
 	}
 	id := req.GetTxnId()
-	if _, err := s.n.proposeStatus(ctx, p, &internalpb.TxnStatusOp{TxnId: id, PreparedUnixMs: time.Now().UnixMilli()}); err != nil {
+	if _, err := s.n.proposeStatus(ctx, p, &internalpb.TxnStatusOp{TxnId: id, PreparedUnixMs: clock.Now().UnixMilli()}); err != nil {
 		return nil, toStatus(err, s.n.leaderHintOf(p))
 	}
 	part := s.n.Partitions[p]
@@ -319,7 +320,7 @@ func (s *KVServer) Txn(ctx context.Context, req *kvpb.TxnRequest) (*kvpb.TxnResp
 		_, _ = rand.Read(id)
 		req.TxnId = id
 	}
-	req.Priority = txnPriority(req, time.Now())
+	req.Priority = txnPriority(req, clock.Now())
 	shares, record := txn.Split(req, s.n.Layout.Partitions)
 	if len(shares) == 0 {
 		return &kvpb.TxnResponse{Header: s.n.header(0), Succeeded: true}, nil
@@ -427,8 +428,8 @@ func assemble(n int, parts []shareReads, scanLimit int) []*kvpb.ResponseOp {
 // Readers of a key a committed transaction wrote wait until its Finish
 // applies (waitUnlocked); recovery finishes it should this node stop.
 func (s *KVServer) twoPhase(ctx context.Context, req *kvpb.TxnRequest, shares map[uint64]*internalpb.TxnShare, record uint64) (*kvpb.TxnResponse, error) {
-	start := time.Now()
-	ops := txn.PrepareOps(req.GetTxnId(), req.GetPriority(), start.UnixMilli(), shares, record)
+	start := time.Now() // the latency, on the monotonic clock
+	ops := txn.PrepareOps(req.GetTxnId(), req.GetPriority(), clock.Now().UnixMilli(), shares, record)
 	a := s.n.coordinate(ctx, req.GetTxnId(), record, ops)
 	m := s.n.Metrics
 	switch a.outcome {
