@@ -74,7 +74,7 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	kvnode := filepath.Join(out, "bin", "kvnode")
-	build := exec.Command("go", "build", "-o", kvnode, "github.com/cutkv/cutkv/cmd/kvnode")
+	build := exec.Command("go", "build", "-tags", "failpoints", "-o", kvnode, "github.com/cutkv/cutkv/cmd/kvnode")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		t.Fatalf("go build kvnode: %v", err)

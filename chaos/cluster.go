@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/cutkv/cutkv/chaos/hosts"
+	"github.com/cutkv/cutkv/internal/clock"
 	"github.com/cutkv/cutkv/pki"
 	"github.com/cutkv/cutkv/proto/kvpb"
 	"github.com/cutkv/cutkv/proto/kvrpc"
@@ -53,6 +54,7 @@ type node struct {
 	mu    sync.Mutex
 	proc  *hosts.Proc // nil while down
 	state string      // "up", "killed", "paused"
+	skew  *skew       // the clock-skew fault on it (clockskew.go), nil when none
 }
 
 // active are the hosts of the rounds running, for closeActive.
@@ -183,7 +185,7 @@ func (c *cluster) start(i int) error {
 	nd := c.nodes[i]
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
-	p, err := nd.host.Start(c.bin, nd.args, os.Environ(), nd.log)
+	p, err := nd.host.Start(c.bin, nd.args, append(os.Environ(), clock.SkewFileEnv+"="+nd.skewFile()), nd.log)
 	if err != nil {
 		return fmt.Errorf("chaos: start %s: %w", nd.id, err)
 	}
@@ -277,6 +279,7 @@ func (c *cluster) heal() error {
 	if err := c.net.Heal(); err != nil {
 		errs = append(errs, err.Error())
 	}
+	errs = append(errs, c.unskew()...)
 	for i, nd := range c.nodes {
 		nd.mu.Lock()
 		st, p := nd.state, nd.proc
