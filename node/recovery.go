@@ -41,6 +41,7 @@ func (n *Node) runRecovery(ctx context.Context) {
 	t := time.NewTicker(RecoveryInterval)
 	defer t.Stop()
 	lastHorizon := map[uint64]time.Time{}
+	paces := map[uint64]*horizonPace{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -48,6 +49,13 @@ func (n *Node) runRecovery(ctx context.Context) {
 		case <-t.C:
 		}
 		for p, part := range rn.Partitions {
+			pace := paces[p]
+			if pace == nil {
+				pace = &horizonPace{}
+				paces[p] = pace
+			}
+			_, horizon := part.FinishedCount()
+			pace.observe(horizon, time.Now())
 			if st, ok := rn.Store.Status(p); !ok || !st.IsLeader {
 				continue
 			}
@@ -56,18 +64,48 @@ func (n *Node) runRecovery(ctx context.Context) {
 			}
 			if time.Since(lastHorizon[p]) >= HorizonInterval {
 				lastHorizon[p] = time.Now()
-				n.raiseHorizon(ctx, p)
+				n.raiseHorizon(ctx, p, pace.bound(clock.Now().Add(-rpc.FinishedRetention).UnixMilli(), time.Now()))
 			}
 		}
 	}
 }
 
-// raiseHorizon proposes partition p's horizon rpc.FinishedRetention ago.
-func (n *Node) raiseHorizon(ctx context.Context, p uint64) {
+// raiseHorizon proposes partition p's horizon ms (Unix ms).
+func (n *Node) raiseHorizon(ctx context.Context, p uint64, ms int64) {
 	hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	ms := clock.Now().Add(-rpc.FinishedRetention).UnixMilli()
 	_, _ = n.rn.Store.Propose(hctx, p, &internalpb.Command{Op: &internalpb.Command_TxnHorizon{TxnHorizon: &internalpb.TxnHorizonOp{UnixMs: ms}}})
+}
+
+// horizonPace keeps a leader whose wall clock runs ahead from raising a
+// partition's horizon ahead of real time. The horizon never goes back
+// (partition.horizonLocked), and every prepare stamped before it is
+// refused, so a leader skewed forward past rpc.FinishedRetention would
+// otherwise leave the partition refusing every transaction of the
+// correct coordinators until the real time caught up with the skewed
+// one — minutes after the clock was put right (issue 17). So the horizon
+// may advance from the first one this node saw by no more than the time
+// elapsed since then on the monotonic clock. A partition's first horizon
+// (none seen yet) is not paced: there is nothing to pace from.
+type horizonPace struct {
+	base int64     // the first horizon seen (Unix ms); 0: none yet
+	at   time.Time // when, on the monotonic clock
+}
+
+// observe notes the partition's horizon at now, as long as none was noted.
+func (h *horizonPace) observe(horizon int64, now time.Time) {
+	if h.base == 0 && horizon != 0 {
+		h.base, h.at = horizon, now
+	}
+}
+
+// bound is the horizon to propose at now for one wanted at want (the wall
+// clock minus the retention).
+func (h *horizonPace) bound(want int64, now time.Time) int64 {
+	if h.base == 0 {
+		return want
+	}
+	return min(want, h.base+now.Sub(h.at).Milliseconds())
 }
 
 // resolve settles the stale intent in of partition p, led by this node

@@ -2,7 +2,10 @@
 
 package clock
 
-import "time"
+import (
+	"errors"
+	"time"
+)
 
 // Enabled reports whether this build lets a harness skew the clock.
 const Enabled = false
@@ -12,3 +15,8 @@ func Now() time.Time { return time.Now() }
 
 // Offset is always 0 in a build without the failpoints tag.
 func Offset() time.Duration { return 0 }
+
+// Set is refused in a build without the failpoints tag.
+func Set(time.Duration) error {
+	return errors.New("clock: this build cannot skew its clock (build with -tags failpoints)")
+}

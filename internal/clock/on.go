@@ -76,3 +76,13 @@ func (w *watcher) poll() {
 		slog.Default().Info("clock skew set", "offset", d, "file", w.path)
 	}
 }
+
+// Set sets the offset in this process (tests), as a change of the skew
+// file would, and logs it the same way. The watcher, if any, applies the
+// file again only when its content changes.
+func Set(d time.Duration) error {
+	if old := time.Duration(offset.Swap(int64(d))); old != d {
+		slog.Default().Info("clock skew set", "offset", d, "file", "")
+	}
+	return nil
+}

@@ -79,3 +79,14 @@ func TestNowIsAWallClock(t *testing.T) {
 		t.Fatalf("Now carries a monotonic reading: %s", s)
 	}
 }
+
+func TestSet(t *testing.T) {
+	buf := captureLog(t)
+	t.Cleanup(func() { offset.Store(0) })
+	if err := Set(-3 * time.Minute); err != nil || Offset() != -3*time.Minute {
+		t.Fatalf("Set(-3m): %v, offset %v", err, Offset())
+	}
+	if err := Set(-3 * time.Minute); err != nil || strings.Count(buf.String(), "clock skew set") != 1 {
+		t.Fatalf("Set twice: %v; log:\n%s", err, buf.String())
+	}
+}
