@@ -180,7 +180,8 @@ func TestWaitWritable(t *testing.T) {
 
 // TestTxnPriority: the client's priority, else the arrival time; a
 // transaction that writes nothing gets no head start (it starved
-// writers).
+// writers); a priority from beyond the last maxAge or from the future is
+// bounded to the window (a node whose clock is off refuses nobody).
 func TestTxnPriority(t *testing.T) {
 	now := time.Unix(1000, 0)
 	get := &kvpb.RequestOp{Request: &kvpb.RequestOp_Get{Get: &kvpb.GetRequest{Key: []byte("a")}}}
@@ -194,8 +195,12 @@ func TestTxnPriority(t *testing.T) {
 		"a write retried":      {&kvpb.TxnRequest{Success: []*kvpb.RequestOp{put}, Priority: first}, first},
 		"a read":               {&kvpb.TxnRequest{Success: []*kvpb.RequestOp{get}}, now.UnixNano()},
 		"a read retried":       {&kvpb.TxnRequest{Success: []*kvpb.RequestOp{get}, Priority: first}, first},
+		"an hour ago":          {&kvpb.TxnRequest{Success: []*kvpb.RequestOp{put}, Priority: now.Add(-time.Hour).UnixNano()}, now.Add(-time.Minute).UnixNano()},
+		"the oldest accepted":  {&kvpb.TxnRequest{Success: []*kvpb.RequestOp{put}, Priority: now.Add(-time.Minute).UnixNano()}, now.Add(-time.Minute).UnixNano()},
+		"15 min ahead":         {&kvpb.TxnRequest{Success: []*kvpb.RequestOp{put}, Priority: now.Add(15 * time.Minute).UnixNano()}, now.Add(MaxPrioSkew).UnixNano()},
+		"negative":             {&kvpb.TxnRequest{Success: []*kvpb.RequestOp{put}, Priority: -5}, now.Add(-time.Minute).UnixNano()},
 	} {
-		if got := txnPriority(tc.req, now); got != tc.want {
+		if got := txnPriority(tc.req, now, time.Minute); got != tc.want {
 			t.Errorf("%s: priority %d, want %d", name, got, tc.want)
 		}
 	}
