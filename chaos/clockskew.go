@@ -3,19 +3,13 @@ package chaos
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
-	"github.com/cutkv/cutkv/proto/kvpb"
-	"github.com/cutkv/cutkv/proto/kvrpc"
 )
 
 // The clock-skew fault (issue 17). A kvnode built with -tags failpoints
@@ -24,8 +18,7 @@ import (
 // The fault writes an offset of 1-15 minutes, forward or back, into one
 // node's file — beyond rpc.FinishedRetention (10 min) in a third of the
 // draws — and proves it took effect twice: the node logs "clock skew set"
-// with the offset, and its Txn door, asked with a priority of the
-// harness's now, refuses it and names the node's now, which must be the
+// with the offset, and the time its /ui/api/status reports is the
 // harness's plus the offset. Heal writes the offset 0 back and waits for
 // the node to log it. Both ends log the cluster's transaction counters
 // (from every node's /metrics) over the skew and over a window before it,
@@ -81,15 +74,15 @@ func (n *nemesis) injectClockSkew(ctx context.Context) (target string, proven bo
 	nd.mu.Unlock()
 
 	logged := waitLogLine(ctx, nd.log, logFrom, skewLogLine(d), 3*time.Second)
-	seen, doorErr := c.doorClock(ctx, i, d, 3*time.Second)
+	seen, uiErr := c.uiClock(ctx, i, d, 6*time.Second)
 	proof = fmt.Sprintf("log %q: %v", skewLogLine(d), logged)
-	if doorErr != nil {
-		proof += "; the Txn door: " + doorErr.Error()
+	if uiErr != nil {
+		proof += "; " + uiErr.Error()
 	} else {
-		proof += fmt.Sprintf("; the Txn door refused a priority of the harness's now, naming the node's now %+v from the harness's", seen.Round(time.Millisecond))
+		proof += fmt.Sprintf("; its /ui/api/status reports a time %+v from the harness's", seen.Round(time.Millisecond))
 	}
 	proof += "; before the skew: " + baseline
-	return target, logged && doorErr == nil, proof
+	return target, logged && uiErr == nil, proof
 }
 
 // unskew sets every skewed node's offset back to 0 and waits for each to
@@ -156,44 +149,47 @@ func (c *cluster) roles(ctx context.Context, i int) string {
 	return "leads groups " + strings.Join(led, ",")
 }
 
-var doorNow = regexp.MustCompile(`\(now is (-?\d+)\)`)
-
-// doorClock asks node i's Txn door, until within passes, to take a
-// read-only transaction with a priority of the harness's now; a door
-// whose clock is skewed by want (|want| ≥ 1 min, past rpc.MaxTxnAge)
-// refuses it with InvalidArgument and names its own now. It returns the
-// node's now minus the harness's, once that is within 5 s of want.
-func (c *cluster) doorClock(ctx context.Context, i int, want, within time.Duration) (time.Duration, error) {
-	kv := kvrpc.NewKVClient(c.conns[i])
+// uiClock reads node i's /ui/api/status, whose time_unix_ms is the
+// node's wall clock (internal/clock) when it gathered the status (at most
+// a refresh, 1 s, before), until within passes or that time is within 5 s
+// of the harness's plus want. It returns the node's time minus the
+// harness's.
+func (c *cluster) uiClock(ctx context.Context, i int, want, within time.Duration) (time.Duration, error) {
+	cl := http.Client{Timeout: 4 * time.Second}
+	url := fmt.Sprintf("http://%s:%d/ui/api/status", c.nodes[i].host.IP(), httpPort)
 	deadline := time.Now().Add(within)
 	last := "no answer"
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		sent := time.Now()
-		rctx, cancel := context.WithTimeout(ctx, time.Second)
-		_, err := kv.Txn(rctx, &kvpb.TxnRequest{Priority: sent.UnixNano(), Success: []*kvpb.RequestOp{
-			{Request: &kvpb.RequestOp_Get{Get: &kvpb.GetRequest{Key: []byte("chaos/clock-probe")}}}}})
-		cancel()
-		switch st, _ := status.FromError(err); {
-		case err == nil:
-			last = "accepted (the node's clock is within a minute of the harness's)"
-		case st.Code() != codes.InvalidArgument:
+		seen, err := func() (time.Duration, error) {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			if err != nil {
+				return 0, err
+			}
+			resp, err := cl.Do(req)
+			if err != nil {
+				return 0, err
+			}
+			defer resp.Body.Close()
+			var st struct {
+				TimeUnixMs int64 `json:"time_unix_ms"`
+			}
+			if err := json.NewDecoder(resp.Body).Decode(&st); err != nil || st.TimeUnixMs == 0 {
+				return 0, fmt.Errorf("%s: %s, no time_unix_ms (%v)", url, resp.Status, err)
+			}
+			return time.UnixMilli(st.TimeUnixMs).Sub(sent), nil
+		}()
+		switch {
+		case err != nil:
 			last = err.Error()
+		case seen-want > -5*time.Second && seen-want < 5*time.Second:
+			return seen, nil
 		default:
-			m := doorNow.FindStringSubmatch(st.Message())
-			if m == nil {
-				last = "refused without naming its now: " + st.Message()
-				break
-			}
-			ns, _ := strconv.ParseInt(m[1], 10, 64)
-			seen := time.Unix(0, ns).Sub(sent)
-			if diff := seen - want; diff > -5*time.Second && diff < 5*time.Second {
-				return seen, nil
-			}
-			last = fmt.Sprintf("refused, naming a now %v from the harness's", seen.Round(time.Millisecond))
+			last = fmt.Sprintf("time_unix_ms %+v from the harness's", seen.Round(time.Millisecond))
 		}
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(200 * time.Millisecond)
 	}
-	return 0, fmt.Errorf("no refusal naming a now %+v from the harness's within %v; last: %s", want, within, last)
+	return 0, fmt.Errorf("%s never reported a time %+v from the harness's within %v; last: %s", url, want, within, last)
 }
 
 // txnCounters are the transaction counters summed over the nodes.
