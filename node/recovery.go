@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -18,7 +19,7 @@ import (
 // Timing of recovery.
 const (
 	// RecoveryTimeout: a leader asks the record partition about intents
-	// older than this (presumed abort).
+	// its replica has held for longer than this (presumed abort).
 	RecoveryTimeout = 2 * time.Second
 	// RecoveryInterval is how often a leader looks for stale intents.
 	RecoveryInterval = 500 * time.Millisecond
@@ -42,6 +43,7 @@ func (n *Node) runRecovery(ctx context.Context) {
 	defer t.Stop()
 	lastHorizon := map[uint64]time.Time{}
 	paces := map[uint64]*horizonPace{}
+	ages := map[uint64]intentAges{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -56,10 +58,13 @@ func (n *Node) runRecovery(ctx context.Context) {
 			}
 			_, horizon := part.FinishedCount()
 			pace.observe(horizon, time.Now())
+			// Followers keep the ages too, so a new leader knows them.
+			var stale []*partition.Intent
+			stale, ages[p] = ages[p].stale(part.StaleIntents(math.MaxInt64), time.Now(), RecoveryTimeout)
 			if st, ok := rn.Store.Status(p); !ok || !st.IsLeader {
 				continue
 			}
-			for _, in := range part.StaleIntents(clock.Now().Add(-RecoveryTimeout).UnixMilli()) {
+			for _, in := range stale {
 				n.resolve(ctx, p, in)
 			}
 			if time.Since(lastHorizon[p]) >= HorizonInterval {
@@ -75,6 +80,37 @@ func (n *Node) raiseHorizon(ctx context.Context, p uint64, ms int64) {
 	hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	_, _ = n.rn.Store.Propose(hctx, p, &internalpb.Command{Op: &internalpb.Command_TxnHorizon{TxnHorizon: &internalpb.TxnHorizonOp{UnixMs: ms}}})
+}
+
+// intentAges says since when (monotonic clock) this node's replica of a
+// partition has held each intent, by transaction id. An intent is stale
+// once held for RecoveryTimeout. Not by its prepare time against the wall
+// clock: a leader whose clock ran behind never found an intent stale and
+// left the locks of a dead coordinator held for as long as it was behind,
+// and one whose clock ran ahead recovered — and so aborted — transactions
+// still preparing (issue 17). Replicas apply an entry about when its
+// leader does, so a replica's age is the intent's age; a node that
+// restarts counts from its start, a little late.
+type intentAges map[string]time.Time
+
+// stale returns the intents of held (every intent the replica holds) that
+// were held at now for at least timeout, in held's order, and the ages
+// to keep for the next call (those of held only).
+func (a intentAges) stale(held []*partition.Intent, now time.Time, timeout time.Duration) ([]*partition.Intent, intentAges) {
+	next := make(intentAges, len(held))
+	var out []*partition.Intent
+	for _, in := range held {
+		id := string(in.Op.GetTxnId())
+		since, ok := a[id]
+		if !ok {
+			since = now
+		}
+		next[id] = since
+		if now.Sub(since) >= timeout {
+			out = append(out, in)
+		}
+	}
+	return out, next
 }
 
 // horizonPace keeps a leader whose wall clock runs ahead from raising a

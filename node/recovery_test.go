@@ -1,8 +1,12 @@
 package node
 
 import (
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/cutkv/cutkv/partition"
+	"github.com/cutkv/cutkv/proto/internalpb"
 )
 
 func TestHorizonPace(t *testing.T) {
@@ -27,6 +31,47 @@ func TestHorizonPace(t *testing.T) {
 		}
 		if got := h.bound(tc.want, t0.Add(tc.at)); got != tc.bound {
 			t.Errorf("%s: bound %d, want %d", tc.name, got, tc.bound)
+		}
+	}
+}
+
+func TestIntentAges(t *testing.T) {
+	in := func(id string) *partition.Intent {
+		return &partition.Intent{Op: &internalpb.TxnPrepareOp{TxnId: []byte(id)}}
+	}
+	ids := func(ins []*partition.Intent) string {
+		var s []string
+		for _, x := range ins {
+			s = append(s, string(x.Op.GetTxnId()))
+		}
+		return strings.Join(s, ",")
+	}
+	t0 := time.Now()
+	var a intentAges
+	steps := []struct {
+		at    time.Duration
+		held  []string
+		stale string
+	}{
+		{0, []string{"a", "b"}, ""},
+		{time.Second, []string{"a", "b", "c"}, ""},
+		{2 * time.Second, []string{"a", "b", "c"}, "a,b"}, // held for the timeout
+		{2500 * time.Millisecond, []string{"c", "a"}, "a"}, // c for 1.5 s only
+		{3 * time.Second, []string{"c", "b"}, "c"}, // b went and came back: counted afresh
+		{5 * time.Second, []string{"b"}, "b"},
+	}
+	for i, st := range steps {
+		var held []*partition.Intent
+		for _, id := range st.held {
+			held = append(held, in(id))
+		}
+		var stale []*partition.Intent
+		stale, a = a.stale(held, t0.Add(st.at), 2*time.Second)
+		if got := ids(stale); got != st.stale {
+			t.Errorf("step %d at %v: stale %q, want %q", i, st.at, got, st.stale)
+		}
+		if len(a) != len(st.held) {
+			t.Errorf("step %d: %d ages kept for %d intents held", i, len(a), len(st.held))
 		}
 	}
 }
