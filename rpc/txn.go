@@ -152,6 +152,21 @@ func (s *ParticipantServer) Status(ctx context.Context, req *internalpb.StatusRe
 		SuccessReads: st.SuccessReads, FailureReads: st.FailureReads, CutVersion: s.n.Clock.Load()}, nil
 }
 
+// recordStatusTime is the time a Record read's status entry is stamped
+// with, at now on a partition whose horizon is horizon (Unix ms): now,
+// but no less than FinishedRetention past the horizon. The entry leaves
+// its tombstone (the prevention of a prepare still on its way) only when
+// its time is not behind the horizon, and the tombstone lasts until the
+// horizon passes that time. On a leader whose clock ran more than
+// FinishedRetention behind, now was behind the horizon, so no tombstone
+// was left: a late prepare of the record partition could then write
+// STAGING after recovery found no record and decided ABORTED (issue 17).
+// The horizon follows the real time (node's horizon pacing), so its
+// retention past it is about the real now.
+func recordStatusTime(now time.Time, horizon int64) int64 {
+	return max(now.UnixMilli(), horizon+FinishedRetention.Milliseconds())
+}
+
 // Record reads a transaction record through this partition's log: a
 // status entry first (so the read follows every earlier entry, and a
 // prepare of the record partition not yet applied is prevented by its
@@ -164,10 +179,11 @@ func (s *ParticipantServer) Record(ctx context.Context, req *internalpb.RecordRe
 		return nil, toStatus(err, s.n.leaderHintOf(p))
 	}
 	id := req.GetTxnId()
-	if _, err := s.n.proposeStatus(ctx, p, &internalpb.TxnStatusOp{TxnId: id, PreparedUnixMs: clock.Now().UnixMilli()}); err != nil {
+	part := s.n.Partitions[p]
+	_, horizon := part.FinishedCount()
+	if _, err := s.n.proposeStatus(ctx, p, &internalpb.TxnStatusOp{TxnId: id, PreparedUnixMs: recordStatusTime(clock.Now(), horizon)}); err != nil {
 		return nil, toStatus(err, s.n.leaderHintOf(p))
 	}
-	part := s.n.Partitions[p]
 	rec, ok := part.Record(string(id))
 	if !ok {
 		rec = &internalpb.TxnDecideOp{TxnId: id}

@@ -288,3 +288,28 @@ func TestWaitsWakeOnApply(t *testing.T) {
 		return waitApplied(ctx, &Node{Partitions: map[uint64]*partition.Partition{1: p}}, 1, 7)
 	})
 }
+
+// TestRecordStatusTime: a Record read's status time is the clock's, but
+// never so far behind the horizon that its tombstone would not be left.
+func TestRecordStatusTime(t *testing.T) {
+	now := time.UnixMilli(10_000_000)
+	r := FinishedRetention.Milliseconds()
+	for name, tc := range map[string]struct {
+		now     time.Time
+		horizon int64
+		want    int64
+	}{
+		"no horizon":                 {now, 0, now.UnixMilli()},
+		"a clock in step":            {now, now.UnixMilli() - r, now.UnixMilli()},
+		"a clock ahead":              {now.Add(15 * time.Minute), now.UnixMilli() - r, now.Add(15 * time.Minute).UnixMilli()},
+		"a clock behind the horizon": {now.Add(-15 * time.Minute), now.UnixMilli() - r, now.UnixMilli()},
+	} {
+		got := recordStatusTime(tc.now, tc.horizon)
+		if got != tc.want {
+			t.Errorf("%s: %d, want %d", name, got, tc.want)
+		}
+		if got < tc.horizon {
+			t.Errorf("%s: %d is behind the horizon %d: no tombstone", name, got, tc.horizon)
+		}
+	}
+}
