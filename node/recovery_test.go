@@ -55,9 +55,9 @@ func TestIntentAges(t *testing.T) {
 	}{
 		{0, []string{"a", "b"}, ""},
 		{time.Second, []string{"a", "b", "c"}, ""},
-		{2 * time.Second, []string{"a", "b", "c"}, "a,b"}, // held for the timeout
+		{2 * time.Second, []string{"a", "b", "c"}, "a,b"},  // held for the timeout
 		{2500 * time.Millisecond, []string{"c", "a"}, "a"}, // c for 1.5 s only
-		{3 * time.Second, []string{"c", "b"}, "c"}, // b went and came back: counted afresh
+		{3 * time.Second, []string{"c", "b"}, "c"},         // b went and came back: counted afresh
 		{5 * time.Second, []string{"b"}, "b"},
 	}
 	for i, st := range steps {
