@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/cutkv/cutkv/chaos/hosts"
+	"github.com/cutkv/cutkv/internal/clock"
 	"github.com/cutkv/cutkv/internal/synclog"
 	"github.com/cutkv/cutkv/pki"
 	"github.com/cutkv/cutkv/proto/kvpb"
@@ -57,6 +58,7 @@ type node struct {
 	mu     sync.Mutex
 	proc   *hosts.Proc // nil while down
 	state  string      // "up", "killed", "paused"
+	skew   *skew       // the clock-skew fault on it (clockskew.go), nil when none
 }
 
 // active are the hosts of the rounds running, for closeActive.
@@ -188,7 +190,8 @@ func (c *cluster) start(i int) error {
 	nd := c.nodes[i]
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
-	p, err := nd.host.Start(c.bin, nd.args, append(os.Environ(), synclog.EnvVar+"="+nd.synced), nd.log)
+	env := append(os.Environ(), synclog.EnvVar+"="+nd.synced, clock.SkewFileEnv+"="+nd.skewFile())
+	p, err := nd.host.Start(c.bin, nd.args, env, nd.log)
 	if err != nil {
 		return fmt.Errorf("chaos: start %s: %w", nd.id, err)
 	}
@@ -297,6 +300,7 @@ func (c *cluster) heal() error {
 	if err := c.net.Heal(); err != nil {
 		errs = append(errs, err.Error())
 	}
+	errs = append(errs, c.unskew()...)
 	for i, nd := range c.nodes {
 		nd.mu.Lock()
 		st, p := nd.state, nd.proc

@@ -32,11 +32,12 @@ const (
 	SnapshotCatchUp   Kind = "snapshot-catch-up"   // a follower cut off past the compacted log, caught up by a raft snapshot
 	RestartAll        Kind = "restart-all"         // every node killed, then all restarted at once
 	LoseUnsynced      Kind = "lose-unsynced"       // a node killed and its files cut to their fsynced lengths
+	ClockSkew         Kind = "clock-skew"          // one node's wall clock moved 1-15 min forward or back (internal/clock)
 )
 
 // AllKinds lists every kind, in a fixed order.
 var AllKinds = []Kind{IsolateNode, IsolateLeader, IsolateMetaLeader, Split23, Split14, OneWay, RandomLoss,
-	KillRestart, PauseLeader, PauseCoordinator, PauseMetaMidCut, Swizzle, SnapshotCatchUp, RestartAll, LoseUnsynced}
+	KillRestart, PauseLeader, PauseCoordinator, PauseMetaMidCut, Swizzle, SnapshotCatchUp, RestartAll, LoseUnsynced, ClockSkew}
 
 // needs5 says whether a kind needs five nodes.
 func (k Kind) needs5() bool { return k == Split23 || k == Split14 }

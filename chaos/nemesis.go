@@ -24,20 +24,20 @@ type fault struct {
 
 // nemesis injects faults of the round's kinds on a seeded schedule.
 type nemesis struct {
-	c        *cluster
-	r        *rand.Rand
-	kinds    []Kind
-	cuts     *cutter
-	coord    func(i int) int64 // multi-partition transactions node i coordinated so far
+	c     *cluster
+	r     *rand.Rand
+	kinds []Kind
+	cuts  *cutter
+	coord func(i int) int64 // multi-partition transactions node i coordinated so far
 	// verifyNow runs a live verifier pass (copies of the logs as they
 	// are now): a fault that truncates the logs on purpose calls it
 	// first, so that the cuts completed just before stay verifiable.
 	verifyNow func(ctx context.Context) error
-	calls     *gate // the cutter's and snapshotter's calls
-	bound    time.Duration     // recovery bound
-	start    time.Time
-	logf     func(format string, args ...any)
-	schedule []string // what was done, in order, for the replay file
+	calls     *gate         // the cutter's and snapshotter's calls
+	bound     time.Duration // recovery bound
+	start     time.Time
+	logf      func(format string, args ...any)
+	schedule  []string // what was done, in order, for the replay file
 }
 
 // run injects faults until until, each held 2-6 s, healed, and followed
@@ -220,6 +220,8 @@ func (n *nemesis) inject(ctx context.Context, k Kind) (target string, proven boo
 		ok, err := c.pause(best)
 		proof := pauseProof(ok, err) + fmt.Sprintf("; it coordinated %d multi-partition transactions in the second before", most)
 		return c.nodes[best].id, ok && most > 0, proof
+	case ClockSkew:
+		return n.injectClockSkew(ctx)
 	case PauseMetaMidCut:
 		l, _ := c.leaderOf(ctx, 0, nil)
 		if l < 0 {

@@ -64,8 +64,11 @@ func FailReasons() []string { return []string{failTimeout, failOvertaken} }
 func drive(ctx context.Context, env Env, c *kvpb.CutInfo, timeout time.Duration) (*kvpb.CutInfo, string, error) {
 	v := c.GetVersion()
 	// The deadline counts from the cut's start in group 0 (a take-over
-	// keeps it), read on the environment's clock.
-	left := time.UnixMilli(c.GetStartedUnixMs()).Add(timeout).Sub(env.Now())
+	// keeps it), read on the environment's clock — and is never more than
+	// timeout away: a start stamped by a leader whose clock ran ahead
+	// would otherwise keep a cut that cannot finish in flight, and every
+	// later cut waiting, for as long as that clock was ahead (issue 17).
+	left := min(time.UnixMilli(c.GetStartedUnixMs()).Add(timeout).Sub(env.Now()), timeout)
 	dctx, cancel := context.WithTimeout(ctx, left)
 	defer cancel()
 	env.Announce(v)

@@ -192,6 +192,25 @@ func TestDriveTimeoutCountsFromTheStart(t *testing.T) {
 	})
 }
 
+// TestDriveTimeoutFromAClockAhead: a cut whose start was stamped by a
+// group 0 leader whose clock ran 15 min ahead still fails after the
+// timeout, not 15 min later.
+func TestDriveTimeoutFromAClockAhead(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		env := newFakeEnv(1)
+		c := runningCut(5)
+		c.StartedUnixMs = time.Now().Add(15 * time.Minute).UnixMilli()
+		start := time.Now()
+		out, err := cut.Drive(t.Context(), env, c, 4*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.GetState() != kvpb.CutState_CUT_STATE_FAILED || time.Since(start) != 4*time.Second {
+			t.Fatalf("state %v after %v, want failed after the timeout, 4s", out.GetState(), time.Since(start))
+		}
+	})
+}
+
 func TestDriveCancelled(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		env := newFakeEnv(1, 2)

@@ -2,11 +2,13 @@ package node
 
 import (
 	"context"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/cutkv/cutkv/internal/clock"
 	"github.com/cutkv/cutkv/partition"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/internalrpc"
@@ -17,7 +19,7 @@ import (
 // Timing of recovery.
 const (
 	// RecoveryTimeout: a leader asks the record partition about intents
-	// older than this (presumed abort).
+	// its replica has held for longer than this (presumed abort).
 	RecoveryTimeout = 2 * time.Second
 	// RecoveryInterval is how often a leader looks for stale intents.
 	RecoveryInterval = 500 * time.Millisecond
@@ -40,6 +42,8 @@ func (n *Node) runRecovery(ctx context.Context) {
 	t := time.NewTicker(RecoveryInterval)
 	defer t.Stop()
 	lastHorizon := map[uint64]time.Time{}
+	paces := map[uint64]*horizonPace{}
+	ages := map[uint64]intentAges{}
 	for {
 		select {
 		case <-ctx.Done():
@@ -47,26 +51,97 @@ func (n *Node) runRecovery(ctx context.Context) {
 		case <-t.C:
 		}
 		for p, part := range rn.Partitions {
+			pace := paces[p]
+			if pace == nil {
+				pace = &horizonPace{}
+				paces[p] = pace
+			}
+			_, horizon := part.FinishedCount()
+			pace.observe(horizon, time.Now())
+			// Followers keep the ages too, so a new leader knows them.
+			var stale []*partition.Intent
+			stale, ages[p] = ages[p].stale(part.StaleIntents(math.MaxInt64), time.Now(), RecoveryTimeout)
 			if st, ok := rn.Store.Status(p); !ok || !st.IsLeader {
 				continue
 			}
-			for _, in := range part.StaleIntents(time.Now().Add(-RecoveryTimeout).UnixMilli()) {
+			for _, in := range stale {
 				n.resolve(ctx, p, in)
 			}
 			if time.Since(lastHorizon[p]) >= HorizonInterval {
 				lastHorizon[p] = time.Now()
-				n.raiseHorizon(ctx, p)
+				n.raiseHorizon(ctx, p, pace.bound(clock.Now().Add(-rpc.FinishedRetention).UnixMilli(), time.Now()))
 			}
 		}
 	}
 }
 
-// raiseHorizon proposes partition p's horizon rpc.FinishedRetention ago.
-func (n *Node) raiseHorizon(ctx context.Context, p uint64) {
+// raiseHorizon proposes partition p's horizon ms (Unix ms).
+func (n *Node) raiseHorizon(ctx context.Context, p uint64, ms int64) {
 	hctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	ms := time.Now().Add(-rpc.FinishedRetention).UnixMilli()
 	_, _ = n.rn.Store.Propose(hctx, p, &internalpb.Command{Op: &internalpb.Command_TxnHorizon{TxnHorizon: &internalpb.TxnHorizonOp{UnixMs: ms}}})
+}
+
+// intentAges says since when (monotonic clock) this node's replica of a
+// partition has held each intent, by transaction id. An intent is stale
+// once held for RecoveryTimeout. Not by its prepare time against the wall
+// clock: a leader whose clock ran behind never found an intent stale and
+// left the locks of a dead coordinator held for as long as it was behind,
+// and one whose clock ran ahead recovered — and so aborted — transactions
+// still preparing (issue 17). Replicas apply an entry about when its
+// leader does, so a replica's age is the intent's age; a node that
+// restarts counts from its start, a little late.
+type intentAges map[string]time.Time
+
+// stale returns the intents of held (every intent the replica holds) that
+// were held at now for at least timeout, in held's order, and the ages
+// to keep for the next call (those of held only).
+func (a intentAges) stale(held []*partition.Intent, now time.Time, timeout time.Duration) ([]*partition.Intent, intentAges) {
+	next := make(intentAges, len(held))
+	var out []*partition.Intent
+	for _, in := range held {
+		id := string(in.Op.GetTxnId())
+		since, ok := a[id]
+		if !ok {
+			since = now
+		}
+		next[id] = since
+		if now.Sub(since) >= timeout {
+			out = append(out, in)
+		}
+	}
+	return out, next
+}
+
+// horizonPace keeps a leader whose wall clock runs ahead from raising a
+// partition's horizon ahead of real time. The horizon never goes back
+// (partition.horizonLocked), and every prepare stamped before it is
+// refused, so a leader skewed forward past rpc.FinishedRetention would
+// otherwise leave the partition refusing every transaction of the
+// correct coordinators until the real time caught up with the skewed
+// one — minutes after the clock was put right (issue 17). So the horizon
+// may advance from the first one this node saw by no more than the time
+// elapsed since then on the monotonic clock. A partition's first horizon
+// (none seen yet) is not paced: there is nothing to pace from.
+type horizonPace struct {
+	base int64     // the first horizon seen (Unix ms); 0: none yet
+	at   time.Time // when, on the monotonic clock
+}
+
+// observe notes the partition's horizon at now, as long as none was noted.
+func (h *horizonPace) observe(horizon int64, now time.Time) {
+	if h.base == 0 && horizon != 0 {
+		h.base, h.at = horizon, now
+	}
+}
+
+// bound is the horizon to propose at now for one wanted at want (the wall
+// clock minus the retention).
+func (h *horizonPace) bound(want int64, now time.Time) int64 {
+	if h.base == 0 {
+		return want
+	}
+	return min(want, h.base+now.Sub(h.at).Milliseconds())
 }
 
 // resolve settles the stale intent in of partition p, led by this node

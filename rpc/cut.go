@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/cutkv/cutkv/cut"
+	"github.com/cutkv/cutkv/internal/clock"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/internalrpc"
 	"github.com/cutkv/cutkv/proto/kvpb"
@@ -193,5 +194,6 @@ func (e *CutEnv) Record(ctx context.Context, c *kvpb.CutInfo) error {
 	return err
 }
 
-// Now is time.Now.
-func (e *CutEnv) Now() time.Time { return time.Now() }
+// Now is the wall clock (internal/clock): a cut's deadline counts from
+// its StartedUnixMs, which group 0's leader read on its own wall clock.
+func (e *CutEnv) Now() time.Time { return clock.Now() }

@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"sort"
 	"sync"
-	"time"
 
 	"google.golang.org/grpc"
 
+	"github.com/cutkv/cutkv/internal/clock"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/internalrpc"
 	"github.com/cutkv/cutkv/proto/kvpb"
@@ -55,7 +55,7 @@ func (s *ClusterServer) CreateCut(ctx context.Context, req *kvpb.CreateCutReques
 // this node (group 0's leader) drives it. It returns the running cut.
 func StartCut(ctx context.Context, n *Node) (*kvpb.CutInfo, error) {
 	res, err := n.Store.Propose(ctx, 0, &internalpb.Command{Op: &internalpb.Command_CutAllocate{
-		CutAllocate: &internalpb.CutAllocateOp{StartedUnixMs: time.Now().UnixMilli(), Floor: max(n.Clock.Load(), n.overtaken.Load())},
+		CutAllocate: &internalpb.CutAllocateOp{StartedUnixMs: clock.Now().UnixMilli(), Floor: max(n.Clock.Load(), n.overtaken.Load())},
 	}})
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cutkv/cutkv/internal/clock"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/txn"
 )
@@ -26,14 +27,23 @@ var (
 	// wall-clock time may be (a prepare time in the future would keep its
 	// intent from ever looking stale to recovery).
 	PeerClockSkew = 30 * time.Second
+	// SettleClockSkew bounds how far ahead of this node's clock the
+	// prepare time in a Status or Finish may be. Those name a
+	// transaction some leader already prepared, perhaps one whose clock
+	// ran ahead (it accepts prepare times up to PeerClockSkew ahead of
+	// its own clock): refusing them at PeerClockSkew left its intents
+	// unsettled, their locks held and every cut failing, until the real
+	// time caught up (issue 17, chaos clock-skew). The bound only limits
+	// how long a tombstone so stamped is kept.
+	SettleClockSkew = time.Hour
 )
 
-// checkPeerTime bounds a peer's Unix ms to [now-maxAge, now+PeerClockSkew]
+// checkPeerTime bounds a peer's Unix ms to [now-maxAge, now+ahead]
 // (maxAge 0: no lower bound).
-func checkPeerTime(field string, ms int64, maxAge time.Duration) error {
-	now := time.Now()
-	if ms > now.Add(PeerClockSkew).UnixMilli() || (maxAge > 0 && ms < now.Add(-maxAge).UnixMilli()) {
-		return fmt.Errorf("%w: %s %d (Unix ms) is more than %v ahead of this node's clock or older than %v", ErrInvalidArgument, field, ms, PeerClockSkew, maxAge)
+func checkPeerTime(field string, ms int64, maxAge, ahead time.Duration) error {
+	now := clock.Now()
+	if ms > now.Add(ahead).UnixMilli() || (maxAge > 0 && ms < now.Add(-maxAge).UnixMilli()) {
+		return fmt.Errorf("%w: %s %d (Unix ms) is more than %v ahead of this node's clock or older than %v", ErrInvalidArgument, field, ms, ahead, maxAge)
 	}
 	return nil
 }
@@ -41,7 +51,7 @@ func checkPeerTime(field string, ms int64, maxAge time.Duration) error {
 // checkPriority bounds a wait-die priority (Unix nanoseconds) to
 // [now-maxAge, now+MaxPrioSkew].
 func checkPriority(field string, prio int64, maxAge time.Duration) error {
-	now := time.Now()
+	now := clock.Now()
 	if lo, hi := now.Add(-maxAge).UnixNano(), now.Add(MaxPrioSkew).UnixNano(); prio < lo || prio > hi {
 		return fmt.Errorf("%w: %s %d is not within the last %v (now is %d): a transaction's priority is the Unix nanoseconds of its first attempt",
 			ErrInvalidArgument, field, prio, maxAge, now.UnixNano())
@@ -75,7 +85,7 @@ func (n *Node) checkPrepare(req *internalpb.PrepareRequest) error {
 	if err := checkPriority("op.priority", op.GetPriority(), FinishedRetention); err != nil {
 		return err
 	}
-	if err := checkPeerTime("op.prepared_unix_ms", op.GetPreparedUnixMs(), FinishedRetention); err != nil {
+	if err := checkPeerTime("op.prepared_unix_ms", op.GetPreparedUnixMs(), FinishedRetention, PeerClockSkew); err != nil {
 		return err
 	}
 	return nil
@@ -90,7 +100,7 @@ func (n *Node) checkFinish(ctx context.Context, req *internalpb.FinishRequest) e
 	if err := invalid(txn.ValidateFinish(req.GetOp())); err != nil {
 		return err
 	}
-	if err := checkPeerTime("op.prepared_unix_ms", req.GetOp().GetPreparedUnixMs(), 0); err != nil {
+	if err := checkPeerTime("op.prepared_unix_ms", req.GetOp().GetPreparedUnixMs(), 0, SettleClockSkew); err != nil {
 		return err
 	}
 	return n.admitVersion(ctx, "op.stamp", req.GetOp().GetStamp())
@@ -120,7 +130,7 @@ func (n *Node) checkStatus(req *internalpb.StatusRequest) error {
 	}
 	// No lower bound: recovery asks about intents of any age (the
 	// horizon keeps an old tombstone from being left).
-	if err := checkPeerTime("op.prepared_unix_ms", req.GetOp().GetPreparedUnixMs(), 0); err != nil {
+	if err := checkPeerTime("op.prepared_unix_ms", req.GetOp().GetPreparedUnixMs(), 0, SettleClockSkew); err != nil {
 		return err
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cutkv/cutkv/checkpoint"
+	"github.com/cutkv/cutkv/internal/clock"
 	"github.com/cutkv/cutkv/keyspace"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/internalrpc"
@@ -234,7 +235,7 @@ func CreateSnapshot(ctx context.Context, n *Node, req *kvpb.CreateSnapshotReques
 		PartitionCount: n.Layout.Partitions, KeyHash: keyspace.HashName,
 	}
 	if c.GetFinishedUnixMs() == 0 {
-		m.Time = time.Now().UTC()
+		m.Time = clock.Now().UTC()
 	}
 	for _, p := range plans {
 		mp := snapshot.Partition{Partition: p.cp.GetPartition(), Pos: p.cp.GetPos(), End: p.cp.GetFinishIndex(), Pieces: p.Pieces}
@@ -634,7 +635,7 @@ func (s *ClusterServer) PruneSnapshots(ctx context.Context, req *kvpb.PruneSnaps
 func PruneSnapshots(ctx context.Context, n *Node, st *snapshot.Store, keepLast int, keepWithin time.Duration) (*kvpb.SnapshotGCResponse, error) {
 	n.Snapshots.run.Lock()
 	defer n.Snapshots.run.Unlock()
-	gc, err := st.Prune(ctx, keepLast, keepWithin, time.Now())
+	gc, err := st.Prune(ctx, keepLast, keepWithin, clock.Now())
 	if err != nil {
 		return nil, err
 	}

@@ -180,7 +180,8 @@ func TestWaitWritable(t *testing.T) {
 
 // TestTxnPriority: the client's priority, else the arrival time; a
 // transaction that writes nothing gets no head start (it starved
-// writers).
+// writers); a priority from beyond the last maxAge or from the future is
+// bounded to the window (a node whose clock is off refuses nobody).
 func TestTxnPriority(t *testing.T) {
 	now := time.Unix(1000, 0)
 	get := &kvpb.RequestOp{Request: &kvpb.RequestOp_Get{Get: &kvpb.GetRequest{Key: []byte("a")}}}
@@ -194,8 +195,12 @@ func TestTxnPriority(t *testing.T) {
 		"a write retried":      {&kvpb.TxnRequest{Success: []*kvpb.RequestOp{put}, Priority: first}, first},
 		"a read":               {&kvpb.TxnRequest{Success: []*kvpb.RequestOp{get}}, now.UnixNano()},
 		"a read retried":       {&kvpb.TxnRequest{Success: []*kvpb.RequestOp{get}, Priority: first}, first},
+		"an hour ago":          {&kvpb.TxnRequest{Success: []*kvpb.RequestOp{put}, Priority: now.Add(-time.Hour).UnixNano()}, now.Add(-time.Minute).UnixNano()},
+		"the oldest accepted":  {&kvpb.TxnRequest{Success: []*kvpb.RequestOp{put}, Priority: now.Add(-time.Minute).UnixNano()}, now.Add(-time.Minute).UnixNano()},
+		"15 min ahead":         {&kvpb.TxnRequest{Success: []*kvpb.RequestOp{put}, Priority: now.Add(15 * time.Minute).UnixNano()}, now.Add(MaxPrioSkew).UnixNano()},
+		"negative":             {&kvpb.TxnRequest{Success: []*kvpb.RequestOp{put}, Priority: -5}, now.Add(-time.Minute).UnixNano()},
 	} {
-		if got := txnPriority(tc.req, now); got != tc.want {
+		if got := txnPriority(tc.req, now, time.Minute); got != tc.want {
 			t.Errorf("%s: priority %d, want %d", name, got, tc.want)
 		}
 	}
@@ -282,4 +287,29 @@ func TestWaitsWakeOnApply(t *testing.T) {
 	ends("a snapshot's wait for a CutFinish index", func() error {
 		return waitApplied(ctx, &Node{Partitions: map[uint64]*partition.Partition{1: p}}, 1, 7)
 	})
+}
+
+// TestRecordStatusTime: a Record read's status time is the clock's, but
+// never so far behind the horizon that its tombstone would not be left.
+func TestRecordStatusTime(t *testing.T) {
+	now := time.UnixMilli(10_000_000)
+	r := FinishedRetention.Milliseconds()
+	for name, tc := range map[string]struct {
+		now     time.Time
+		horizon int64
+		want    int64
+	}{
+		"no horizon":                 {now, 0, now.UnixMilli()},
+		"a clock in step":            {now, now.UnixMilli() - r, now.UnixMilli()},
+		"a clock ahead":              {now.Add(15 * time.Minute), now.UnixMilli() - r, now.Add(15 * time.Minute).UnixMilli()},
+		"a clock behind the horizon": {now.Add(-15 * time.Minute), now.UnixMilli() - r, now.UnixMilli()},
+	} {
+		got := recordStatusTime(tc.now, tc.horizon)
+		if got != tc.want {
+			t.Errorf("%s: %d, want %d", name, got, tc.want)
+		}
+		if got < tc.horizon {
+			t.Errorf("%s: %d is behind the horizon %d: no tombstone", name, got, tc.horizon)
+		}
+	}
 }

@@ -516,6 +516,16 @@ func (n *Node) FinishedTxnIDs() int {
 	return total
 }
 
+// TxnHorizons returns the transaction horizon (Unix ms) of each
+// partition this node holds.
+func (n *Node) TxnHorizons() map[uint64]int64 {
+	out := map[uint64]int64{}
+	for g, p := range n.partitions {
+		_, out[g] = p.FinishedCount()
+	}
+	return out
+}
+
 // watchReady waits until every group held knows a leader, then reports
 // SERVING; it also proposes the layout into group 0 once, from group 0's
 // leader, and follows the groups until they applied what was committed

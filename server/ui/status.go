@@ -13,10 +13,10 @@ import (
 
 // Status is the JSON of /ui/api/status.
 type Status struct {
-	Node       string `json:"node"`       // the node that answered
-	ClusterID  string `json:"cluster_id"` // 16 hex digits; empty when status failed
-	TimeUnixMs int64  `json:"time_unix_ms"`
-	RefreshMs  int64  `json:"refresh_ms"` // how often the page should poll
+	Node       string `json:"node"`         // the node that answered
+	ClusterID  string `json:"cluster_id"`   // 16 hex digits; empty when status failed
+	TimeUnixMs int64  `json:"time_unix_ms"` // the node's wall clock when it gathered this
+	RefreshMs  int64  `json:"refresh_ms"`   // how often the page should poll
 
 	Members    Members    `json:"members"`
 	Partitions Partitions `json:"partitions"`
@@ -154,7 +154,7 @@ func (g *gatherer) status(ctx context.Context) Status {
 	}
 	// A page that goes away does not spoil the gathering for the others.
 	ctx = context.WithoutCancel(ctx)
-	st := Status{Node: g.cfg.Self, TimeUnixMs: now.UnixMilli(), RefreshMs: g.cfg.Refresh.Milliseconds()}
+	st := Status{Node: g.cfg.Self, TimeUnixMs: g.cfg.Wall().UnixMilli(), RefreshMs: g.cfg.Refresh.Milliseconds()}
 	cctx, cancel := context.WithTimeout(ctx, g.cfg.Timeout)
 	defer cancel()
 	// At once: a status waits up to 2s for a node that does not answer,

@@ -72,6 +72,9 @@ type Config struct {
 	SnapshotTimeout time.Duration
 	// Now is the clock (tests). Default time.Now.
 	Now func() time.Time
+	// Wall is the node's wall clock, for the time a status reports
+	// (the chaos harness's clock-skew fault reads it). Default Now.
+	Wall func() time.Time
 }
 
 // Validate checks c and fills its defaults.
@@ -100,6 +103,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Wall == nil {
+		c.Wall = c.Now
 	}
 	return nil
 }
