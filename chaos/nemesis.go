@@ -224,6 +224,8 @@ func (n *nemesis) inject(ctx context.Context, k Kind) (target string, proven boo
 		ok, err := c.pause(l)
 		proof := pauseProof(ok, err) + fmt.Sprintf("; a CreateCut was in flight: %v", inFlight)
 		return fmt.Sprintf("%s (leader of group 0)", c.nodes[l].id), ok && inFlight, proof
+	case DiskFull:
+		return n.injectDiskFull(ctx)
 	}
 	return "", false, "unknown kind"
 }
