@@ -113,7 +113,7 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	// n is not the named result: "return nil, err" would set that to nil
 	// before the deferred cleanup, whose closures use n.
 	n := &Node{cfg: cfg, log: log.With("node", cfg.ID), ready: make(chan struct{}), fatal: make(chan error, 1),
-		partitions: map[uint64]*partition.Partition{}}
+		partitions: map[uint64]*partition.Partition{}, health: health.NewServer()}
 	cleanup := []func(){}
 	defer func() {
 		if err != nil {
@@ -240,7 +240,8 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 				return nil, fmt.Errorf("server: %w", err)
 			}
 		}
-		if n.env, err = engine.NewEnv(engine.EnvConfig{CacheSize: cfg.CacheSize, MaxOpenFiles: tables, Logger: n.log}); err != nil {
+		if n.env, err = engine.NewEnv(engine.EnvConfig{CacheSize: cfg.CacheSize, MaxOpenFiles: tables, Logger: n.log,
+			Stopped: n.onEngineStopped, Fatal: n.onEngineFatal}); err != nil {
 			return nil, fmt.Errorf("server: %w", err)
 		}
 		cleanup = append(cleanup, n.closeState)
@@ -394,7 +395,6 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	n.grpcSrv = grpc.NewServer(append(rpc.ServerOptions(limits, conns), n.trust.clientServerOption(),
 		grpc.ChainUnaryInterceptor(n.inflight.interceptor(), grpcMetrics.UnaryInterceptor(), clientAuth.Unary(), rpc.MarkerInterceptor(rn)),
 		grpc.ChainStreamInterceptor(clientAuth.Stream()))...)
-	n.health = health.NewServer()
 	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	rpc.RegisterClientServices(n.grpcSrv, rn, n.health)
 
@@ -569,6 +569,30 @@ func (n *Node) onFatal(err error) {
 		n.log.Error("fatal: node stops serving", "err", err)
 		n.fatal <- err
 	})
+}
+
+// onEngineStopped is the Env's Stopped: a partition's state failed (a
+// full disk, an I/O error, corruption) and refuses every call from now
+// on; like a WAL failure it stops the node for good (README: a write
+// error is sticky), rather than when the next write reaches that
+// partition, with /healthz saying SERVING until then.
+func (n *Node) onEngineStopped(err error) {
+	n.onFatal(fmt.Errorf("server: %w", err))
+}
+
+// onEngineFatal is the Env's Fatal: Pebble cannot go on and holds the
+// locks a shutdown needs, so the process ends now (Config.FatalExit)
+// instead of through Fatal() and Kill. It may run on a Pebble goroutine,
+// also while Start opens the partitions.
+func (n *Node) onEngineFatal(err error) {
+	msg := err.Error()
+	n.fatalMsg.CompareAndSwap(nil, &msg)
+	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	n.log.Error("fatal: node stops serving and exits at once", "err", err)
+	if n.cfg.FatalExit != nil {
+		n.cfg.FatalExit(err)
+	}
+	panic(msg)
 }
 
 // rpcHost is this node as its rpc.Node sees it: the members (gossip's
