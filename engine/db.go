@@ -200,7 +200,7 @@ func (d *DB) setErr(op string, cause error) {
 	d.log.Error("partition storage stopped", "op", op, "err", cause)
 	if f := d.env.cfg.Stopped; f != nil {
 		// Not here: Pebble may hold its mutex (an event listener).
-		go f(d.err)
+		go f(d, d.err)
 	}
 	if IsCorruption(cause) {
 		if err := markCorrupt(d.env.cfg.FS, d.dir, d.err); err != nil {
@@ -266,6 +266,13 @@ func (d *DB) enter() error {
 		return err
 	}
 	return nil
+}
+
+// Closed says whether Close was called. It waits for a Close under way.
+func (d *DB) Closed() bool {
+	d.life.RLock()
+	defer d.life.RUnlock()
+	return d.closed
 }
 
 // Close closes the DB and any read view still open. Writes not flushed are

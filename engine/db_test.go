@@ -404,11 +404,17 @@ func TestStoppedIsReported(t *testing.T) {
 		return nil
 	}))
 	stopped := make(chan error, 4)
-	env, err := NewEnv(EnvConfig{CacheSize: 32 << 20, Logger: quietLogger(), FS: fs, Stopped: func(err error) { stopped <- err }})
+	var d *DB
+	env, err := NewEnv(EnvConfig{CacheSize: 32 << 20, Logger: quietLogger(), FS: fs, Stopped: func(db *DB, err error) {
+		if db != d {
+			err = fmt.Errorf("reported for another DB: %w", err)
+		}
+		stopped <- err
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := openDB(t, env, "/db/p0002", 2)
+	d = openDB(t, env, "/db/p0002", 2)
 	b := d.NewBatch()
 	b.PutKV([]byte("k"), KV{Value: []byte("v")})
 	if err := b.Commit(1); err != nil {
@@ -437,8 +443,14 @@ func TestStoppedIsReported(t *testing.T) {
 		t.Errorf("a commit after the failure: %v, want ErrStopped", err)
 	}
 	full.Store(false)
+	if d.Closed() {
+		t.Error("Closed before Close")
+	}
 	if err := d.Close(); err != nil {
 		t.Logf("close of the stopped DB: %v", err)
+	}
+	if !d.Closed() {
+		t.Error("not Closed after Close")
 	}
 	select {
 	case err := <-stopped:

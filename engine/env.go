@@ -41,12 +41,14 @@ type EnvConfig struct {
 	// a vfs.MemFS or an errorfs wrapper.
 	FS vfs.FS
 	// Stopped, if set, is called once for each DB that stops on a
-	// Pebble failure, with its sticky error (ErrStopped, naming the
-	// partition, its directory and Pebble's error, which names the
-	// file), on a goroutine of its own. A stopped DB refuses every later
-	// call, so its owner must stop using it: a node stops serving and
-	// exits, as on a WAL failure.
-	Stopped func(err error)
+	// Pebble failure, with the DB and its sticky error (ErrStopped,
+	// naming the partition, its directory and Pebble's error, which
+	// names the file), on a goroutine of its own, so possibly after the
+	// DB was closed. A stopped DB refuses every later call, so its owner
+	// must stop using it: a node stops serving and exits, as on a WAL
+	// failure, unless it discards the DB (a state found corrupt while it
+	// opens, which partition.Open moves aside).
+	Stopped func(db *DB, err error)
 	// Fatal is called, on a Pebble goroutine that may hold the DB's
 	// locks, when Pebble reports a failure it cannot go on from: a
 	// MANIFEST write or sync that failed (a full disk, say), or a broken

@@ -93,10 +93,13 @@ type Node struct {
 	inflight inflight
 	fatal    chan error             // receives the first fatal error
 	fatalMsg atomic.Pointer[string] // that error's text, for /readyz
-	fatalOne sync.Once
-	bgCancel context.CancelFunc
-	bgWG     sync.WaitGroup
-	stopOnce sync.Once
+	// stateOpen is set once Start has opened every partition's state
+	// (onEngineStopped).
+	stateOpen atomic.Bool
+	fatalOne  sync.Once
+	bgCancel  context.CancelFunc
+	bgWG      sync.WaitGroup
+	stopOnce  sync.Once
 }
 
 // Start opens the data dir, replays the WAL and starts serving. It returns
@@ -262,6 +265,7 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 		}
 		groups = append(groups, raftstore.GroupConfig{ID: g, Peers: n.layout.Groups[g], SM: sm})
 	}
+	n.stateOpen.Store(true)
 
 	n.transport = rpc.NewTransport(n.self.RaftID, n.layout.ClusterID, n.resolveRaftAddr, n.pool, limits.MaxRequestSize()/2, n.log)
 	cleanup = append(cleanup, n.transport.Close)
@@ -576,7 +580,16 @@ func (n *Node) onFatal(err error) {
 // on; like a WAL failure it stops the node for good (README: a write
 // error is sticky), rather than when the next write reaches that
 // partition, with /healthz saying SERVING until then.
-func (n *Node) onEngineStopped(err error) {
+//
+// Until Start has opened every partition, a stop is Start's to handle:
+// partition.Open moves a state it finds corrupt aside (closing that DB)
+// and rebuilds it, and any other failure fails Start or, later, the
+// apply that reaches it. A DB already closed is not in use either.
+func (n *Node) onEngineStopped(db *engine.DB, err error) {
+	if !n.stateOpen.Load() || db.Closed() {
+		n.log.Warn("partition state stopped while it opened or closed; not in use", "err", err)
+		return
+	}
 	n.onFatal(fmt.Errorf("server: %w", err))
 }
 
