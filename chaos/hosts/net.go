@@ -258,10 +258,12 @@ func checkSubnet(s byte) error {
 
 // Close kills every process started through the Net (SIGKILL to its
 // process group, then waits until it is reaped), kills any other process
-// left in the run's namespaces, and deletes the uplink and the namespaces
-// (which deletes the bridge and every veth with them). The harness's
-// route to the subnet goes with the uplink, so the subnet is free when
-// Close returns. It needs root and blocks, about 300 ms.
+// left in the run's namespaces, unmounts the hosts' disks (copying their
+// files onto the disk under them first: MountDisk), and deletes the
+// uplink and the namespaces (which deletes the bridge and every veth with
+// them). The harness's route to the subnet goes with the uplink, so the
+// subnet is free when Close returns. It needs root and blocks, about
+// 300 ms and the time to copy the disks.
 // Calling it again does nothing and returns nil.
 func (n *Net) Close() error {
 	n.mu.Lock()
