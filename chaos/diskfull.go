@@ -39,11 +39,12 @@ const diskFullExit = 20 * time.Second
 var noSpace = syscall.ENOSPC.Error()
 
 // injectDiskFull fills one node's disk (its data dir's tmpfs) and proves
-// that the node stopped for it as the rule says (README.md, "Any WAL write or
-// fsync error is sticky"; a Pebble one too: the node stops acknowledging
-// and exits naming the file): the process exits by itself, and the fatal line of
-// its log names a file in its data dir and the no-space error. The node
-// is then down ("killed") until heal frees the disk and restarts it.
+// that the node stopped for it as the rule says (README.md: a WAL write
+// or fsync error is sticky, and so is a Pebble one; the node stops
+// acknowledging and exits with status 1 naming the file): the process
+// exits by itself with status 1, and the fatal line of its log names a
+// file in its data dir and the no-space error. The node is then down
+// ("killed") until heal frees the disk and restarts it.
 func (n *nemesis) injectDiskFull(ctx context.Context) (target string, proven bool, proof string) {
 	c := n.c
 	i := n.r.IntN(len(c.nodes))
@@ -65,6 +66,7 @@ func (n *nemesis) injectDiskFull(ctx context.Context) (target string, proven boo
 	// so the filler is topped up until the node is gone.
 	filled, err := fillUp(filler)
 	if err != nil {
+		_ = c.freeDisk(i) // the node runs on: no fault
 		return nd.id, false, err.Error()
 	}
 	exited := false
@@ -74,6 +76,7 @@ func (n *nemesis) injectDiskFull(ctx context.Context) (target string, proven boo
 		}
 		more, err := fillUp(filler)
 		if err != nil {
+			_ = c.freeDisk(i)
 			return nd.id, false, err.Error()
 		}
 		filled += more
@@ -131,7 +134,7 @@ func fillUp(path string) (int64, error) {
 }
 
 // freeDisk removes node i's filler, if a disk-full fault left one, so
-// that the node can restart. REQUIRES: the node is not running.
+// that the node can restart.
 func (c *cluster) freeDisk(i int) error {
 	nd := c.nodes[i]
 	nd.mu.Lock()
