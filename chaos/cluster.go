@@ -59,6 +59,9 @@ type node struct {
 	proc   *hosts.Proc // nil while down
 	state  string      // "up", "killed", "paused"
 	skew   *skew       // the clock-skew fault on it (clockskew.go), nil when none
+	// filler is the file a disk-full fault filled the disk with, removed
+	// before a restart (freeDisk); "" if none.
+	filler string
 }
 
 // active are the hosts of the rounds running, for closeActive.
@@ -81,6 +84,10 @@ func closeActive() {
 // startCluster sets up n hosts and starts a node on each, with peer
 // mutual TLS from a CA made for the round and encrypted gossip.
 func startCluster(dir, bin string, n int, subnet byte, name string) (*cluster, error) {
+	dir, err := filepath.Abs(dir) // a disk's mount point must be absolute
+	if err != nil {
+		return nil, err
+	}
 	net, err := hosts.Setup(hosts.Config{Name: name, Hosts: n, Subnet: subnet})
 	if err != nil {
 		return nil, fmt.Errorf("chaos: set up %d hosts: %w", n, err)
@@ -127,6 +134,10 @@ func startCluster(dir, bin string, n int, subnet byte, name string) (*cluster, e
 			return nil, err
 		}
 		nd := &node{id: id, host: h, data: filepath.Join(dir, id), log: filepath.Join(dir, id+".log"), synced: filepath.Join(dir, id+".synced")}
+		// A disk of its own, for disk-full faults (kept at close).
+		if err := h.MountDisk(nd.data, nodeDisk); err != nil {
+			return nil, err
+		}
 		var join []string
 		for j, g := range gossip {
 			if j != i-1 {
@@ -293,8 +304,8 @@ func (c *cluster) resume(i int) error {
 	return nil
 }
 
-// heal resumes paused nodes and restarts killed ones, and removes every
-// network fault.
+// heal resumes paused nodes and restarts killed ones (on a freed disk),
+// and removes every network fault.
 func (c *cluster) heal() error {
 	var errs []string
 	if err := c.net.Heal(); err != nil {
@@ -314,6 +325,10 @@ func (c *cluster) heal() error {
 			nd.state = "up"
 			nd.mu.Unlock()
 		case "killed":
+			if err := c.freeDisk(i); err != nil {
+				errs = append(errs, err.Error())
+				continue
+			}
 			if err := c.start(i); err != nil {
 				errs = append(errs, err.Error())
 			}

@@ -29,6 +29,13 @@
 //     or counted as not run, each healed and followed by the time until a
 //     cut completes again.
 //
+// Every node's data dir is a tmpfs of its own (chaos/hosts MountDisk,
+// 96 MiB), so that the disk-full fault can fill one node's disk: the node
+// must exit with status 1 naming the file that failed (its WAL's or its
+// Pebble's), and heal frees the disk and restarts it. The tmpfs's files
+// are copied onto the disk under it when the round ends, so a failed
+// round keeps its data dirs.
+//
 // After the last fault every round heals everything and measures how long
 // the cluster takes to be healthy and complete a cut (bounded by the test
 // flag -chaos.recovery, make chaos RECOVERY=..., default 30s), then checks: porcupine and the

@@ -244,6 +244,8 @@ func (n *nemesis) inject(ctx context.Context, k Kind) (target string, proven boo
 			}
 		}
 		return "every node", true, fmt.Sprintf("SIGKILL of all %d nodes; every process was reaped; the heal starts them together", nodes)
+	case DiskFull:
+		return n.injectDiskFull(ctx)
 	}
 	return "", false, "unknown kind"
 }

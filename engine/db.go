@@ -61,7 +61,8 @@ type DB struct {
 // once, so a file of a kept checkpoint is still known.
 const maxCompactedNames = 1 << 16
 
-func (e *Env) pebbleOptions(log *slog.Logger) *pebble.Options {
+// pebbleOptions are the options of the DB (or materialization) in dir.
+func (e *Env) pebbleOptions(log *slog.Logger, dir string) *pebble.Options {
 	o := &pebble.Options{
 		FS:                          e.cfg.FS,
 		Cache:                       e.cache,
@@ -72,7 +73,7 @@ func (e *Env) pebbleOptions(log *slog.Logger) *pebble.Options {
 		MemTableStopWritesThreshold: 2,
 		FormatMajorVersion:          FormatVersion,
 		CompactionConcurrencyRange:  func() (int, int) { return 1, 1 },
-		Logger:                      pebbleLogger{log},
+		Logger:                      pebbleLogger{l: log, dir: dir, fatal: e.cfg.Fatal},
 	}
 	setFilters(o)
 	return o
@@ -113,7 +114,7 @@ func (d *DB) open() (*pebble.DB, error) {
 	if err := d.env.cfg.FS.MkdirAll(d.dir, 0o755); err != nil {
 		return nil, fmt.Errorf("engine: partition %d: create %s: %w", d.id, d.dir, err)
 	}
-	opts := d.env.pebbleOptions(d.log)
+	opts := d.env.pebbleOptions(d.log, d.dir)
 	opts.EventListener = &pebble.EventListener{
 		// Called with Pebble's mutex held: record only, never call into Pebble.
 		BackgroundError: func(err error) { d.setErr("background flush or compaction", err) },
@@ -197,6 +198,10 @@ func (d *DB) setErr(op string, cause error) {
 	d.err = &stoppedError{id: d.id, dir: d.dir, op: op, cause: cause}
 	close(d.stopped)
 	d.log.Error("partition storage stopped", "op", op, "err", cause)
+	if f := d.env.cfg.Stopped; f != nil {
+		// Not here: Pebble may hold its mutex (an event listener).
+		go f(d, d.err)
+	}
 	if IsCorruption(cause) {
 		if err := markCorrupt(d.env.cfg.FS, d.dir, d.err); err != nil {
 			d.log.Error("could not mark the state corrupt; move the directory aside by hand before restarting", "err", err)
@@ -261,6 +266,13 @@ func (d *DB) enter() error {
 		return err
 	}
 	return nil
+}
+
+// Closed says whether Close was called. It waits for a Close under way.
+func (d *DB) Closed() bool {
+	d.life.RLock()
+	defer d.life.RUnlock()
+	return d.closed
 }
 
 // Close closes the DB and any read view still open. Writes not flushed are

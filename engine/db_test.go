@@ -4,10 +4,16 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 )
 
 func TestRoundTripAndReopenAfterFlush(t *testing.T) {
@@ -337,5 +343,118 @@ func TestClosedDB(t *testing.T) {
 	}
 	if _, err := Open(env, "q", 2); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Open in a closed Env = %v", err)
+	}
+}
+
+// TestManifestWriteFailureIsFatal: a flush whose MANIFEST write fails on
+// a full disk is a failure Pebble cannot return (its Fatalf); it goes to
+// EnvConfig.Fatal, naming the DB's directory, the MANIFEST file and the
+// error, instead of panicking on Pebble's goroutine (which would end a
+// node with a stack trace instead of its fatal path).
+func TestManifestWriteFailureIsFatal(t *testing.T) {
+	var full atomic.Bool
+	fs := errorfs.Wrap(vfs.NewMem(), errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if full.Load() && op.Kind.ReadOrWrite() == errorfs.OpIsWrite && strings.Contains(op.Path, "MANIFEST") {
+			return &os.PathError{Op: "write", Path: op.Path, Err: syscall.ENOSPC}
+		}
+		return nil
+	}))
+	fatal := make(chan error, 1)
+	env, err := NewEnv(EnvConfig{CacheSize: 32 << 20, Logger: quietLogger(), FS: fs, Fatal: func(err error) {
+		fatal <- err
+		select {} // must not return: the process would end here
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := openDB(t, env, "/db/p0001", 1)
+	b := d.NewBatch()
+	b.PutKV([]byte("k"), KV{Value: []byte("v")})
+	if err := b.Commit(1); err != nil {
+		t.Fatal(err)
+	}
+	full.Store(true)
+	go func() { _ = d.Flush() }() // blocks for good: the flush never ends
+	// The DB is not closed: Pebble's goroutine holds its lock forever.
+	select {
+	case err := <-fatal:
+		if !errors.Is(err, ErrFatal) {
+			t.Errorf("fatal error %v does not match ErrFatal", err)
+		}
+		for _, want := range []string{"/db/p0001", "/db/p0001/MANIFEST-", syscall.ENOSPC.Error()} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("fatal error %q does not name %q", err, want)
+			}
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a failed MANIFEST write did not reach EnvConfig.Fatal within 10s")
+	}
+}
+
+// TestStoppedIsReported: a flush that fails on a full disk stops the DB,
+// and EnvConfig.Stopped hears of it once, with the sticky error naming
+// the partition, the table file and the error, so that a node stops at
+// once rather than at the next write to that partition.
+func TestStoppedIsReported(t *testing.T) {
+	var full atomic.Bool
+	fs := errorfs.Wrap(vfs.NewMem(), errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if full.Load() && op.Kind == errorfs.OpFileWrite && strings.HasSuffix(op.Path, ".sst") {
+			return &os.PathError{Op: "write", Path: op.Path, Err: syscall.ENOSPC}
+		}
+		return nil
+	}))
+	stopped := make(chan error, 4)
+	var d *DB
+	env, err := NewEnv(EnvConfig{CacheSize: 32 << 20, Logger: quietLogger(), FS: fs, Stopped: func(db *DB, err error) {
+		if db != d {
+			err = fmt.Errorf("reported for another DB: %w", err)
+		}
+		stopped <- err
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d = openDB(t, env, "/db/p0002", 2)
+	b := d.NewBatch()
+	b.PutKV([]byte("k"), KV{Value: []byte("v")})
+	if err := b.Commit(1); err != nil {
+		t.Fatal(err)
+	}
+	full.Store(true)
+	if err := d.Flush(); !errors.Is(err, ErrStopped) || !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("flush on a full disk: %v, want ErrStopped and ENOSPC", err)
+	}
+	select {
+	case err := <-stopped:
+		if !errors.Is(err, ErrStopped) {
+			t.Errorf("reported %v, not an ErrStopped", err)
+		}
+		for _, want := range []string{"partition 2", "/db/p0002/", ".sst", syscall.ENOSPC.Error()} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("reported %q, which does not name %q", err, want)
+			}
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("EnvConfig.Stopped not called within 10s of the failed flush")
+	}
+	b = d.NewBatch()
+	b.PutKV([]byte("k2"), KV{Value: []byte("v")})
+	if err := b.Commit(2); !errors.Is(err, ErrStopped) {
+		t.Errorf("a commit after the failure: %v, want ErrStopped", err)
+	}
+	full.Store(false)
+	if d.Closed() {
+		t.Error("Closed before Close")
+	}
+	if err := d.Close(); err != nil {
+		t.Logf("close of the stopped DB: %v", err)
+	}
+	if !d.Closed() {
+		t.Error("not Closed after Close")
+	}
+	select {
+	case err := <-stopped:
+		t.Errorf("Stopped called a second time: %v", err)
+	case <-time.After(100 * time.Millisecond):
 	}
 }

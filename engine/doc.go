@@ -24,8 +24,13 @@
 //
 // The first error Pebble reports for a write, a flush, a compaction or a
 // checkpoint is sticky: every later call of that DB returns it wrapped in
-// ErrStopped, naming the partition and the DB directory. A stopped DB is
-// closed and reopened by its owner, who replays its log from Applied().
+// ErrStopped, naming the partition and the DB directory, and is reported
+// to EnvConfig.Stopped. A stopped DB is closed and reopened by its owner,
+// who replays its log from Applied() (a node exits, and does so at its
+// restart).
+// The failures Pebble cannot even return (a MANIFEST write that failed,
+// on a full disk say: Pebble's Fatalf) go to EnvConfig.Fatal, which ends
+// the process; without one they panic.
 //
 // # Key layout
 //

@@ -40,6 +40,24 @@ type EnvConfig struct {
 	// FS is the file system of every DB; nil means vfs.Default. Tests pass
 	// a vfs.MemFS or an errorfs wrapper.
 	FS vfs.FS
+	// Stopped, if set, is called once for each DB that stops on a
+	// Pebble failure, with the DB and its sticky error (ErrStopped,
+	// naming the partition, its directory and Pebble's error, which
+	// names the file), on a goroutine of its own, so possibly after the
+	// DB was closed. A stopped DB refuses every later call, so its owner
+	// must stop using it: a node stops serving and exits, as on a WAL
+	// failure, unless it discards the DB (a state found corrupt while it
+	// opens, which partition.Open moves aside).
+	Stopped func(db *DB, err error)
+	// Fatal is called, on a Pebble goroutine that may hold the DB's
+	// locks, when Pebble reports a failure it cannot go on from: a
+	// MANIFEST write or sync that failed (a full disk, say), or a broken
+	// invariant. err matches ErrFatal and names the partition's directory
+	// and Pebble's message (which names the file). Fatal must not return:
+	// it ends the process (the DB can no longer be used nor closed, so
+	// the node cannot shut down); a node restarts from its WAL as after a
+	// crash. nil means a panic with the message.
+	Fatal func(err error)
 }
 
 // Validate fills defaults and refuses values out of range.
@@ -128,9 +146,12 @@ func (e *Env) Close() error {
 	return nil
 }
 
-// pebbleLogger routes Pebble's messages to slog.
+// pebbleLogger routes Pebble's messages to slog, and its fatal ones to
+// EnvConfig.Fatal.
 type pebbleLogger struct {
-	l *slog.Logger
+	l     *slog.Logger
+	dir   string
+	fatal func(error)
 }
 
 // Infof logs at debug level: Pebble reports each open, WAL replay, flush
@@ -152,5 +173,9 @@ func (p pebbleLogger) Errorf(format string, args ...any) {
 func (p pebbleLogger) Fatalf(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	p.l.Error("pebble fatal", "msg", msg)
-	panic("engine: pebble fatal: " + msg)
+	err := fmt.Errorf("%w in %s: %s", ErrFatal, p.dir, msg)
+	if p.fatal != nil {
+		p.fatal(err)
+	}
+	panic(err.Error())
 }

@@ -11,6 +11,9 @@ var (
 	ErrCorrupt = errors.New("engine: corrupt value")
 	// ErrStopped wraps the sticky error of a DB that hit a Pebble failure.
 	ErrStopped = errors.New("engine: stopped")
+	// ErrFatal is the error EnvConfig.Fatal gets: Pebble cannot go on
+	// (a failed MANIFEST write), and the process must end.
+	ErrFatal = errors.New("engine: pebble fatal")
 	// ErrClosed is returned by every call on a closed DB, view or Env.
 	ErrClosed = errors.New("engine: closed")
 	// ErrAppliedNotIncreasing is returned by Batch.Commit for an applied

@@ -87,7 +87,7 @@ func OpenMaterialization(env *Env, dir string) (*ReadView, error) {
 	if err := env.acquire(); err != nil {
 		return nil, err
 	}
-	opts := env.pebbleOptions(env.cfg.Logger.With("materialization", dir))
+	opts := env.pebbleOptions(env.cfg.Logger.With("materialization", dir), dir)
 	opts.ReadOnly = true
 	opts.EventListener = &pebble.EventListener{}
 	pdb, err := pebble.Open(dir, opts)

@@ -146,6 +146,16 @@ type Config struct {
 	IdleTimeout time.Duration
 	// Pprof serves /debug/pprof on the HTTP address.
 	Pprof bool
+
+	// FatalExit ends the process when the node must stop at once and
+	// cannot even shut down: a partition's Pebble failed in a way it
+	// cannot return (engine.ErrFatal: a MANIFEST write that failed, on a
+	// full disk say) and holds the locks that closing it needs. The node
+	// has reported NOT_SERVING and logged err (which names the file) when
+	// it is called, possibly on a Pebble goroutine. It must not return;
+	// kvnode prints err and exits with status 1, and the node restarts
+	// from its WAL as after a crash. nil: a panic (in-process tests).
+	FatalExit func(err error)
 }
 
 // peerTLS reports whether peer TLS is configured.

@@ -95,10 +95,13 @@ type Node struct {
 	inflight inflight
 	fatal    chan error             // receives the first fatal error
 	fatalMsg atomic.Pointer[string] // that error's text, for /readyz
-	fatalOne sync.Once
-	bgCancel context.CancelFunc
-	bgWG     sync.WaitGroup
-	stopOnce sync.Once
+	// stateOpen is set once Start has opened every partition's state
+	// (onEngineStopped).
+	stateOpen atomic.Bool
+	fatalOne  sync.Once
+	bgCancel  context.CancelFunc
+	bgWG      sync.WaitGroup
+	stopOnce  sync.Once
 }
 
 // Start opens the data dir, replays the WAL and starts serving. It returns
@@ -115,7 +118,7 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	// n is not the named result: "return nil, err" would set that to nil
 	// before the deferred cleanup, whose closures use n.
 	n := &Node{cfg: cfg, log: log.With("node", cfg.ID), ready: make(chan struct{}), fatal: make(chan error, 1),
-		partitions: map[uint64]*partition.Partition{}}
+		partitions: map[uint64]*partition.Partition{}, health: health.NewServer()}
 	cleanup := []func(){}
 	defer func() {
 		if err != nil {
@@ -246,7 +249,8 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 				return nil, fmt.Errorf("server: %w", err)
 			}
 		}
-		if n.env, err = engine.NewEnv(engine.EnvConfig{CacheSize: cfg.CacheSize, MaxOpenFiles: tables, Logger: n.log, FS: synclog.WrapFS(vfs.Default)}); err != nil {
+		if n.env, err = engine.NewEnv(engine.EnvConfig{CacheSize: cfg.CacheSize, MaxOpenFiles: tables, Logger: n.log,
+			FS: synclog.WrapFS(vfs.Default), Stopped: n.onEngineStopped, Fatal: n.onEngineFatal}); err != nil {
 			return nil, fmt.Errorf("server: %w", err)
 		}
 		cleanup = append(cleanup, n.closeState)
@@ -267,6 +271,7 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 		}
 		groups = append(groups, raftstore.GroupConfig{ID: g, Peers: n.layout.Groups[g], SM: sm})
 	}
+	n.stateOpen.Store(true)
 
 	n.transport = rpc.NewTransport(n.self.RaftID, n.layout.ClusterID, n.resolveRaftAddr, n.pool, limits.MaxRequestSize()/2, n.log)
 	cleanup = append(cleanup, n.transport.Close)
@@ -400,7 +405,6 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	n.grpcSrv = grpc.NewServer(append(rpc.ServerOptions(limits, conns), n.trust.clientServerOption(),
 		grpc.ChainUnaryInterceptor(n.inflight.interceptor(), grpcMetrics.UnaryInterceptor(), clientAuth.Unary(), rpc.MarkerInterceptor(rn)),
 		grpc.ChainStreamInterceptor(clientAuth.Stream()))...)
-	n.health = health.NewServer()
 	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
 	rpc.RegisterClientServices(n.grpcSrv, rn, n.health)
 
@@ -585,6 +589,39 @@ func (n *Node) onFatal(err error) {
 		n.log.Error("fatal: node stops serving", "err", err)
 		n.fatal <- err
 	})
+}
+
+// onEngineStopped is the Env's Stopped: a partition's state failed (a
+// full disk, an I/O error, corruption) and refuses every call from now
+// on; like a WAL failure it stops the node for good (README: a write
+// error is sticky), rather than when the next write reaches that
+// partition, with /healthz saying SERVING until then.
+//
+// Until Start has opened every partition, a stop is Start's to handle:
+// partition.Open moves a state it finds corrupt aside (closing that DB)
+// and rebuilds it, and any other failure fails Start or, later, the
+// apply that reaches it. A DB already closed is not in use either.
+func (n *Node) onEngineStopped(db *engine.DB, err error) {
+	if !n.stateOpen.Load() || db.Closed() {
+		n.log.Warn("partition state stopped while it opened or closed; not in use", "err", err)
+		return
+	}
+	n.onFatal(fmt.Errorf("server: %w", err))
+}
+
+// onEngineFatal is the Env's Fatal: Pebble cannot go on and holds the
+// locks a shutdown needs, so the process ends now (Config.FatalExit)
+// instead of through Fatal() and Kill. It may run on a Pebble goroutine,
+// also while Start opens the partitions.
+func (n *Node) onEngineFatal(err error) {
+	msg := err.Error()
+	n.fatalMsg.CompareAndSwap(nil, &msg)
+	n.health.SetServingStatus("", healthpb.HealthCheckResponse_NOT_SERVING)
+	n.log.Error("fatal: node stops serving and exits at once", "err", err)
+	if n.cfg.FatalExit != nil {
+		n.cfg.FatalExit(err)
+	}
+	panic(msg)
 }
 
 // rpcHost is this node as its rpc.Node sees it: the members (gossip's

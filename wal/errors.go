@@ -3,6 +3,7 @@ package wal
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 )
 
 var (
@@ -69,8 +70,14 @@ func (e *CorruptError) Error() string {
 func (e *CorruptError) Unwrap() error { return ErrCorrupt }
 
 // writeError wraps an I/O failure: op says what was done to path ("write",
-// "fsync", "truncate", ...). The result matches both ErrWrite and err.
+// "fsync", "truncate", ...). The result matches both ErrWrite and err. An
+// err that already says op and path (the *fs.PathError of a write to the
+// file) is not prefixed with them again.
 func writeError(op, path string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) && pe.Op == op && pe.Path == path && err.Error() == pe.Error() {
+		return fmt.Errorf("%w: %w", ErrWrite, err)
+	}
 	return fmt.Errorf("%w: %s %s: %w", ErrWrite, op, path, err)
 }
 

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"io/fs"
 	"maps"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -481,4 +484,29 @@ func FuzzScanSegment(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestWriteErrorNamesFileOnce: a failed write names the file and the
+// cause once (the node's fatal line quotes it), and matches ErrWrite and
+// the cause.
+func TestWriteErrorNamesFileOnce(t *testing.T) {
+	const seg = "/d/wal/00000000000000000007"
+	for _, tt := range []struct {
+		op   string
+		err  error
+		want string
+	}{
+		{"write", &fs.PathError{Op: "write", Path: seg, Err: syscall.ENOSPC}, "wal: write failed: write " + seg + ": no space left on device"},
+		{"fsync", &fs.PathError{Op: "sync", Path: seg, Err: syscall.EIO}, "wal: write failed: fsync " + seg + ": sync " + seg + ": input/output error"},
+		{"write", fmt.Errorf("tidwall: %w", &fs.PathError{Op: "write", Path: seg, Err: syscall.ENOSPC}), "wal: write failed: write " + seg + ": tidwall: write " + seg + ": no space left on device"},
+		{"write", syscall.ENOSPC, "wal: write failed: write " + seg + ": no space left on device"},
+	} {
+		err := writeError(tt.op, seg, tt.err)
+		if err.Error() != tt.want {
+			t.Errorf("writeError(%s, %v) = %q, want %q", tt.op, tt.err, err, tt.want)
+		}
+		if !errors.Is(err, ErrWrite) || !errors.Is(err, tt.err) {
+			t.Errorf("writeError(%s, %v) does not match ErrWrite and its cause", tt.op, tt.err)
+		}
+	}
 }

@@ -51,12 +51,20 @@
 // and Host.ListenPacket give the same in-namespace sockets to the caller.
 // Proc.Paused reads the kernel's process state.
 //
+// # Disks
+//
+// Host.MountDisk gives a host a small tmpfs at a path of the harness's
+// choice (a node's data dir), so that a fault can fill it without filling
+// the machine's disk; see disk.go. Its mounts carry the source name
+// cutkvchaos-<name>n<i>, by which the cleanup of a run finds them;
+// unmounting keeps their files at the same path.
+//
 // # Ownership and leftovers
 //
 // A live Net holds a flock on /run/cutkvchaos/<name>.lock. Close removes
 // everything the run made. If the harness dies instead, the kernel drops
 // the lock, and CleanupStale (with a prefix of the run names) finds the
-// run's namespaces and links by their names, sees the lock free and
+// run's namespaces, links and disks by their names, sees the lock free and
 // removes them and the processes in them; runs still locked are spared,
 // so concurrent runs (with distinct names and subnets) can each clean up
 // at start without harming the others.

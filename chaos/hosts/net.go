@@ -258,10 +258,12 @@ func checkSubnet(s byte) error {
 
 // Close kills every process started through the Net (SIGKILL to its
 // process group, then waits until it is reaped), kills any other process
-// left in the run's namespaces, and deletes the uplink and the namespaces
-// (which deletes the bridge and every veth with them). The harness's
-// route to the subnet goes with the uplink, so the subnet is free when
-// Close returns. It needs root and blocks, about 300 ms.
+// left in the run's namespaces, unmounts the hosts' disks (copying their
+// files onto the disk under them first: MountDisk), and deletes the
+// uplink and the namespaces (which deletes the bridge and every veth with
+// them). The harness's route to the subnet goes with the uplink, so the
+// subnet is free when Close returns. It needs root and blocks, about
+// 300 ms and the time to copy the disks.
 // Calling it again does nothing and returns nil.
 func (n *Net) Close() error {
 	n.mu.Lock()
@@ -350,7 +352,8 @@ func killNetnsPids(ns string) error {
 }
 
 // removeRun deletes whatever exists of run name: it kills the processes
-// in its namespaces, deletes its uplink and deletes its namespaces.
+// in its namespaces, unmounts its disks (keeping their files; disk.go),
+// deletes its uplink and deletes its namespaces.
 // Objects already gone are not errors. The caller holds the name's lock.
 func removeRun(name string) error {
 	all, err := listNetns()
@@ -368,6 +371,9 @@ func removeRun(name string) error {
 		if err := killNetnsPids(ns); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := unmountDisks(name); err != nil {
+		errs = append(errs, err)
 	}
 	links, err := listLinks()
 	if err != nil {
@@ -392,7 +398,8 @@ func removeRun(name string) error {
 // name starts with prefix ([a-z0-9], at most MaxNameLen) and whose owner
 // is gone (its lock is free), it kills the processes still in its
 // namespaces (ip netns pids; they are not waited for, not being our
-// children), deletes its uplink and namespaces, and its lock file. Runs
+// children), unmounts its disks keeping their files, deletes its uplink
+// and namespaces, and its lock file. Runs
 // of live Nets, in this process or another, are left alone, so it is safe
 // to call with a broad prefix while other runs are going. Only names of
 // the shapes Setup makes are considered. It needs root and blocks.
@@ -420,6 +427,17 @@ func CleanupStale(prefix string) error {
 	for _, l := range links {
 		if run, ok := parseRunObject("link", l); ok && strings.HasPrefix(run, prefix) {
 			runs[run] = true
+		}
+	}
+	mounts, err := readMounts()
+	if err != nil {
+		return err
+	}
+	for _, m := range mounts {
+		if ns, ok := strings.CutPrefix(m.source, diskSourcePrefix); ok && m.fstype == "tmpfs" {
+			if run, ok := parseRunObject("ns", ns); ok && strings.HasPrefix(run, prefix) {
+				runs[run] = true
+			}
 		}
 	}
 	if ents, err := os.ReadDir(lockDir); err == nil {

@@ -267,6 +267,10 @@ func run(args []string, stdout, stderr io.Writer, signals <-chan os.Signal) int 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
+	f.cfg.FatalExit = func(err error) {
+		fmt.Fprintf(stderr, "kvnode: fatal: %v\n", err)
+		os.Exit(1)
+	}
 	n, err := server.Start(f.cfg, log)
 	if err != nil {
 		fmt.Fprintf(stderr, "kvnode: %v\n", err)
