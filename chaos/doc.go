@@ -1,7 +1,8 @@
 // Package chaos is cutkv's fault harness: clusters of real kvnode
 // processes, each on a host of its own (a Linux network namespace on a
 // bridge, package chaos/hosts), under a seeded schedule of network
-// partitions, one-way and random packet loss, kill -9 and SIGSTOP, while
+// partitions, one-way and random packet loss, delays of peer links (a
+// userspace proxy, chaos/hosts), kill -9 and SIGSTOP, while
 // three workloads run and every history is checked.
 //
 // A run is a sequence of rounds. A round starts a fresh cluster of 3 or 5
