@@ -29,8 +29,9 @@ func proxiedPorts(kinds []Kind) []int {
 func (n *nemesis) injectDelay(ctx context.Context) (target string, proven bool, proof string) {
 	c := n.c
 	nodes := len(c.nodes)
-	delay := time.Duration(20+n.r.IntN(181)) * time.Millisecond
-	jitter := delay * time.Duration(n.r.IntN(26)) / 100
+	ms := 20 + n.r.IntN(181)
+	delay := time.Duration(ms) * time.Millisecond
+	jitter := time.Duration(ms*n.r.IntN(26)/100) * time.Millisecond
 	var links [][2]int // node indexes, from -> to
 	if n.r.IntN(2) == 0 {
 		i := n.r.IntN(nodes)

@@ -69,6 +69,7 @@ func TestDelay(t *testing.T) {
 	if base >= delay/3 {
 		t.Fatalf("round trip 1->2 before any delay took %v, too slow to measure a delay of %v", base, delay)
 	}
+	t.Logf("round trip through a proxy at delay 0: %v; harness to host, not proxied: %v", base, minRTT(t, n, 0, 2))
 
 	open, err := n.Host(1).Dial("tcp4", net.JoinHostPort(n.Host(2).IP(), strconv.Itoa(port)), flowWait)
 	if err != nil {
