@@ -107,8 +107,9 @@ func renderProxy(h, hosts int, addr func(int) string, redirect map[int]int) stri
 // Heal removes all. Byte order within a connection is kept (a chunk never
 // leaves before the one read before it), so jitter does not reorder a
 // stream; separate connections are held independently. Connections
-// already open are slowed too, and no rule changes: the call does no I/O
-// and takes effect for the next chunk read. Without Config.ProxyPorts it
+// already open are slowed too, and no rule changes (nft runs only to
+// repair a host an earlier call failed on): the call takes effect for the
+// next chunk read. Without Config.ProxyPorts it
 // fails with ErrInvalidConfig.
 func (n *Net) Delay(from, to int, delay, jitter time.Duration) error {
 	what := fmt.Sprintf("delay %d->%d %v±%v", from, to, delay, jitter)
