@@ -234,6 +234,9 @@ func runRound(t *testing.T, cfg Config, rd round, idx int, kvnode, out string) *
 		if lv.waiting() == 0 {
 			break
 		}
+		if err := flushCommits(ctx, c); err != nil {
+			logf("%v", err)
+		}
 		time.Sleep(500 * time.Millisecond)
 	}
 
