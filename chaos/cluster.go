@@ -82,13 +82,15 @@ func closeActive() {
 }
 
 // startCluster sets up n hosts and starts a node on each, with peer
-// mutual TLS from a CA made for the round and encrypted gossip.
-func startCluster(dir, bin string, n int, subnet byte, name string) (*cluster, error) {
+// mutual TLS from a CA made for the round and encrypted gossip. The
+// connections between hosts to the ports of proxied pass through the
+// hosts' delay proxies (delay.go).
+func startCluster(dir, bin string, n int, subnet byte, name string, proxied []int) (*cluster, error) {
 	dir, err := filepath.Abs(dir) // a disk's mount point must be absolute
 	if err != nil {
 		return nil, err
 	}
-	net, err := hosts.Setup(hosts.Config{Name: name, Hosts: n, Subnet: subnet})
+	net, err := hosts.Setup(hosts.Config{Name: name, Hosts: n, Subnet: subnet, ProxyPorts: proxied})
 	if err != nil {
 		return nil, fmt.Errorf("chaos: set up %d hosts: %w", n, err)
 	}

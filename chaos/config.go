@@ -34,11 +34,12 @@ const (
 	LoseUnsynced      Kind = "lose-unsynced"       // a node killed and its files cut to their fsynced lengths
 	ClockSkew         Kind = "clock-skew"          // one node's wall clock moved 1-15 min forward or back (internal/clock)
 	DiskFull          Kind = "disk-full"           // a node's disk filled: it must exit naming the file; restarted once freed
+	Delay             Kind = "delay"               // peer links slowed by 20-200 ms with jitter (issue 17)
 )
 
 // AllKinds lists every kind, in a fixed order.
 var AllKinds = []Kind{IsolateNode, IsolateLeader, IsolateMetaLeader, Split23, Split14, OneWay, RandomLoss,
-	KillRestart, PauseLeader, PauseCoordinator, PauseMetaMidCut, Swizzle, SnapshotCatchUp, RestartAll, LoseUnsynced, ClockSkew, DiskFull}
+	KillRestart, PauseLeader, PauseCoordinator, PauseMetaMidCut, Swizzle, SnapshotCatchUp, RestartAll, LoseUnsynced, ClockSkew, DiskFull, Delay}
 
 // needs5 says whether a kind needs five nodes.
 func (k Kind) needs5() bool { return k == Split23 || k == Split14 }

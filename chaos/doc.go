@@ -2,10 +2,11 @@
 // processes (the failpoints build), each on a host of its own (a Linux
 // network namespace on a bridge, package chaos/hosts), under a seeded
 // schedule of faults — network partitions, clogged links, one-way and
-// random packet loss, kill -9, SIGSTOP, a whole cluster killed at once, a
-// follower caught up by a raft snapshot, a crash that loses what was not
-// fsynced, and the kinds docs/reliability.md lists with their proofs —
-// while three workloads run and every history is checked.
+// random packet loss, delays of peer links (a userspace proxy), kill -9,
+// SIGSTOP, a whole cluster killed at once, a follower caught up by a raft
+// snapshot, a crash that loses what was not fsynced, a full disk, a
+// skewed clock, and the kinds docs/reliability.md lists with their proofs
+// — while three workloads run and every history is checked.
 //
 // A run is a sequence of rounds. A round starts a fresh cluster of 3 or 5
 // nodes (peer mutual TLS from a CA made for the round, encrypted gossip,

@@ -195,6 +195,8 @@ func (n *nemesis) inject(ctx context.Context, k Kind) (target string, proven boo
 			return c.nodes[i].id, false, err.Error()
 		}
 		return c.nodes[i].id, true, "SIGKILL; the process was reaped"
+	case Delay:
+		return n.injectDelay(ctx)
 	case PauseLeader:
 		g := uint64(1 + n.r.IntN(partitions))
 		l, _ := c.leaderOf(ctx, g, nil)

@@ -107,7 +107,7 @@ func runRound(t *testing.T, cfg Config, rd round, idx int, kvnode, out string) *
 	r := rand.New(rand.NewPCG(rd.seed, uint64(rd.nodes)))
 	logf("round %d: %d nodes, kinds %v, seed %d, soak %v, recovery bound %v", idx, rd.nodes, rd.kinds, rd.seed, rd.soak, cfg.RecoveryBound)
 
-	c, err := startCluster(dir, kvnode, rd.nodes, byte(40+idx), fmt.Sprintf("ck%d", idx))
+	c, err := startCluster(dir, kvnode, rd.nodes, byte(40+idx), fmt.Sprintf("ck%d", idx), proxiedPorts(rd.kinds))
 	if err != nil {
 		res.Problems = append(res.Problems, err.Error())
 		return res
@@ -234,6 +234,9 @@ func runRound(t *testing.T, cfg Config, rd round, idx int, kvnode, out string) *
 		}
 		if lv.waiting() == 0 {
 			break
+		}
+		if err := flushCommits(ctx, c); err != nil {
+			logf("%v", err)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}

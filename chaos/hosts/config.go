@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -60,6 +61,12 @@ type Config struct {
 	// the same time must pick different subnets; Setup refuses one that a
 	// route in the harness's namespace already covers (ErrSubnetInUse).
 	Subnet byte
+	// ProxyPorts are TCP ports whose connections between hosts pass
+	// through the harness's delay proxy (delay.go), so that Delay can slow
+	// them: in each host a redirect rule sends connections from the other
+	// hosts to port p to a proxy listener, which forwards them to p on the
+	// host's own address. Empty: no proxy, and Delay fails.
+	ProxyPorts []int
 }
 
 var nameRE = regexp.MustCompile(`^[a-z0-9]{1,6}$`)
@@ -71,6 +78,14 @@ func (c Config) Validate() error {
 	}
 	if c.Hosts < 1 || c.Hosts > MaxHosts {
 		return fmt.Errorf("%w: %d hosts, want 1..%d", ErrInvalidConfig, c.Hosts, MaxHosts)
+	}
+	for i, p := range c.ProxyPorts {
+		if p < 1 || p > 65535 {
+			return fmt.Errorf("%w: proxy port %d, want 1..65535", ErrInvalidConfig, p)
+		}
+		if slices.Contains(c.ProxyPorts[:i], p) {
+			return fmt.Errorf("%w: proxy port %d named twice", ErrInvalidConfig, p)
+		}
 	}
 	return nil
 }

@@ -30,18 +30,43 @@
 //
 // Each host's namespace holds the table inet cutkvchaos with two base
 // chains, input and output (filter hooks, priority filter, policy
-// accept). The faults in force are kept as a model, the set of directed
+// accept), and with Config.ProxyPorts a third, proxy (see Delay below).
+// The faults in force are kept as a model, the set of directed
 // host-to-host links whose packets are dropped plus each host's loss
 // percentage, and each host's two chains are a pure function of it (see
 // faultSet.render): a fault call updates the model and rewrites, in one
 // nft transaction per host, the chains of the hosts whose rules changed.
 // Hence the calls compose (each adds to what is in force; Loss replaces
-// its host's loss) and are idempotent, and Heal flushes every chain.
+// its host's loss) and are idempotent, and Heal flushes input and output.
 // Rules match host addresses 10.231.S.(10+i) only, never the harness's
 // 10.231.S.1, so the harness keeps reaching every host whatever the
 // faults. They match every IP protocol and drop packets of established
 // connections too; ARP is not IP and keeps working, as it would behind a
 // firewall that cuts a link.
+//
+// # Delay
+//
+// The kernel may lack netem, so delay is done in userspace, for the TCP
+// ports of Config.ProxyPorts only. At Setup, for each such port every
+// host gets a proxy listener of the harness's (a socket in the host's
+// namespace, on an ephemeral port) and a third chain, proxy (nat hook
+// prerouting), whose rule redirects connections from the other hosts to
+// the port to that listener; the proxy dials the port on the host's own
+// address and copies both ways. So every connection between hosts to a
+// proxied port passes through the proxy of the host it is made to, from
+// the first one on, and the node behind it sees it come from its own
+// address. Delay sets a directed link's delay in the model; the proxies
+// read it for every chunk they read (bytes from host a to b: the chunks
+// a's proxy-side reader gets on connections a opened to b, and the
+// answers on connections b opened to a) and hold the chunk that long.
+// The rules never change after Setup, Heal flushes input and output only,
+// and open connections stay proxied, at delay 0 after Heal: nothing has
+// to be closed or re-dialled for a delay to start or end. Drop and loss
+// rules still apply to proxied connections (they match addresses, and the
+// link between the hosts is the same). A stream is never reordered (a
+// chunk leaves after the one before it); only distinct connections can
+// overtake each other. UDP is not proxied. RoundTrip measures a link's
+// delay.
 //
 // # Proving a fault
 //

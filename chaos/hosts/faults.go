@@ -23,12 +23,13 @@ type link struct{ from, to int }
 type faultSet struct {
 	hosts int
 	drop  map[link]bool
-	loss  map[int]int // host -> percent, 1..100; absent = none
-	notes []string    // the calls in force, for Faults
+	loss  map[int]int        // host -> percent, 1..100; absent = none
+	delay map[link]delaySpec // enforced by the proxy, not by rules (delay.go)
+	notes []string           // the calls in force, for Faults
 }
 
 func newFaultSet(hosts int) *faultSet {
-	return &faultSet{hosts: hosts, drop: map[link]bool{}, loss: map[int]int{}}
+	return &faultSet{hosts: hosts, drop: map[link]bool{}, loss: map[int]int{}, delay: map[link]delaySpec{}}
 }
 
 // clone returns a deep copy, so that a fault call with bad arguments
@@ -37,6 +38,7 @@ func (f *faultSet) clone() *faultSet {
 	g := newFaultSet(f.hosts)
 	maps.Copy(g.drop, f.drop)
 	maps.Copy(g.loss, f.loss)
+	maps.Copy(g.delay, f.delay)
 	g.notes = slices.Clone(f.notes)
 	return g
 }

@@ -209,6 +209,10 @@ func TestConfigValidate(t *testing.T) {
 		{Config{Name: "c-k", Hosts: 3}, false},
 		{Config{Name: "ck", Hosts: 0}, false},
 		{Config{Name: "ck", Hosts: 10}, false},
+		{Config{Name: "ck", Hosts: 3, ProxyPorts: []int{7301, 7001}}, true},
+		{Config{Name: "ck", Hosts: 3, ProxyPorts: []int{0}}, false},
+		{Config{Name: "ck", Hosts: 3, ProxyPorts: []int{65536}}, false},
+		{Config{Name: "ck", Hosts: 3, ProxyPorts: []int{7301, 7301}}, false},
 	} {
 		err := tt.cfg.Validate()
 		if (err == nil) != tt.ok || (err != nil && !errors.Is(err, ErrInvalidConfig)) {

@@ -254,7 +254,7 @@ func TestSetupFails(t *testing.T) {
 			return nil
 		}
 		name := testPrefix + "f"
-		n, err := Setup(Config{Name: name, Hosts: 3, Subnet: subnet})
+		n, err := Setup(Config{Name: name, Hosts: 3, Subnet: subnet, ProxyPorts: []int{port}})
 		if !errors.Is(err, boom) {
 			if n != nil {
 				_ = n.Close()

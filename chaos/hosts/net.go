@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -30,6 +31,12 @@ type Net struct {
 	procs   []*Proc
 	faults  *faultSet
 	applied map[int]string // the script last applied to each host; absent = unknown
+	proxies []*proxy       // one per host and Config.ProxyPorts entry
+
+	// delays is the faults' delay table, published on every change so
+	// that the proxies read it per chunk without taking mu (held while
+	// nft runs).
+	delays atomic.Pointer[map[link]delaySpec]
 }
 
 // Host is one host of a Net: a network namespace with one interface,
@@ -81,7 +88,10 @@ func (n *Net) HostIP() string { return hostAddr(n.cfg.Subnet, 0).String() }
 //   - per host i a namespace <name>n<i>, a veth pair <name>v<i> (a port of
 //     the bridge) / eth0 (in the host, 10.231.S.(10+i)/24), lo up, and the
 //     nftables table inet cutkvchaos with chains input and output (filter
-//     hooks, priority filter, policy accept, no rules).
+//     hooks, priority filter, policy accept, no rules);
+//   - with Config.ProxyPorts, per host and port a delay proxy listener in
+//     the host and the chain proxy (nat hook prerouting) redirecting the
+//     other hosts' connections to the port to it (delay.go).
 //
 // The hosts have no route but their /24, and IPv6 is off on every
 // interface the run creates, so a host can reach only the other hosts and
@@ -125,6 +135,7 @@ func Setup(cfg Config) (*Net, error) {
 		return nil, err
 	}
 	if err := n.create(); err != nil {
+		n.stopProxies()
 		if rerr := removeRun(cfg.Name); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("hosts: clean up after failed setup: %w", rerr))
 		}
@@ -139,7 +150,7 @@ func Setup(cfg Config) (*Net, error) {
 var setupCrash func(point string) error
 
 // Crash points of create, in order.
-var setupCrashPoints = []string{"namespaces", "uplink", "switch", "hosts", "rules"}
+var setupCrashPoints = []string{"namespaces", "uplink", "switch", "hosts", "proxies", "rules"}
 
 func crashPoint(point string) error {
 	if setupCrash == nil {
@@ -207,6 +218,12 @@ func (n *Net) create() error {
 		}
 	}
 	if err := crashPoint("hosts"); err != nil {
+		return err
+	}
+	if err := n.startProxies(); err != nil {
+		return err
+	}
+	if err := crashPoint("proxies"); err != nil {
 		return err
 	}
 	if err := n.applyLocked(); err != nil {
@@ -278,6 +295,8 @@ func (n *Net) Close() error {
 			errs = append(errs, err)
 		}
 	}
+	// The proxies' sockets would keep the hosts' namespaces alive.
+	n.stopProxies()
 	if err := removeRun(n.cfg.Name); err != nil {
 		errs = append(errs, err)
 	}
@@ -517,6 +536,7 @@ func (n *Net) change(what string, edit func(*faultSet) error) error {
 		return fmt.Errorf("hosts: %s: %w", what, err)
 	}
 	n.faults = next
+	n.publishDelays()
 	if err := n.applyLocked(); err != nil {
 		return fmt.Errorf("hosts: %s: %w", what, err)
 	}
@@ -584,6 +604,7 @@ func (n *Net) Heal() error {
 		return fmt.Errorf("%w: heal", ErrClosed)
 	}
 	n.faults = newFaultSet(n.cfg.Hosts)
+	n.publishDelays()
 	clear(n.applied)
 	if err := n.applyLocked(); err != nil {
 		return fmt.Errorf("hosts: heal: %w", err)
