@@ -109,14 +109,8 @@ func (f *faultSet) isolate(i int) error {
 
 // dropOneWay drops packets from host from to host to.
 func (f *faultSet) dropOneWay(from, to int) error {
-	if err := f.checkHost(from); err != nil {
+	if err := f.checkLink(from, to); err != nil {
 		return err
-	}
-	if err := f.checkHost(to); err != nil {
-		return err
-	}
-	if from == to {
-		return fmt.Errorf("%w: one-way drop from host %d to itself", ErrBadHost, from)
 	}
 	f.drop[link{from, to}] = true
 	f.note(fmt.Sprintf("drop %d->%d", from, to))
