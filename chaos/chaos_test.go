@@ -74,7 +74,9 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	kvnode := filepath.Join(out, "bin", "kvnode")
-	build := exec.Command("go", "build", "-o", kvnode, "github.com/cutkv/cutkv/cmd/kvnode")
+	// With failpoints (compiled out of other builds): the crash-point kind
+	// arms them in the environment of one start; unarmed they do nothing.
+	build := exec.Command("go", "build", "-tags", "failpoints", "-o", kvnode, "github.com/cutkv/cutkv/cmd/kvnode")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		t.Fatalf("go build kvnode: %v", err)

@@ -179,11 +179,16 @@ func (c *cluster) endpoints() []string {
 }
 
 // start (re)starts node i from its data dir.
-func (c *cluster) start(i int) error {
+func (c *cluster) start(i int) error { return c.startWith(i, nil) }
+
+// startWith (re)starts node i with the harness's environment and extra
+// ("NAME=value", each replacing a variable of that name): a start that
+// only this one call changes; the next start is plain again.
+func (c *cluster) startWith(i int, extra []string) error {
 	nd := c.nodes[i]
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
-	p, err := nd.host.Start(c.bin, nd.args, os.Environ(), nd.log)
+	p, err := nd.host.Start(c.bin, nd.args, withEnv(os.Environ(), extra), nd.log)
 	if err != nil {
 		return fmt.Errorf("chaos: start %s: %w", nd.id, err)
 	}

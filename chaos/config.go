@@ -28,11 +28,13 @@ const (
 	PauseLeader       Kind = "pause-leader"        // SIGSTOP of a partition's leader
 	PauseCoordinator  Kind = "pause-coordinator"   // SIGSTOP of a node coordinating 2PC transactions
 	PauseMetaMidCut   Kind = "pause-meta-mid-cut"  // SIGSTOP of group 0's leader while a cut is in flight
+	CrashPoint        Kind = "crash-point"         // a node restarted to exit at a named crash point (crashpoint.go)
 )
 
 // AllKinds lists every kind, in a fixed order.
 var AllKinds = []Kind{IsolateNode, IsolateLeader, IsolateMetaLeader, Split23, Split14, OneWay, RandomLoss,
-	KillRestart, PauseLeader, PauseCoordinator, PauseMetaMidCut}
+	KillRestart, PauseLeader, PauseCoordinator, PauseMetaMidCut,
+	CrashPoint}
 
 // needs5 says whether a kind needs five nodes.
 func (k Kind) needs5() bool { return k == Split23 || k == Split14 }

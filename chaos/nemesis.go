@@ -215,6 +215,8 @@ func (n *nemesis) inject(ctx context.Context, k Kind) (target string, proven boo
 		ok, err := c.pause(best)
 		proof := pauseProof(ok, err) + fmt.Sprintf("; it coordinated %d multi-partition transactions in the second before", most)
 		return c.nodes[best].id, ok && most > 0, proof
+	case CrashPoint:
+		return n.injectCrashPoint(ctx)
 	case PauseMetaMidCut:
 		l, _ := c.leaderOf(ctx, 0, nil)
 		if l < 0 {

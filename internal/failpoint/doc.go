@@ -23,6 +23,12 @@ import "errors"
 // ErrInjected is returned by Inject for an armed "error" failpoint.
 var ErrInjected = errors.New("failpoint: injected error")
 
+// EnvVar is the environment variable a failpoints build arms from.
+const EnvVar = "CUTKV_FAILPOINTS"
+
+// ExitCode is the status a process exits with at an "exit" failpoint.
+const ExitCode = 86
+
 // Names of all failpoints in the code.
 const (
 	// WALBeforeSync fires before each WAL batch fsync.
