@@ -55,7 +55,7 @@ func TestPickCrashArm(t *testing.T) {
 		return out
 	}
 	a, b := draw(7, 2), draw(7, 2)
-	if !slices.EqualFunc(a, b, func(x, y crashArm) bool { return x.point.name == y.point.name && x.after == y.after && x.node == y.node }) {
+	if !slices.Equal(a, b) {
 		t.Fatal("the same seed drew different armings")
 	}
 	drawn := map[string]int{}
