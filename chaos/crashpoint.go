@@ -7,9 +7,12 @@ import (
 	"math/rand/v2"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cutkv/cutkv/internal/failpoint"
+	"github.com/cutkv/cutkv/proto/kvpb"
+	"github.com/cutkv/cutkv/proto/kvrpc"
 )
 
 // The crash-point kind (issue 17) kills a node and starts it again armed
@@ -25,38 +28,53 @@ type crashPoint struct {
 	// maxAfter bounds N in name=exit@N: the point fires after 0..maxAfter
 	// calls passed, so that frequent points crash at a varying moment.
 	maxAfter int
-	// metaLeader: only group 0's leader reaches the point; the node armed
-	// is that one.
-	metaLeader bool
-	// within is how long the armed node has to reach it. Points on a
-	// partition's leader wait for the restarted node to be handed back
-	// the groups it prefers (raftstore's balance, every 3 s).
+	// needs is what the armed node must be or do to reach the point.
+	needs crashNeed
+	// within is how long the armed node has to reach it.
 	within time.Duration
 }
 
-// crashPoints are every crash point a round's load reaches (the
+// crashNeed is what brings an armed node to its crash point.
+type crashNeed int
+
+const (
+	// needLoad: the round's load alone (any node).
+	needLoad crashNeed = iota
+	// needPartitionLeader: leading a partition. A restarted node leads
+	// none until raftstore's balance hands back the groups it prefers,
+	// which under load can take longer than within: the kind then
+	// moves leadership to it (nudgeLeadership).
+	needPartitionLeader
+	// needMetaLeader: leading group 0 (the armed node is its leader when
+	// armed, and leadership is moved back to it as above).
+	needMetaLeader
+	// needCheckpoint: a materialization. A node takes them every
+	// --materialize-interval (45 s) from its start, so the kind asks for
+	// them (kvctl checkpoint) while it waits.
+	needCheckpoint
+)
+
+// crashPoints are every crash point a round reaches (issue 17: the
 // workloads' single and cross-partition transactions, a cut every
-// 500 ms, a snapshot every 5 s, and the materializations every group
-// takes at a node's start, as it has none since then).
+// 500 ms, a snapshot every 5 s, materializations).
 var crashPoints = []crashPoint{
-	{name: failpoint.WALBeforeSync, maxAfter: 20, within: 6 * time.Second},
-	{name: failpoint.RaftBeforeSave, maxAfter: 20, within: 6 * time.Second},
-	{name: failpoint.RaftAfterSave, maxAfter: 20, within: 6 * time.Second},
-	{name: failpoint.RaftBeforeSend, maxAfter: 20, within: 6 * time.Second},
-	{name: failpoint.RaftBeforeApply, maxAfter: 20, within: 6 * time.Second},
-	{name: failpoint.WALBeforeTruncate, maxAfter: 0, within: 12 * time.Second},
-	{name: failpoint.MaterializeBeforeCheckpoint, maxAfter: 3, within: 10 * time.Second},
-	{name: failpoint.MaterializeBeforeRename, maxAfter: 3, within: 10 * time.Second},
+	{name: failpoint.WALBeforeSync, maxAfter: 20, needs: needLoad, within: 6 * time.Second},
+	{name: failpoint.RaftBeforeSave, maxAfter: 20, needs: needLoad, within: 6 * time.Second},
+	{name: failpoint.RaftAfterSave, maxAfter: 20, needs: needLoad, within: 6 * time.Second},
+	{name: failpoint.RaftBeforeSend, maxAfter: 20, needs: needLoad, within: 6 * time.Second},
+	{name: failpoint.RaftBeforeApply, maxAfter: 20, needs: needLoad, within: 6 * time.Second},
 	// The coordinator is the node a transaction was sent to: any.
-	{name: failpoint.TxnAfterPrepare, maxAfter: 3, within: 10 * time.Second},
-	{name: failpoint.TxnAfterDecide, maxAfter: 3, within: 10 * time.Second},
-	// On a partition's leader.
-	{name: failpoint.TxnBeforeVote, maxAfter: 3, within: 12 * time.Second},
-	{name: failpoint.TxnInFinishBatch, maxAfter: 0, within: 12 * time.Second},
-	{name: failpoint.CutAfterStart, maxAfter: 3, within: 12 * time.Second},
-	{name: failpoint.CutAfterFinish, maxAfter: 3, within: 12 * time.Second},
-	// On group 0's leader, once it leads group 0 again and a snapshot runs.
-	{name: failpoint.SnapshotBeforeManifest, maxAfter: 0, metaLeader: true, within: 15 * time.Second},
+	{name: failpoint.TxnAfterPrepare, maxAfter: 3, needs: needLoad, within: 10 * time.Second},
+	{name: failpoint.TxnAfterDecide, maxAfter: 3, needs: needLoad, within: 10 * time.Second},
+	{name: failpoint.TxnBeforeVote, maxAfter: 3, needs: needPartitionLeader, within: 15 * time.Second},
+	{name: failpoint.TxnInFinishBatch, maxAfter: 0, needs: needPartitionLeader, within: 15 * time.Second},
+	{name: failpoint.CutAfterStart, maxAfter: 3, needs: needPartitionLeader, within: 15 * time.Second},
+	{name: failpoint.CutAfterFinish, maxAfter: 3, needs: needPartitionLeader, within: 15 * time.Second},
+	{name: failpoint.SnapshotBeforeManifest, maxAfter: 0, needs: needMetaLeader, within: 15 * time.Second},
+	{name: failpoint.MaterializeBeforeCheckpoint, maxAfter: 3, needs: needCheckpoint, within: 10 * time.Second},
+	{name: failpoint.MaterializeBeforeRename, maxAfter: 3, needs: needCheckpoint, within: 10 * time.Second},
+	// Truncation needs two materializations past a WAL segment.
+	{name: failpoint.WALBeforeTruncate, maxAfter: 0, needs: needCheckpoint, within: 12 * time.Second},
 }
 
 // crashArm is one arming of a crash point: which, after how many calls,
@@ -79,7 +97,7 @@ func (a crashArm) env() string { return failpoint.EnvVar + "=" + a.spec() }
 func pickCrashArm(r *rand.Rand, points []crashPoint, nodes, metaLeader int) (crashArm, bool) {
 	p := points[r.IntN(len(points))]
 	a := crashArm{point: p, after: r.IntN(p.maxAfter + 1), node: r.IntN(nodes)}
-	if p.metaLeader {
+	if p.needs == needMetaLeader {
 		if metaLeader < 0 {
 			return a, false
 		}
@@ -109,6 +127,13 @@ func withEnv(base, extra []string) []string {
 	return append(out, extra...)
 }
 
+// Pacing of the help the kind gives an armed node to reach its point.
+const (
+	crashPokeEvery = 2500 * time.Millisecond // between asks for a checkpoint
+	crashNudgeWait = 4 * time.Second         // after the armed start, before leadership is moved
+	crashNudgeHold = 3 * time.Second         // bound on the pause that moves it
+)
+
 // injectCrashPoint kills a node, starts it armed to exit at a crash
 // point, and waits for it to exit there: proven when it exited with the
 // failpoint's status and its log says which point. The node is then
@@ -118,10 +143,7 @@ func withEnv(base, extra []string) []string {
 // in the proof.
 func (n *nemesis) injectCrashPoint(ctx context.Context) (target string, proven bool, proof string) {
 	c := n.c
-	meta := -1
-	if l, _ := c.leaderOf(ctx, 0, nil); l >= 0 {
-		meta = l
-	}
+	meta, _ := c.leaderOf(ctx, 0, nil)
 	a, ok := pickCrashArm(n.r, crashPoints, len(c.nodes), meta)
 	if !ok {
 		return a.spec(), false, "no leader of group 0 known to arm " + a.point.name + " on; nothing done"
@@ -138,13 +160,44 @@ func (n *nemesis) injectCrashPoint(ctx context.Context) (target string, proven b
 	if err := c.startWith(a.node, []string{a.env()}); err != nil {
 		return target, false, err.Error() // left killed: heal starts it
 	}
+	nd.mu.Lock()
+	p := nd.proc
+	nd.mu.Unlock()
+
 	began := time.Now()
-	exited, code := c.awaitExit(ctx, a.node, a.point.within)
+	deadline := began.Add(a.point.within)
+	var helped []string
+	var asks sync.WaitGroup
+	defer asks.Wait()
+	nextPoke, nudged := began.Add(time.Second), false
+	exited, code := false, -1
+	for !exited && ctx.Err() == nil && time.Now().Before(deadline) {
+		exited, code = p.Wait(min(100*time.Millisecond, time.Until(deadline)))
+		if exited || time.Now().Before(nextPoke) {
+			continue
+		}
+		nextPoke = time.Now().Add(crashPokeEvery)
+		switch a.point.needs {
+		case needCheckpoint:
+			asks.Add(1)
+			go func() { defer asks.Done(); n.askCheckpoint(ctx, a.node) }()
+		case needPartitionLeader, needMetaLeader:
+			if !nudged && time.Since(began) >= crashNudgeWait && !n.leads(ctx, a.node, a.point.needs) {
+				nudged = true
+				helped = append(helped, n.nudgeLeadership(ctx, a.node, a.point.needs))
+			}
+		}
+	}
 	took := time.Since(began).Round(time.Millisecond)
-	fired := "failpoint " + a.point.name + ": exiting"
-	switch {
-	case !exited:
-		proof = fmt.Sprintf("%s not reached within %v; killed and started unarmed", a.spec(), a.point.within)
+	if a.point.needs == needCheckpoint {
+		helped = append(helped, "checkpoints asked for every "+crashPokeEvery.String())
+	}
+	help := ""
+	if len(helped) > 0 {
+		help = " (" + strings.Join(helped, "; ") + ")"
+	}
+	if !exited {
+		proof = fmt.Sprintf("%s not reached within %v%s; killed and started unarmed", a.spec(), a.point.within, help)
 		if err := c.kill(a.node); err != nil {
 			return target, false, proof + ": " + err.Error()
 		}
@@ -152,36 +205,98 @@ func (n *nemesis) injectCrashPoint(ctx context.Context) (target string, proven b
 			return target, false, proof + ": " + err.Error()
 		}
 		return target, false, proof
-	case code == failpoint.ExitCode && strings.Contains(logSince(nd.log, logFrom), fired):
-		return target, true, fmt.Sprintf("exited with status %d at %s after %d calls passed, %v after the armed start", code, a.point.name, a.after, took)
 	}
-	return target, false, fmt.Sprintf("exited by itself with status %d %v after the armed start, not at %s; its log %s ends:\n%s",
-		code, took, a.point.name, nd.log, tail(nd.log, 10))
+	nd.mu.Lock()
+	if nd.proc == p {
+		nd.proc, nd.state = nil, "killed" // heal starts it, unarmed
+	}
+	nd.mu.Unlock()
+	if code == failpoint.ExitCode && strings.Contains(logSince(nd.log, logFrom), "failpoint "+a.point.name+": exiting") {
+		return target, true, fmt.Sprintf("exited with status %d at %s after %d calls passed, %v after the armed start%s", code, a.point.name, a.after, took, help)
+	}
+	return target, false, fmt.Sprintf("exited by itself with status %d %v after the armed start, not at %s%s; its log %s ends:\n%s",
+		code, took, a.point.name, help, nd.log, tail(nd.log, 10))
 }
 
-// awaitExit waits up to within for node i's process to exit by itself,
-// and then marks the node killed (heal starts it again). code is the
-// exit status, -1 for a signal.
-func (c *cluster) awaitExit(ctx context.Context, i int, within time.Duration) (exited bool, code int) {
+// askCheckpoint asks, through a node other than i, for every partition
+// of every node to be materialized now (kvctl checkpoint); the answer
+// does not matter: node i may die in it.
+func (n *nemesis) askCheckpoint(ctx context.Context, i int) {
+	j := (i + 1) % len(n.c.nodes)
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, _ = kvrpc.NewClusterClient(n.c.conns[j]).Checkpoint(cctx, &kvpb.CheckpointRequest{})
+}
+
+// leads says whether node i, as it sees itself, leads group 0 (need
+// needMetaLeader) or some partition.
+func (n *nemesis) leads(ctx context.Context, i int, need crashNeed) bool {
+	st, err := n.c.status(ctx, i)
+	if err != nil {
+		return false
+	}
+	for _, row := range st.GetGroups() {
+		if row.GetLeader() == n.c.nodes[i].id && (row.GetId() == 0) == (need == needMetaLeader) {
+			return true
+		}
+	}
+	return false
+}
+
+// nudgeLeadership moves leadership to node i: it pauses (SIGSTOP) the
+// node leading group 0 (need needMetaLeader) or the most partitions, so
+// that the groups it leads elect again among the others, until node i
+// leads what it needs or crashNudgeHold passed, then resumes it. With
+// three nodes node i wins about half of those elections. It says what it
+// did.
+func (n *nemesis) nudgeLeadership(ctx context.Context, i int, need crashNeed) string {
+	c := n.c
+	y := -1
+	if need == needMetaLeader {
+		y, _ = c.leaderOf(ctx, 0, n.others(i))
+	} else if st, err := c.status(ctx, i); err == nil {
+		led := map[string]int{}
+		for _, row := range st.GetGroups() {
+			if row.GetId() != 0 {
+				led[row.GetLeader()]++
+			}
+		}
+		for _, j := range n.others(i) {
+			if led[c.nodes[j].id] > 0 && (y < 0 || led[c.nodes[j].id] > led[c.nodes[y].id]) {
+				y = j
+			}
+		}
+	}
+	if y < 0 || y == i {
+		return "no other leader known to move leadership from"
+	}
+	began := time.Now()
+	if ok, err := c.pause(y); !ok || err != nil {
+		c.resume(y)
+		return fmt.Sprintf("pausing %s to move leadership failed: %v", c.nodes[y].id, err)
+	}
+	won := false
+	for !won && time.Since(began) < crashNudgeHold && ctx.Err() == nil {
+		time.Sleep(200 * time.Millisecond)
+		won = n.leads(ctx, i, need)
+	}
+	c.resume(y)
+	what := "a partition"
+	if need == needMetaLeader {
+		what = "group 0"
+	}
+	return fmt.Sprintf("%s paused %v to move leadership: %s leads %s: %v", c.nodes[y].id, time.Since(began).Round(time.Millisecond), c.nodes[i].id, what, won)
+}
+
+// resume continues paused node i (SIGCONT) and marks it up.
+func (c *cluster) resume(i int) {
 	nd := c.nodes[i]
 	nd.mu.Lock()
-	p := nd.proc
-	nd.mu.Unlock()
-	if p == nil {
-		return false, -1
+	defer nd.mu.Unlock()
+	if nd.proc != nil && nd.state == "paused" {
+		_ = nd.proc.Resume()
+		nd.state = "up"
 	}
-	deadline := time.Now().Add(within)
-	for !exited && ctx.Err() == nil && time.Now().Before(deadline) {
-		exited, code = p.Wait(min(100*time.Millisecond, time.Until(deadline)))
-	}
-	if exited {
-		nd.mu.Lock()
-		if nd.proc == p {
-			nd.proc, nd.state = nil, "killed"
-		}
-		nd.mu.Unlock()
-	}
-	return exited, code
 }
 
 // logSince returns what the file at path holds from offset on ("" if it

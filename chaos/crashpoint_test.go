@@ -39,7 +39,7 @@ func TestCrashPointsCoverEveryFailpoint(t *testing.T) {
 func TestPickCrashArm(t *testing.T) {
 	points := []crashPoint{
 		{name: failpoint.RaftBeforeApply, maxAfter: 20},
-		{name: failpoint.SnapshotBeforeManifest, metaLeader: true},
+		{name: failpoint.SnapshotBeforeManifest, needs: needMetaLeader},
 	}
 	draw := func(seed uint64, meta int) []crashArm {
 		r := rand.New(rand.NewPCG(seed, 1))
@@ -48,7 +48,7 @@ func TestPickCrashArm(t *testing.T) {
 			a, ok := pickCrashArm(r, points, 3, meta)
 			if ok {
 				out = append(out, a)
-			} else if !a.point.metaLeader || meta >= 0 {
+			} else if a.point.needs != needMetaLeader || meta >= 0 {
 				t.Fatalf("%+v not armed with group 0's leader %d", a, meta)
 			}
 		}
@@ -65,10 +65,10 @@ func TestPickCrashArm(t *testing.T) {
 		if x.after < 0 || x.after > x.point.maxAfter || x.node < 0 || x.node > 2 {
 			t.Errorf("arming out of range: %+v", x)
 		}
-		if x.point.metaLeader && x.node != 2 {
+		if x.point.needs == needMetaLeader && x.node != 2 {
 			t.Errorf("%s armed on node %d, group 0's leader is 2", x.point.name, x.node)
 		}
-		if !x.point.metaLeader {
+		if x.point.needs != needMetaLeader {
 			nodes[x.node] = true
 		}
 	}
@@ -76,7 +76,7 @@ func TestPickCrashArm(t *testing.T) {
 		t.Errorf("200 draws armed points %v on nodes %v, want both points and all 3 nodes", drawn, nodes)
 	}
 	for _, x := range draw(8, -1) {
-		if x.point.metaLeader {
+		if x.point.needs == needMetaLeader {
 			t.Errorf("%s armed with group 0's leader unknown", x.point.name)
 		}
 	}
