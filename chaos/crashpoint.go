@@ -130,8 +130,9 @@ func withEnv(base, extra []string) []string {
 // Pacing of the help the kind gives an armed node to reach its point.
 const (
 	crashPokeEvery = 2500 * time.Millisecond // between asks for a checkpoint
-	crashNudgeWait = 4 * time.Second         // after the armed start, before leadership is moved
+	crashNudgeWait = 4 * time.Second         // after the armed start or a move, before leadership is moved
 	crashNudgeHold = 3 * time.Second         // bound on the pause that moves it
+	crashNudges    = 2                       // moves at most, each won about half the time
 )
 
 // injectCrashPoint kills a node, starts it armed to exit at a crash
@@ -169,7 +170,7 @@ func (n *nemesis) injectCrashPoint(ctx context.Context) (target string, proven b
 	var helped []string
 	var asks sync.WaitGroup
 	defer asks.Wait()
-	nextPoke, nudged := began.Add(time.Second), false
+	nextPoke, nudges, lastNudge := began.Add(time.Second), 0, began
 	exited, code := false, -1
 	for !exited && ctx.Err() == nil && time.Now().Before(deadline) {
 		exited, code = p.Wait(min(100*time.Millisecond, time.Until(deadline)))
@@ -182,9 +183,10 @@ func (n *nemesis) injectCrashPoint(ctx context.Context) (target string, proven b
 			asks.Add(1)
 			go func() { defer asks.Done(); n.askCheckpoint(ctx, a.node) }()
 		case needPartitionLeader, needMetaLeader:
-			if !nudged && time.Since(began) >= crashNudgeWait && !n.leads(ctx, a.node, a.point.needs) {
-				nudged = true
+			if nudges < crashNudges && time.Since(lastNudge) >= crashNudgeWait && !n.leads(ctx, a.node, a.point.needs) {
+				nudges++
 				helped = append(helped, n.nudgeLeadership(ctx, a.node, a.point.needs))
+				lastNudge = time.Now()
 			}
 		}
 	}
