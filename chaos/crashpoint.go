@@ -91,6 +91,37 @@ func (a crashArm) spec() string { return fmt.Sprintf("%s=exit@%d", a.point.name,
 // env is the variable that arms it in a node's environment.
 func (a crashArm) env() string { return failpoint.EnvVar + "=" + a.spec() }
 
+// leastArmed returns the points of points armed the fewest times in
+// schedule (the nemesis's record: a crash-point entry names its arming
+// as "(name=exit@N)"), so that a round arms every point before any
+// twice.
+func leastArmed(points []crashPoint, schedule []string) []crashPoint {
+	armed := map[string]int{}
+	for _, e := range schedule {
+		if !strings.Contains(e, " "+string(CrashPoint)+" ") {
+			continue
+		}
+		if _, rest, ok := strings.Cut(e, "("); ok {
+			if name, _, ok := strings.Cut(rest, "=exit@"); ok {
+				armed[name]++
+			}
+		}
+	}
+	fewest := -1
+	for _, p := range points {
+		if fewest < 0 || armed[p.name] < fewest {
+			fewest = armed[p.name]
+		}
+	}
+	var out []crashPoint
+	for _, p := range points {
+		if armed[p.name] == fewest {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // pickCrashArm draws a crash point from points, its count and its node
 // (of nodes) from r; metaLeader is group 0's leader, -1 if unknown, which
 // a point reached only there needs (false: nothing to arm).
@@ -145,7 +176,7 @@ const (
 func (n *nemesis) injectCrashPoint(ctx context.Context) (target string, proven bool, proof string) {
 	c := n.c
 	meta, _ := c.leaderOf(ctx, 0, nil)
-	a, ok := pickCrashArm(n.r, crashPoints, len(c.nodes), meta)
+	a, ok := pickCrashArm(n.r, leastArmed(crashPoints, n.schedule), len(c.nodes), meta)
 	if !ok {
 		return a.spec(), false, "no leader of group 0 known to arm " + a.point.name + " on; nothing done"
 	}

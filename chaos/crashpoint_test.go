@@ -125,3 +125,34 @@ func TestLogSince(t *testing.T) {
 		t.Errorf("logSince of a missing file: %q", got)
 	}
 }
+
+// TestLeastArmed: a round arms every point once before any twice,
+// reading what it armed from the nemesis's schedule (other kinds'
+// entries aside).
+func TestLeastArmed(t *testing.T) {
+	points := []crashPoint{{name: failpoint.RaftBeforeSave}, {name: failpoint.CutAfterStart}, {name: failpoint.WALBeforeTruncate}}
+	names := func(ps []crashPoint) []string {
+		var out []string
+		for _, p := range ps {
+			out = append(out, p.name)
+		}
+		return out
+	}
+	if got := names(leastArmed(points, nil)); !slices.Equal(got, names(points)) {
+		t.Errorf("nothing armed yet: %v, want every point", got)
+	}
+	// The entries as nemesis.run writes them.
+	schedule := []string{
+		"3s crash-point n1 (raftBeforeSave=exit@4) hold=2s",
+		"9s kill-restart n2 hold=3s",
+		"15s crash-point n2 (walBeforeTruncate=exit@0) hold=4s",
+		"21s one-way n1 -> n2 dropped hold=2s",
+	}
+	if got := names(leastArmed(points, schedule)); !slices.Equal(got, []string{failpoint.CutAfterStart}) {
+		t.Errorf("after two armed: %v, want only the third", got)
+	}
+	schedule = append(schedule, "30s crash-point n3 (cutAfterStart=exit@1) hold=2s", "40s crash-point n1 (cutAfterStart=exit@2) hold=2s")
+	if got := names(leastArmed(points, schedule)); !slices.Equal(got, []string{failpoint.RaftBeforeSave, failpoint.WALBeforeTruncate}) {
+		t.Errorf("after a full cycle and one more: %v, want those armed once", got)
+	}
+}
