@@ -74,9 +74,10 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	kvnode := filepath.Join(out, "bin", "kvnode")
-	// The failpoints build: crash points, the fsynced lengths that
-	// lose-unsynced cuts files back to (package synclog), and the clock
-	// skew hook (package clock).
+	// The failpoints build: crash points (armed in the environment of one
+	// start by the crash-point kind; unarmed they do nothing), the
+	// fsynced lengths that lose-unsynced cuts files back to (package
+	// synclog), and the clock skew hook (package clock).
 	build := exec.Command("go", "build", "-tags", "failpoints", "-o", kvnode, "github.com/cutkv/cutkv/cmd/kvnode")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {

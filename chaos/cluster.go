@@ -199,12 +199,17 @@ func (c *cluster) endpoints() []string {
 }
 
 // start (re)starts node i from its data dir.
-func (c *cluster) start(i int) error {
+func (c *cluster) start(i int) error { return c.startWith(i, nil) }
+
+// startWith (re)starts node i with the harness's environment and extra
+// ("NAME=value", each replacing a variable of that name): a start that
+// only this one call changes; the next start is plain again.
+func (c *cluster) startWith(i int, extra []string) error {
 	nd := c.nodes[i]
 	nd.mu.Lock()
 	defer nd.mu.Unlock()
 	env := append(os.Environ(), synclog.EnvVar+"="+nd.synced, clock.SkewFileEnv+"="+nd.skewFile())
-	p, err := nd.host.Start(c.bin, nd.args, env, nd.log)
+	p, err := nd.host.Start(c.bin, nd.args, withEnv(env, extra), nd.log)
 	if err != nil {
 		return fmt.Errorf("chaos: start %s: %w", nd.id, err)
 	}

@@ -35,11 +35,13 @@ const (
 	ClockSkew         Kind = "clock-skew"          // one node's wall clock moved 1-15 min forward or back (internal/clock)
 	DiskFull          Kind = "disk-full"           // a node's disk filled: it must exit naming the file; restarted once freed
 	Delay             Kind = "delay"               // peer links slowed by 20-200 ms with jitter (issue 17)
+	CrashPoint        Kind = "crash-point"         // a node restarted to exit at a named crash point (crashpoint.go)
 )
 
 // AllKinds lists every kind, in a fixed order.
 var AllKinds = []Kind{IsolateNode, IsolateLeader, IsolateMetaLeader, Split23, Split14, OneWay, RandomLoss,
-	KillRestart, PauseLeader, PauseCoordinator, PauseMetaMidCut, Swizzle, SnapshotCatchUp, RestartAll, LoseUnsynced, ClockSkew, DiskFull, Delay}
+	KillRestart, PauseLeader, PauseCoordinator, PauseMetaMidCut, Swizzle, SnapshotCatchUp, RestartAll, LoseUnsynced, ClockSkew, DiskFull, Delay,
+	CrashPoint}
 
 // needs5 says whether a kind needs five nodes.
 func (k Kind) needs5() bool { return k == Split23 || k == Split14 }

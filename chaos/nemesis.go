@@ -224,6 +224,8 @@ func (n *nemesis) inject(ctx context.Context, k Kind) (target string, proven boo
 		return c.nodes[best].id, ok && most > 0, proof
 	case ClockSkew:
 		return n.injectClockSkew(ctx)
+	case CrashPoint:
+		return n.injectCrashPoint(ctx)
 	case PauseMetaMidCut:
 		l, _ := c.leaderOf(ctx, 0, nil)
 		if l < 0 {

@@ -8,6 +8,8 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+
+	"github.com/cutkv/cutkv/internal/failpoint"
 )
 
 // lockFile is the name of Pebble's directory lock (created by every Open,
@@ -50,6 +52,9 @@ func (d *DB) Materialize(dst string) (Materialization, error) {
 	}
 	if err := d.flush(); err != nil {
 		return Materialization{}, err
+	}
+	if err := failpoint.Inject(failpoint.MaterializeBeforeCheckpoint); err != nil {
+		return Materialization{}, fmt.Errorf("engine: partition %d: checkpoint to %s: %w", d.id, dst, err)
 	}
 	if err := d.pdb.Checkpoint(dst); err != nil {
 		d.setErr("checkpoint to "+dst, err)

@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cutkv/cutkv/internal/failpoint"
 	"github.com/cutkv/cutkv/rpc"
 )
 
@@ -52,6 +53,15 @@ func (n *Node) runCutAgent(ctx context.Context) {
 				pctx, cancel := context.WithTimeout(ctx, cutProposeWait)
 				defer cancel()
 				_, err := rn.Store.Propose(pctx, p, cmd)
+				// Applied here, nothing more proposed yet: an "exit" leaves
+				// the rest of the cut to the next leader.
+				switch {
+				case err != nil:
+				case cmd.GetCutFinish() != nil:
+					err = failpoint.Inject(failpoint.CutAfterFinish)
+				default:
+					err = failpoint.Inject(failpoint.CutAfterStart)
+				}
 				mu.Lock()
 				delete(inflight, p)
 				mu.Unlock()

@@ -404,6 +404,11 @@ func (p *persister) persist(reqs []appendReq) error {
 			remote[resp.GetTo()] = append(remote[resp.GetTo()], &internalpb.GroupMessage{Group: g.id, Message: data})
 		}
 	}
+	if len(remote) > 0 {
+		if err := failpoint.Inject(failpoint.RaftBeforeSend); err != nil {
+			return err
+		}
+	}
 	for to, msgs := range remote {
 		p.s.cfg.Transport.Send(to, msgs)
 	}

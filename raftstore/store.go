@@ -21,6 +21,7 @@ import (
 
 	"github.com/cutkv/cutkv/checkpoint"
 	"github.com/cutkv/cutkv/cut"
+	"github.com/cutkv/cutkv/internal/failpoint"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/wal"
 )
@@ -1215,6 +1216,11 @@ func (g *group) releaseReads() {
 }
 
 func (s *Store) apply(g *group, ents []*raftpb.Entry) error {
+	if len(ents) > 0 {
+		if err := failpoint.Inject(failpoint.RaftBeforeApply); err != nil {
+			return fmt.Errorf("raftstore: group %d: apply entries %d..%d: %w", g.id, ents[0].GetIndex(), ents[len(ents)-1].GetIndex(), err)
+		}
+	}
 	for _, e := range ents {
 		idx := e.GetIndex()
 		switch e.GetType() {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cutkv/cutkv/checkpoint"
 	"github.com/cutkv/cutkv/internal/clock"
+	"github.com/cutkv/cutkv/internal/failpoint"
 	"github.com/cutkv/cutkv/keyspace"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/internalrpc"
@@ -251,6 +252,9 @@ func CreateSnapshot(ctx context.Context, n *Node, req *kvpb.CreateSnapshotReques
 	slices.SortFunc(m.Partitions, func(a, b snapshot.Partition) int { return cmp.Compare(a.Partition, b.Partition) })
 	phase = snapFailManifest
 	progress(&kvpb.SnapshotProgress{Phase: "manifest", PartitionsDone: total, PartitionsTotal: total, BytesUploaded: res.BytesUploaded, CutVersion: v})
+	if err := failpoint.Inject(failpoint.SnapshotBeforeManifest); err != nil {
+		return nil, fmt.Errorf("snapshot %s of cut %d: manifest not written: %w", id, v, err)
+	}
 	if err := u.Finish(ctx, m); err != nil {
 		return nil, err
 	}

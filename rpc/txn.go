@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/cutkv/cutkv/internal/clock"
+	"github.com/cutkv/cutkv/internal/failpoint"
 	"github.com/cutkv/cutkv/partition"
 	"github.com/cutkv/cutkv/proto/internalpb"
 	"github.com/cutkv/cutkv/proto/internalrpc"
@@ -113,6 +114,11 @@ func (s *ParticipantServer) Prepare(ctx context.Context, req *internalpb.Prepare
 		return nil, toStatus(err, s.n.leaderHintOf(p))
 	}
 	v, _ := res.(partition.Vote)
+	if err := failpoint.Inject(failpoint.TxnBeforeVote); err != nil {
+		// The prepare applied; the vote is lost as on a dropped answer
+		// (the coordinator asks again or recovery settles it).
+		return nil, toStatus(fmt.Errorf("%w: the vote of %x on partition %d: %v", ErrUnavailable, op.GetTxnId(), p, err), "")
+	}
 	// The marker is read after the prepare entry applied: it is at least
 	// the entry's version, which the vote carries apart as the stamp's
 	// part (rule 3).

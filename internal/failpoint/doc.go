@@ -23,6 +23,12 @@ import "errors"
 // ErrInjected is returned by Inject for an armed "error" failpoint.
 var ErrInjected = errors.New("failpoint: injected error")
 
+// EnvVar is the environment variable a failpoints build arms from.
+const EnvVar = "CUTKV_FAILPOINTS"
+
+// ExitCode is the status a process exits with at an "exit" failpoint.
+const ExitCode = 86
+
 // Names of all failpoints in the code.
 const (
 	// WALBeforeSync fires before each WAL batch fsync.
@@ -49,7 +55,36 @@ const (
 	// TxnInFinishBatch fires on a partition leader about to propose an
 	// entry of several transactions' Finishes.
 	TxnInFinishBatch = "txnInFinishBatch"
+	// RaftBeforeSend fires in the raft loop after a batch was saved and
+	// before the messages it answers (appends acknowledged, votes) are
+	// sent to other nodes.
+	RaftBeforeSend = "raftBeforeSend"
+	// RaftBeforeApply fires in the raft loop before a batch of committed
+	// entries is applied to a group's state machine.
+	RaftBeforeApply = "raftBeforeApply"
+	// TxnBeforeVote fires on a 2PC participant's partition leader after
+	// the prepare entry applied (intents and locks in place, the vote
+	// decided) and before the vote is answered to the coordinator.
+	TxnBeforeVote = "txnBeforeVote"
+	// CutAfterStart fires on a partition leader after the CutStart entry
+	// it proposed applied and before anything else is proposed for the
+	// cut: the cut is open in the partition, its CutFinish is for
+	// whoever leads next.
+	CutAfterStart = "cutAfterStart"
+	// CutAfterFinish fires on a partition leader after the CutFinish
+	// entry it proposed applied: the cut is closed in the partition and
+	// group 0 may not have heard.
+	CutAfterFinish = "cutAfterFinish"
+	// SnapshotBeforeManifest fires on the node creating a snapshot (group
+	// 0's leader) after every partition's objects were uploaded, under
+	// the store's upload lock, and before the manifest is written.
+	SnapshotBeforeManifest = "snapshotBeforeManifest"
+	// MaterializeBeforeCheckpoint fires in a Pebble materialization after
+	// the flush made the partition's state durable in its SSTs and before
+	// the checkpoint links them into the materialization directory.
+	MaterializeBeforeCheckpoint = "materializeBeforeCheckpoint"
 )
 
 // Names lists every failpoint.
-var Names = []string{WALBeforeSync, RaftBeforeSave, RaftAfterSave, TxnAfterPrepare, TxnAfterDecide, TxnInFinishBatch, WALBeforeTruncate, MaterializeBeforeRename}
+var Names = []string{WALBeforeSync, RaftBeforeSave, RaftAfterSave, TxnAfterPrepare, TxnAfterDecide, TxnInFinishBatch, WALBeforeTruncate, MaterializeBeforeRename,
+	RaftBeforeSend, RaftBeforeApply, TxnBeforeVote, CutAfterStart, CutAfterFinish, SnapshotBeforeManifest, MaterializeBeforeCheckpoint}

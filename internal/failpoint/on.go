@@ -26,8 +26,8 @@ var (
 )
 
 func init() {
-	if err := Arm(os.Getenv("CUTKV_FAILPOINTS")); err != nil {
-		fmt.Fprintf(os.Stderr, "failpoint: CUTKV_FAILPOINTS: %v\n", err)
+	if err := Arm(os.Getenv(EnvVar)); err != nil {
+		fmt.Fprintf(os.Stderr, "failpoint: %s: %v\n", EnvVar, err)
 		os.Exit(2)
 	}
 }
@@ -98,7 +98,7 @@ func Inject(name string) error {
 		return nil
 	case "exit":
 		fmt.Fprintf(os.Stderr, "failpoint %s: exiting\n", name)
-		os.Exit(86)
+		os.Exit(ExitCode)
 	}
 	return fmt.Errorf("%w at %s", ErrInjected, name)
 }

@@ -48,3 +48,30 @@ func TestHoldUntilDisarmed(t *testing.T) {
 		t.Fatalf("released hold returned %v", err)
 	}
 }
+
+// TestEveryNameArms: each listed point can be armed from the environment's
+// syntax and fires after its count, the others staying quiet.
+func TestEveryNameArms(t *testing.T) {
+	defer Arm("")
+	for _, name := range Names {
+		if err := Arm(name + "=error@1"); err != nil {
+			t.Fatalf("arm %s: %v", name, err)
+		}
+		if err := Inject(name); err != nil {
+			t.Fatalf("%s fired on its first call, armed @1: %v", name, err)
+		}
+		for _, other := range Names {
+			if other != name {
+				if err := Inject(other); err != nil {
+					t.Fatalf("%s fired while only %s was armed: %v", other, name, err)
+				}
+			}
+		}
+		if err := Inject(name); !errors.Is(err, ErrInjected) {
+			t.Fatalf("%s, second call: %v, want ErrInjected", name, err)
+		}
+		if Calls(name) != 2 {
+			t.Fatalf("%s: %d calls counted, want 2", name, Calls(name))
+		}
+	}
+}
