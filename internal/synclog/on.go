@@ -20,6 +20,11 @@ var rec struct {
 	once sync.Once
 	mu   sync.Mutex
 	f    *os.File // nil: not recording
+	// last is the length last written for each file: the WAL records its
+	// whole directory after every batch, and only the tail has grown, so
+	// a line equal to the file's last one is not written again (the log's
+	// last line per file is what counts). REQUIRES: mu held.
+	last map[fileID]int64
 }
 
 func recording() bool {
@@ -58,10 +63,18 @@ func recordFile(f vfs.File, name string) {
 }
 
 func write(st *syscall.Stat_t) {
-	line := fmt.Sprintf("%d %d %d\n", uint64(st.Dev), st.Ino, st.Size)
+	id := fileID{uint64(st.Dev), st.Ino}
 	rec.mu.Lock()
-	_, _ = rec.f.WriteString(line)
-	rec.mu.Unlock()
+	defer rec.mu.Unlock()
+	if n, ok := rec.last[id]; ok && n == st.Size {
+		return
+	}
+	if rec.last == nil {
+		rec.last = map[fileID]int64{}
+	}
+	if _, err := fmt.Fprintf(rec.f, "%d %d %d\n", id.dev, id.ino, st.Size); err == nil {
+		rec.last[id] = st.Size
+	}
 }
 
 // RecordDir records every regular file directly in dir as durable at its

@@ -5,6 +5,7 @@ package synclog
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -53,6 +54,18 @@ func TestWrapFSRecordsSyncs(t *testing.T) {
 		t.Fatal(err)
 	}
 	RecordDir(wal)
+	lines := func() int {
+		b, err := os.ReadFile(logPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Count(string(b), "\n")
+	}
+	before := lines()
+	RecordDir(wal) // nothing grew: nothing written
+	if n := lines(); n != before {
+		t.Fatalf("RecordDir of an unchanged directory wrote %d lines", n-before)
+	}
 	if err := os.WriteFile(seg, make([]byte, 15), 0o644); err != nil {
 		t.Fatal(err)
 	}
