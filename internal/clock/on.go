@@ -4,6 +4,7 @@ package clock
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -17,6 +18,11 @@ const Enabled = true
 
 // PollInterval is how often the skew file is read.
 const PollInterval = 100 * time.Millisecond
+
+// MaxOffset bounds the offset a skew file may set, either way: a day is
+// past every timeout and retention the protocols have, and far from the
+// ends of time.Time.
+const MaxOffset = 24 * time.Hour
 
 var offset atomic.Int64 // nanoseconds
 
@@ -66,8 +72,11 @@ func (w *watcher) poll() {
 	w.seen, w.read = s, true
 	var d time.Duration
 	if s != "" {
-		if d, err = time.ParseDuration(s); err != nil {
-			slog.Default().Error("clock skew file holds no duration (write one such as -7m30s); the offset stays",
+		if d, err = time.ParseDuration(s); err == nil && (d > MaxOffset || d < -MaxOffset) {
+			err = fmt.Errorf("offset %v beyond ±%v", d, MaxOffset)
+		}
+		if err != nil {
+			slog.Default().Error("clock skew file holds no duration within ±"+MaxOffset.String()+" (write one such as -7m30s); the offset stays",
 				"file", w.path, "content", s, "offset", Offset(), "error", err)
 			return
 		}

@@ -48,6 +48,7 @@ func TestSkewFileSetsOffset(t *testing.T) {
 		{"15m", 15 * time.Minute, 1}, // same offset: not logged again
 		{"-7m30s", -7*time.Minute - 30*time.Second, 2},
 		{"soon", -7*time.Minute - 30*time.Second, 2}, // refused, offset kept
+		{"-25h", -7*time.Minute - 30*time.Second, 2}, // beyond MaxOffset: refused
 		{"", 0, 3},
 		{"1m", time.Minute, 4},
 	} {
@@ -62,7 +63,7 @@ func TestSkewFileSetsOffset(t *testing.T) {
 			t.Fatalf("step %d: Now is %v from time.Now, want about %v", i, skew, step.want)
 		}
 	}
-	if !strings.Contains(buf.String(), "offset=1m0s") || strings.Count(buf.String(), "holds no duration") != 1 {
+	if !strings.Contains(buf.String(), "offset=1m0s") || strings.Count(buf.String(), "holds no duration") != 2 {
 		t.Fatalf("log lacks the offset or logs the refusal other than once:\n%s", buf.String())
 	}
 	if err := os.Remove(path); err != nil {
