@@ -256,21 +256,12 @@ func (c *cluster) scrapeTxns(ctx context.Context) txnCounters {
 	return out
 }
 
-// fileSize is path's size, 0 when it cannot be read.
-func fileSize(path string) int64 {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return 0
-	}
-	return fi.Size()
-}
-
 // waitLogLine waits until the log at path has a line containing want
 // after byte from.
 func waitLogLine(ctx context.Context, path string, from int64, want string, within time.Duration) bool {
 	deadline := time.Now().Add(within)
 	for {
-		if b, err := os.ReadFile(path); err == nil && int64(len(b)) > from && strings.Contains(string(b[from:]), want) {
+		if strings.Contains(logSince(path, from), want) {
 			return true
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {

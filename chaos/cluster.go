@@ -421,16 +421,3 @@ func (c *cluster) leaderOf(ctx context.Context, g uint64, askOnly []int) (int, u
 	}
 	return -1, 0
 }
-
-// tail returns the last n lines of a file.
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
-}

@@ -3,7 +3,6 @@ package chaos
 import (
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -339,19 +338,4 @@ func (n *nemesis) nudgeLeadership(ctx context.Context, i int, need crashNeed) st
 		what = "group 0"
 	}
 	return fmt.Sprintf("%s paused %v to move leadership: %s leads %s: %v", c.nodes[y].id, time.Since(began).Round(time.Millisecond), c.nodes[i].id, what, won)
-}
-
-// logSince returns what the file at path holds from offset on ("" if it
-// cannot be read).
-func logSince(path string, offset int64) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.NewSectionReader(f, offset, 1<<40))
-	if err != nil {
-		return ""
-	}
-	return string(b)
 }

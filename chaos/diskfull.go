@@ -2,11 +2,9 @@ package chaos
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,10 +93,7 @@ func (n *nemesis) injectDiskFull(ctx context.Context) (target string, proven boo
 	if s := p.State(); s != nil {
 		code = s.ExitCode()
 	}
-	logText, err := readFrom(nd.log, logFrom)
-	if err != nil {
-		return nd.id, false, what + fmt.Sprintf("; exited by itself after %v (code %d), but its log: %v", took, code, err)
-	}
+	logText := logSince(nd.log, logFrom)
 	line, ok := fatalNoSpace(logText, nd.data)
 	if !ok {
 		return nd.id, false, what + fmt.Sprintf("; exited by itself after %v (code %d), but no fatal line names a file in %s and %q; its log ends:\n%s",
@@ -163,8 +158,8 @@ func (c *cluster) exited(i int, p *hosts.Proc) {
 // fatalNoSpace finds the line in a node's log that says why it stopped
 // ("kvnode: fatal: ...", cmd/kvnode) and reports whether it names the
 // no-space error and a file under the data dir.
-func fatalNoSpace(log []byte, dataDir string) (string, bool) {
-	sc := bufio.NewScanner(bytes.NewReader(log))
+func fatalNoSpace(log string, dataDir string) (string, bool) {
+	sc := bufio.NewScanner(strings.NewReader(log))
 	sc.Buffer(make([]byte, 0, 64<<10), 4<<20)
 	for sc.Scan() {
 		line := sc.Text()
@@ -174,27 +169,6 @@ func fatalNoSpace(log []byte, dataDir string) (string, bool) {
 		return line, strings.Contains(line, noSpace) && strings.Contains(line, filepath.Clean(dataDir)+string(filepath.Separator))
 	}
 	return "", false
-}
-
-// readFrom reads the file at path from offset on.
-func readFrom(path string, offset int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if _, err := f.Seek(offset, io.SeekStart); err != nil {
-		return nil, err
-	}
-	return io.ReadAll(f)
-}
-
-func lastLines(b []byte, k int) string {
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > k {
-		lines = lines[len(lines)-k:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // clip cuts s to at most max bytes, on a rune boundary.

@@ -32,7 +32,7 @@ func TestFatalNoSpace(t *testing.T) {
 		{"another error", "kvnode: fatal: write /tmp/r/n2/wal/1: input/output error\n", "kvnode: fatal: write /tmp/r/n2/wal/1: input/output error", false},
 		{"no fatal line", "level=ERROR msg=\"wal: write failed\" err=\"write /tmp/r/n2/wal/1: no space left on device\"\npanic: boom\n", "", false},
 	} {
-		line, ok := fatalNoSpace([]byte(tt.log), data)
+		line, ok := fatalNoSpace(tt.log, data)
 		if line != tt.line || ok != tt.ok {
 			t.Errorf("%s: fatalNoSpace = %q, %v; want %q, %v", tt.name, line, ok, tt.line, tt.ok)
 		}
