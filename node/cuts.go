@@ -55,11 +55,9 @@ func (n *Node) runCutAgent(ctx context.Context) {
 				_, err := rn.Store.Propose(pctx, p, cmd)
 				// Applied here, nothing more proposed yet: an "exit" leaves
 				// the rest of the cut to the next leader.
-				switch {
-				case err != nil:
-				case cmd.GetCutFinish() != nil:
+				if err == nil && cmd.GetCutFinish() != nil {
 					err = failpoint.Inject(failpoint.CutAfterFinish)
-				default:
+				} else if err == nil {
 					err = failpoint.Inject(failpoint.CutAfterStart)
 				}
 				mu.Lock()

@@ -235,7 +235,7 @@ func Start(cfg Config, log *slog.Logger) (_ *Node, err error) {
 	}
 	n.wal, err = wal.Open(walDir, walOpts)
 	if err != nil {
-		return nil, fmt.Errorf("server: open WAL in %s: %w", filepath.Join(cfg.DataDir, datadir.WALDir), err)
+		return nil, fmt.Errorf("server: open WAL in %s: %w", walDir, err)
 	}
 	cleanup = append(cleanup, func() { n.wal.Close() })
 
