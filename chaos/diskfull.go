@@ -16,13 +16,16 @@ import (
 )
 
 // nodeDisk is the size of the tmpfs each node's data dir is (a
-// hosts.MountDisk): 4 times the most a data dir held in a 2-minute round
-// of 3 nodes under the full load with kill-restart and isolate-leader
-// faults (24 MiB, sampled every 2 s at 2026-12-07: WAL segments of 1 MiB
-// truncated behind materializations every 45 s, eight Pebble states and
-// their checkpoints), so that only a disk-full fault fills it, and a fill
-// costs little memory.
-const nodeDisk = 96 << 20
+// hosts.MountDisk), so that only a disk-full fault fills it and a fill
+// costs memory, not a disk. A data dir grows by up to 12 MiB a minute
+// under the full load while its WAL is not truncated (sampled every 10 s
+// at 2026-12-07 in a 3-minute round of 3 nodes with restart-all and
+// crash-point faults: a node that restarts every few seconds never
+// reaches its first materialization, 45 s after its start, so nothing
+// truncates its WAL), and the 96 MiB this was before ran out in the
+// verification after an 8-minute round (round seed
+// 10843351665710126561). 512 MiB holds 40 minutes of that.
+const nodeDisk = 512 << 20
 
 // fillerName is the file a disk-full fault fills a node's disk with, in
 // the root of its data dir; heal removes it before the node restarts.

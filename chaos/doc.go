@@ -31,7 +31,7 @@
 //     cut completes again.
 //
 // Every node's data dir is a tmpfs of its own (chaos/hosts MountDisk,
-// 96 MiB), so that the disk-full fault can fill one node's disk: the node
+// 512 MiB), so that the disk-full fault can fill one node's disk: the node
 // must exit with status 1 naming the file that failed (its WAL's or its
 // Pebble's), and heal frees the disk and restarts it. The tmpfs's files
 // are copied onto the disk under it when the round ends, so a failed
