@@ -23,7 +23,9 @@
 //   - a consistent cut every 500 ms and an incremental snapshot every 5 s;
 //   - a live verifier: every few seconds it copies the nodes' WALs and
 //     materializations and rebuilds every cut completed since (cut/verify)
-//     — later, WAL truncation erases the log a cut needs;
+//     — later, WAL truncation erases the log a cut needs; a pass with 8
+//     or more cuts to verify rebuilds one replica per partition, not
+//     all, so that it catches up (the replicas are compared at the end);
 //   - the nemesis: faults of the kinds the seed picked, each held a few
 //     seconds, each proved to have taken effect (a leader change seen, a
 //     connection timing out across the cut link, the process state 'T')

@@ -338,9 +338,9 @@ func checkRound(t *testing.T, c *cluster, res *roundResult, reg *linearizability
 	// Cuts: every completed one verified.
 	calls, completed, failed, errors, last := cu.summary()
 	examined, verified, unverified, violations, passes, verrs, vlast := lv.result()
-	unknownRecords, skippedReplicas := lv.unjudged()
+	unknownRecords, skippedReplicas, oneReplica := lv.unjudged()
 	res.Cuts = cutCounts{Calls: calls, Completed: completed, Failed: failed, Errors: errors, Verified: verified, Unverified: len(unverified), UnknownRecords: unknownRecords}
-	logf("verifier: %d transactions included with their record gone from every log (not judged), %d replicas passed over (truncated past a cut)", unknownRecords, skippedReplicas)
+	logf("verifier: %d transactions included with their record gone from every log (not judged), %d replicas passed over (truncated past a cut), %d cuts verified on one replica per partition (passes behind)", unknownRecords, skippedReplicas, oneReplica)
 	logf("cuts: %d calls, %d completed, %d failed, %d errors (last: %s); verifier: %d passes (%d errors, last: %s), %d examined, %d verified, %d never whole in the copies %v",
 		calls, completed, failed, errors, last, passes, verrs, vlast, examined, verified, len(unverified), unverified)
 	for _, v := range violations {

@@ -339,6 +339,40 @@ func TestVerifyReplicasDisagree(t *testing.T) {
 	}
 }
 
+// TestVerifyOneReplica: OneReplica rebuilds one replica per partition,
+// so two replicas that differ verify, and a torn cut is still found.
+func TestVerifyOneReplica(t *testing.T) {
+	c := consistent()
+	src := c.source(t, "n1")
+	c.p2[0] = step{0, put("b", "1")}
+	c.p2[1] = step{0, put("c", "1")}
+	for _, r := range c.source(t, "n2") {
+		if r.Group == 2 {
+			src = append(src, r)
+		}
+	}
+	rep, err := Verify(src, Options{OneReplica: true})
+	if err != nil {
+		t.Fatalf("with one replica rebuilt: %v", err)
+	}
+	for _, cr := range rep.Cuts {
+		for _, pr := range cr.Partitions {
+			if len(pr.Replicas) != 1 {
+				t.Fatalf("cut %d partition %d: rebuilt %v, want one replica", cr.Version, pr.Partition, pr.Replicas)
+			}
+		}
+	}
+	if _, err := Verify(src, Options{}); kinds(err)[ErrReplicas] != 1 {
+		t.Fatalf("without OneReplica: %v, want ErrReplicas", err)
+	}
+
+	torn := consistent()
+	torn.p2[1] = step{0, put("c", "1")} // T1 committed in partition 1 only
+	if _, err := Verify(torn.source(t, "n1"), Options{OneReplica: true}); kinds(err)[ErrTorn] == 0 {
+		t.Fatalf("a torn cut with OneReplica: %v, want ErrTorn", err)
+	}
+}
+
 // TestVerifyBookkeeping: group 0 recorded a finish index whose CutFinish
 // is the duplicate, not the entry that closed the cut.
 func TestVerifyBookkeeping(t *testing.T) {
