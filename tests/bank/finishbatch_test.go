@@ -57,16 +57,20 @@ func TestFinishBatchLeaderDeath(t *testing.T) {
 		t.Logf("%v: %s died with a batch of Finishes unproposed (exit@%d); %d transfers committed so far",
 			time.Since(began).Round(time.Millisecond), n.ID, after, b.Stats.Transfers.Load())
 	}
+	// A node is restarted without waiting until it is ready: it is ready
+	// only once a quorum answers, and the other two, still armed, may
+	// die at the point meanwhile (a clean-clone run lost all three that
+	// way while the first one's restart waited).
 	restart := func(n *process.Node) {
 		t.Helper()
 		n.Env = nil
-		n.Restart()
+		n.Launch()
 		lastRestart, atRestart = time.Now(), b.Stats.Transfers.Load()
 	}
 	for time.Now().Before(deadline) && (len(deaths) == 0 || time.Since(began) < soak/2) {
 		for _, n := range c.Nodes {
-			if n.Running() {
-				continue
+			if n.Running() || n.Env == nil {
+				continue // a restarted one is awaited below
 			}
 			code, desc := n.WaitExit(time.Second)
 			died(n, code, desc)
@@ -89,6 +93,9 @@ func TestFinishBatchLeaderDeath(t *testing.T) {
 			died(n, code, "exit status 86")
 		}
 		restart(n)
+	}
+	for _, n := range c.Nodes {
+		n.AwaitReady()
 	}
 	if len(deaths) == 0 {
 		t.Fatalf("no leader reached txnInFinishBatch=exit@%d within %v (%d transfers committed): Finishes never shared an entry",

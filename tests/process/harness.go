@@ -533,6 +533,14 @@ func (n *Node) Start() {
 // Restart starts the node again with the same flags and data dir.
 func (n *Node) Restart() { n.t.Helper(); n.Start() }
 
+// Launch starts the node again without waiting until it is ready, for a
+// test that restarts nodes as they die while the others may die too: a
+// node is ready only once a quorum answers. AwaitReady waits.
+func (n *Node) Launch() { n.t.Helper(); n.launch() }
+
+// AwaitReady waits until the node's current run is ready (Start's wait).
+func (n *Node) AwaitReady() { n.t.Helper(); n.awaitReady() }
+
 // Kill9 SIGKILLs the node and waits until it is gone.
 func (n *Node) Kill9() {
 	n.t.Helper()
