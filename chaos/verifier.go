@@ -54,6 +54,17 @@ func digestOf(state map[string][]byte) stateDigest {
 // partition are compared at the end of the round (kvctl check).
 const liveBehind = 8
 
+// A pass's copies are kept, in the round's files, when a cut it had to
+// verify was not whole in the copies of keepPendingAt passes in a row (a
+// cut completed just before a pass is often not whole in its copies,
+// seldom in two); at most keptCopiesMax passes' are kept. A cut not whole
+// in four is counted as never verified (round seed 12247301927978929663:
+// cut 209, whose logs were truncated by the round's end).
+const (
+	keepPendingAt = 2
+	keptCopiesMax = 2
+)
+
 // liveVerifier rebuilds every completed cut from copies of the running
 // nodes' WALs and materializations soon after it completes: the WALs are
 // truncated behind materializations, so a cut left for the end of the
@@ -82,6 +93,9 @@ type liveVerifier struct {
 	// the first one kept wins over the decision that follows it.
 	known   map[string]*internalpb.TxnDecideOp
 	skipped int // replicas passed over: truncated past a cut's position
+	// keptCopies counts the passes whose copies were kept for a cut not
+	// whole in them (keepPendingAt).
+	keptCopies int
 	// oneReplica counts the cuts verified on one replica per partition,
 	// in passes that were behind (liveBehind).
 	oneReplica int
@@ -151,7 +165,12 @@ func (v *liveVerifier) pass(ctx context.Context) error {
 		todo = []*kvpb.CutInfo{} // none to verify: only the decisions
 	}
 	dir := filepath.Join(v.scratch, fmt.Sprintf("pass-%d", pass))
-	defer os.RemoveAll(dir)
+	keep := false // the copies stay for a cut that is still not whole
+	defer func() {
+		if !keep {
+			_ = os.RemoveAll(dir)
+		}
+	}()
 	dirs, err := copyDataDirs(v.c, dir)
 	if err != nil {
 		return err
@@ -225,6 +244,11 @@ func (v *liveVerifier) pass(ctx context.Context) error {
 			continue
 		}
 		v.pending[ver]++
+		if v.pending[ver] == keepPendingAt && v.keptCopies < keptCopiesMax && !keep {
+			keep = true
+			v.keptCopies++
+			v.logf("verifier pass %d: cut %d not whole in %d passes' copies; keeping these in %s", pass, ver, keepPendingAt, dir)
+		}
 		if v.pending[ver] > 3 {
 			delete(v.pending, ver)
 			v.unverified = append(v.unverified, ver)
