@@ -78,17 +78,22 @@ func (s *Store) writeCheckpoint(g *group, cp Checkpointer, applied uint64) (idx,
 		_ = os.RemoveAll(tmp)
 		return 0, 0, 0, err
 	}
+	// The loop may run fn after doSync gave up on a stopping store, so fn
+	// shares no variable with this function's returns: it reads at and
+	// writes got, which is read only once fn has run.
+	at, got := idx, uint64(0)
 	if derr := s.doSync(func() error {
-		t, err := g.storage.Term(idx)
+		t, err := g.storage.Term(at)
 		if err != nil {
-			return fmt.Errorf("raftstore: group %d: term of checkpointed index %d: %w", g.id, idx, err)
+			return fmt.Errorf("raftstore: group %d: term of checkpointed index %d: %w", g.id, at, err)
 		}
-		term = t
+		got = t
 		return nil
 	}); derr != nil {
 		_ = os.RemoveAll(tmp)
 		return 0, 0, 0, derr
 	}
+	term = got
 	if err := failpoint.Inject(failpoint.MaterializeBeforeRename); err != nil {
 		return 0, 0, 0, err
 	}
